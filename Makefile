@@ -1,0 +1,48 @@
+# The newcomer's commands: `make run` (the app on http://127.0.0.1:8000/) and `make test`.
+# Everything lives in .venv and .data; nothing is installed system-wide.
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PYTEST_ARGS ?=
+
+.DEFAULT_GOAL := help
+.PHONY: help venv run test bench lint clean-data
+
+help:
+	@echo "make run         start Switchyard (embedded PostgreSQL + Valkey, web, scheduler, workers)"
+	@echo "make test        run the tests (PYTEST_ARGS=... to pass options)"
+	@echo "make bench       run the benchmarks"
+	@echo "make lint        ruff check and format check"
+	@echo "make clean-data  stop the embedded servers and delete .data"
+
+venv: $(VENV)/.installed
+
+$(VENV)/.installed: requirements.txt requirements-dev.txt
+	@$(PYTHON) -c 'import ensurepip' 2>/dev/null || { \
+		echo "$(PYTHON) cannot create virtualenvs: install python3-venv (apt-get install -y python3-venv)."; \
+		exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install -q --upgrade pip
+	$(VENV)/bin/pip install -q -r requirements-dev.txt
+	touch $@
+
+run: venv
+	$(PY) scripts/run.py
+
+test: venv
+	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+bench: venv
+	$(PY) bench/run.py
+
+lint: venv
+	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
+
+clean-data:
+	@if [ -x $(PY) ]; then \
+		for dir in .data/*/; do \
+			if [ -f "$$dir/services.json" ]; then $(PY) scripts/services.py clean --dir "$$dir" || exit 1; fi; \
+		done; \
+	fi
+	rm -rf .data

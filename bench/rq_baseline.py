@@ -1,0 +1,127 @@
+"""Baseline: the same 4-node DAG on plain RQ 3.0 with `depends_on` and two SimpleWorkers.
+
+    fetch_profile, enrich_location: no dependencies
+    sentiment_analysis: depends_on fetch_profile
+    recommendation_engine: depends_on all three
+
+Completion is awaited on the final job (`Job.latest_result(timeout=...)`, a blocking XREAD on
+its result stream). RQ keeps no durable per-node record: a job's state lives only in Redis.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from redis import Redis
+from rq import Queue, Worker
+from rq.job import Job
+
+import harness
+import rq_jobs
+from harness import Batch, Member, Proc
+
+QUEUE = "bench-baseline"
+WORKERS = 2
+BENCH_DIR = Path(__file__).resolve().parent
+
+
+class RqBaseline:
+    name = "rq-baseline"
+    durable = False
+
+    def __init__(self, redis_url: str, env: dict[str, str], logdir: Path) -> None:
+        self.url = redis_url
+        self.env = env
+        self.logdir = logdir
+        self.conn = Redis.from_url(redis_url)
+        self.queue = Queue(QUEUE, connection=self.conn)
+        self.procs: list[Proc] = []
+        self.next_id = 0
+
+    # -------------------------------------------------------------- lifecycle
+
+    def prepare(self) -> None:
+        self.conn.flushdb()
+
+    def start(self) -> None:
+        for i in range(1, WORKERS + 1):
+            cmd = [
+                str(harness.VENV_BIN / "rq"), "worker", "--url", self.url,
+                "--worker-class", "rq.worker.SimpleWorker", "--logging_level", "WARNING",
+                "--path", str(BENCH_DIR), "--name", f"bench-rq-w{i}", QUEUE,
+            ]  # fmt: skip
+            self.procs.append(harness.spawn(cmd, f"rq-w{i}", "workers", self.env, self.logdir))
+        self._wait_ready(60)
+
+    def _wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while Worker.count(connection=self.conn) < WORKERS:
+            harness.check_alive(self.procs)
+            if time.monotonic() > deadline:
+                raise RuntimeError("the RQ workers did not register")
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        harness.stop(self.procs)
+
+    def members(self) -> list[Member]:
+        found = [Member(p.name, "workers", harness.tree(p.popen.pid)) for p in self.procs]
+        found.append(Member("redis", "redis", harness.tree(harness.redis_server_pid(self.conn))))
+        found.append(Member("client", "client", harness.this_process()))
+        return found
+
+    # -------------------------------------------------------------- runs
+
+    def _submit(self) -> tuple[int, Job]:
+        run_id = self.next_id
+        self.next_id += 1
+        q = self.queue
+        fp = q.enqueue(rq_jobs.fetch_profile, run_id)
+        el = q.enqueue(rq_jobs.enrich_location, run_id)
+        sa = q.enqueue(rq_jobs.sentiment_analysis, run_id, depends_on=fp)
+        return run_id, q.enqueue(rq_jobs.recommendation_engine, run_id, depends_on=[fp, el, sa])
+
+    @staticmethod
+    def _wait(job: Job, deadline: float) -> Any:
+        # Block on the result stream in short slices (redis-py's socket timeout is 5 s).
+        while True:
+            result = job.latest_result(timeout=2)
+            if result is not None:
+                return result.return_value
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"job {job.id} did not finish")
+
+    def one(self) -> tuple[float, list[str]]:
+        t0 = time.perf_counter()
+        run_id, job = self._submit()
+        value = self._wait(job, time.monotonic() + 60)
+        elapsed = time.perf_counter() - t0
+        return elapsed, [] if rq_jobs.is_final_result(run_id, value) else [f"run {run_id}: {value!r}"]
+
+    def batch(self, n: int) -> Batch:
+        t0 = time.perf_counter()
+        submitted = [self._submit() for _ in range(n)]
+        submit_s = time.perf_counter() - t0
+        deadline = time.monotonic() + max(120.0, n * 0.5)
+        errors = []
+        for run_id, job in submitted:
+            try:
+                value = self._wait(job, deadline)
+            except TimeoutError as exc:
+                errors.append(str(exc))
+                continue
+            if not rq_jobs.is_final_result(run_id, value):
+                errors.append(f"run {run_id}: {value!r}")
+        wall_s = time.perf_counter() - t0
+        return Batch([run_id for run_id, _ in submitted], submit_s, wall_s, errors)
+
+    # -------------------------------------------------------------- per-phase figures
+
+    def phase_begin(self) -> None:
+        harness.redis_reset_stats(self.conn)
+
+    def phase_end(self, batch: Batch, nodes: int) -> dict[str, Any]:
+        calls, top = harness.redis_command_calls(self.conn)
+        return {"redis_cmds": calls, "redis_cmds_per_node": calls / nodes, "redis_top": top}

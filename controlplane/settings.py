@@ -1,0 +1,192 @@
+"""Settings for Switchyard: the only module that reads os.environ.
+
+Every knob is documented in the README's configuration table and in `.env.example`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from urllib.parse import urlsplit
+
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+DEV_SECRET_KEY = "dev-insecure-switchyard-key-change-me"
+
+
+def env_str(name: str, default: str | None = None) -> str:
+    """Return an environment variable, or the default; raise if neither exists."""
+    value = os.environ.get(name, default)
+    if value is None:
+        raise ImproperlyConfigured(f"Set the environment variable {name}.")
+    return value
+
+
+def env_int(name: str, default: int) -> int:
+    """Return an integer environment variable, with a clear error on junk."""
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be an integer, got {raw!r}.") from None
+
+
+def env_float(name: str, default: float) -> float:
+    """Return a float environment variable, with a clear error on junk."""
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise ImproperlyConfigured(f"{name} must be a number, got {raw!r}.") from None
+
+
+def env_bool(name: str, default: bool) -> bool:
+    """Return a boolean environment variable (1/0, true/false, yes/no, on/off)."""
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    value = raw.strip().lower()
+    if value in {"1", "true", "yes", "on"}:
+        return True
+    if value in {"0", "false", "no", "off"}:
+        return False
+    raise ImproperlyConfigured(f"{name} must be true or false, got {raw!r}.")
+
+
+def database_from_url(url: str) -> dict[str, object]:
+    """Turn postgres://user:pass@host:port/name into a Django DATABASES entry."""
+    parts = urlsplit(url)
+    if parts.scheme not in {"postgres", "postgresql"}:
+        raise ImproperlyConfigured(f"DATABASE_URL must be a postgres:// URL, got {url!r}.")
+    return {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": parts.path.lstrip("/") or "switchyard",
+        "USER": parts.username or "",
+        "PASSWORD": parts.password or "",
+        "HOST": parts.hostname or "",
+        "PORT": str(parts.port or ""),
+        "CONN_MAX_AGE": env_int("DB_CONN_MAX_AGE", 600),
+        "CONN_HEALTH_CHECKS": True,
+        "OPTIONS": {"connect_timeout": 5},
+    }
+
+
+DEBUG = env_bool("DEBUG", False)
+SECRET_KEY = env_str("SECRET_KEY", DEV_SECRET_KEY)
+ALLOWED_HOSTS = [h for h in env_str("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",") if h]
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "django_rq",
+    "django_htmx",
+    "channels",
+    "workflows",
+    "monitoring",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "controlplane.urls"
+ASGI_APPLICATION = "controlplane.asgi.application"
+WSGI_APPLICATION = None
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASE_URL = env_str("DATABASE_URL", "postgres://switchyard@127.0.0.1:5432/switchyard")
+DATABASES = {"default": database_from_url(DATABASE_URL)}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
+
+# The queues a node may name; workers listen on these (in this order of priority).
+SWITCHYARD_QUEUES = [q for q in env_str("SWITCHYARD_QUEUES", "default,agents").split(",") if q]
+RQ_QUEUES = {name: {"URL": REDIS_URL, "DEFAULT_TIMEOUT": -1} for name in SWITCHYARD_QUEUES}
+# Workers are NodeWorker (non-forking, heartbeating); see workflows/worker.py.
+RQ = {"COMMIT_MODE": "auto", "WORKER_CLASS": "workflows.worker.NodeWorker"}
+
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [REDIS_URL]},
+    }
+}
+
+SWITCHYARD = {
+    # Modules whose import registers node handlers (the only code a definition may name).
+    "HANDLER_MODULES": [
+        m for m in env_str("SWITCHYARD_HANDLER_MODULES", "workflows.handlers.builtin,workflows.handlers.demo").split(",") if m
+    ],
+    "MAX_INPUT_BYTES": env_int("SWITCHYARD_MAX_INPUT_BYTES", 256 * 1024),
+    "MAX_OUTPUT_BYTES": env_int("SWITCHYARD_MAX_OUTPUT_BYTES", 256 * 1024),
+    "MAX_NODES": env_int("SWITCHYARD_MAX_NODES", 2000),
+    # Reconciler: how long a run may sit without progress before Postgres re-drives it.
+    "RECONCILE_AFTER_SECONDS": env_float("SWITCHYARD_RECONCILE_AFTER_SECONDS", 3.0),
+    "WORKER_HEARTBEAT_SECONDS": env_float("SWITCHYARD_WORKER_HEARTBEAT_SECONDS", 1.0),
+    "WORKER_LOST_AFTER_SECONDS": env_float("SWITCHYARD_WORKER_LOST_AFTER_SECONDS", 5.0),
+    "HTTP_TIMEOUT_SECONDS": env_float("SWITCHYARD_HTTP_TIMEOUT_SECONDS", 30.0),
+    "HTTP_MAX_RESPONSE_BYTES": env_int("SWITCHYARD_HTTP_MAX_RESPONSE_BYTES", 1024 * 1024),
+    "LLM_BASE_URL": env_str("LLM_BASE_URL", "http://127.0.0.1:11434/v1"),
+    "LLM_API_KEY": env_str("LLM_API_KEY", ""),
+    "LLM_MODEL": env_str("LLM_MODEL", "gpt-4o-mini"),
+}
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+LOGIN_URL = "/admin/login/"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = BASE_DIR / ".data" / "staticfiles"
+
+SESSION_COOKIE_HTTPONLY = True
+CSRF_COOKIE_SAMESITE = "Lax"
+X_FRAME_OPTIONS = "DENY"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
+    "loggers": {"rq.worker": {"level": env_str("RQ_LOG_LEVEL", "WARNING")}},
+}

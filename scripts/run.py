@@ -1,0 +1,347 @@
+#!/usr/bin/env python3
+"""Run Switchyard for development: servers, migrations, web server, scheduler and workers.
+
+`make run` calls this. It starts the embedded PostgreSQL and Valkey (unless DATABASE_URL and
+REDIS_URL are both set), migrates, bootstraps the admin login and demo workflows, then keeps
+Daphne, the scheduler and the workers running: a child that dies is restarted (at most
+RESTARTS_PER_MINUTE times a minute). Ctrl-C or SIGTERM stops everything it started.
+
+Environment: PORT (web server, default 8000), WORKERS (RQ workers, default 2), and anything
+the settings read. Variables from a `.env` file in the checkout apply unless already set.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import importlib.util
+import logging
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+VENV_PYTHON = REPO / ".venv" / "bin" / "python"
+if __name__ == "__main__" and importlib.util.find_spec("psutil") is None:  # not the project's Python
+    if not VENV_PYTHON.exists():
+        sys.exit("No virtualenv in .venv: run `make run`, which creates it first.")
+    os.execv(VENV_PYTHON, [str(VENV_PYTHON), *sys.argv])
+
+import psutil  # noqa: E402
+
+sys.path.insert(0, str(REPO / "scripts"))
+import services  # noqa: E402
+
+DATA_DIR = REPO / ".data" / "dev"
+BIN = Path(sys.executable).parent  # the virtualenv's bin folder (make runs .venv/bin/python)
+HOST = "127.0.0.1"
+STOP_GRACE_SECONDS = 10.0
+RESTARTS_PER_MINUTE = 5
+RESTART_DELAY_SECONDS = 1.0
+READY_TIMEOUT_SECONDS = 120.0
+# Lines of `manage.py bootstrap` repeated under the banner, so the login is not scrolled away.
+LOGIN_LINE = re.compile(r"login|password|username", re.IGNORECASE)
+
+_output_lock = threading.Lock()
+_signals_received = 0
+
+
+def say(name: str, line: str) -> None:
+    """Print one line to the terminal, prefixed with the name of the process it comes from."""
+    with _output_lock, contextlib.suppress(OSError):  # a closed terminal must not stop the relays
+        sys.stdout.write(f"[{name}] {line}\n")
+        sys.stdout.flush()
+
+
+@dataclass
+class Child:
+    """A long-running process, restarted when it dies on its own."""
+
+    name: str
+    argv: Callable[[], list[str]]  # called at each start: workers need a fresh name
+    env: dict[str, str]
+    process: subprocess.Popen[bytes] | None = None
+    restarts: collections.deque[float] = field(default_factory=collections.deque)
+    restart_at: float | None = None
+
+    def start(self) -> None:
+        if self.process is not None:
+            self.restarts.append(time.monotonic())
+        self.process = spawn(self.name, self.argv(), self.env)
+        self.restart_at = None
+
+    def check(self, now: float) -> None:
+        """Restart the process if it died, with a delay and at most RESTARTS_PER_MINUTE a minute."""
+        if self.restart_at is not None:
+            if now >= self.restart_at:
+                self.start()
+            return
+        if self.process is None or self.process.poll() is None:
+            return
+        code = self.process.returncode
+        kill_group(self.process.pid, signal.SIGKILL)  # its children (an RQ work horse) go too
+        while self.restarts and now - self.restarts[0] > 60:
+            self.restarts.popleft()
+        delay = RESTART_DELAY_SECONDS
+        if len(self.restarts) >= RESTARTS_PER_MINUTE:
+            delay = max(delay, 60 - (now - self.restarts[0]))
+        say("run", f"{self.name} exited with {describe_exit(code)}; restarting in {delay:.0f} s")
+        self.restart_at = now + delay
+
+    def stop(self, sig: signal.Signals) -> None:
+        if self.process is not None:
+            kill_group(self.process.pid, sig)
+
+    def is_stopped(self) -> bool:
+        return self.process is None or (
+            self.process.poll() is not None and not group_members(self.process.pid)
+        )
+
+
+def spawn(name: str, argv: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """Start ARGV in its own process group with its output relayed to the terminal."""
+    # Its own group: Ctrl-C reaches only this supervisor, which then stops the children in
+    # order; and killing the group also ends the processes a child forked.
+    process = subprocess.Popen(
+        argv, cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, process_group=0,
+    )  # fmt: skip
+    threading.Thread(target=relay, args=(name, process), daemon=True).start()
+    return process
+
+
+def relay(name: str, process: subprocess.Popen[bytes], lines: list[str] | None = None) -> None:
+    assert process.stdout is not None
+    for raw in iter(process.stdout.readline, b""):
+        line = raw.decode(errors="replace").rstrip("\r\n")
+        say(name, line)
+        if lines is not None:
+            lines.append(line)
+
+
+def kill_group(pgid: int, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def group_members(pgid: int) -> list[int]:
+    """Return the live (not zombie) processes of a process group."""
+    members = []
+    for proc in psutil.process_iter(["status"]):
+        with contextlib.suppress(psutil.Error, ProcessLookupError):
+            if proc.info["status"] != psutil.STATUS_ZOMBIE and os.getpgid(proc.pid) == pgid:
+                members.append(proc.pid)
+    return members
+
+
+def describe_exit(code: int) -> str:
+    if code < 0:
+        return f"signal {signal.Signals(-code).name}"
+    return f"code {code}"
+
+
+def run_once(name: str, argv: list[str], env: dict[str, str]) -> tuple[int, list[str]]:
+    """Run a command to completion (stopping it early on Ctrl-C); return its code and output."""
+    lines: list[str] = []
+    process = subprocess.Popen(
+        argv, cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, process_group=0,
+    )  # fmt: skip
+    reader = threading.Thread(target=relay, args=(name, process, lines), daemon=True)
+    reader.start()
+    while process.poll() is None:
+        if _signals_received:
+            kill_group(process.pid, signal.SIGTERM)
+            try:
+                process.wait(STOP_GRACE_SECONDS)
+            except subprocess.TimeoutExpired:
+                kill_group(process.pid, signal.SIGKILL)
+                process.wait()
+        time.sleep(0.05)
+    reader.join(timeout=2)
+    return process.returncode, lines
+
+
+def stop_all(children: list[Child]) -> None:
+    """SIGTERM every child's group, wait up to STOP_GRACE_SECONDS, then SIGKILL what is left."""
+    if children:
+        say("run", "stopping (Ctrl-C again to kill at once)")
+    for child in children:
+        child.stop(signal.SIGTERM)
+    deadline = time.monotonic() + STOP_GRACE_SECONDS
+    while not all(child.is_stopped() for child in children):
+        if time.monotonic() > deadline or _signals_received > 1:  # a second Ctrl-C: no waiting
+            for child in children:
+                if not child.is_stopped():
+                    say("run", f"{child.name} did not stop in time; killing it")
+                    child.stop(signal.SIGKILL)
+            break
+        time.sleep(0.1)
+    for child in children:
+        if child.process is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                child.process.wait(5)
+
+
+def accepts(port: int) -> bool:
+    try:
+        with socket.create_connection((HOST, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((HOST, port))
+        except OSError:
+            return False
+    return True
+
+
+def load_dotenv(path: Path) -> None:
+    """Apply KEY=VALUE lines of PATH to the environment, without overriding what is set."""
+    if not path.is_file():
+        return
+    for line in path.read_text().splitlines():
+        key, sep, value = line.strip().partition("=")
+        if sep and key and not key.startswith("#"):
+            os.environ.setdefault(key.removeprefix("export ").strip(), value.strip().strip("'\""))
+
+
+def env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name, "")
+    try:
+        return int(raw) if raw else default
+    except ValueError:
+        sys.exit(f"{name} must be an integer, got {raw!r}.")
+
+
+def long_running(env: dict[str, str], port: int, workers: int) -> list[Child]:
+    python = str(BIN / "python")
+    queues = [q for q in os.environ.get("SWITCHYARD_QUEUES", "default,agents").split(",") if q]
+    host = socket.gethostname()
+
+    def worker_argv(number: int) -> Callable[[], list[str]]:
+        # RQ refuses a name a dead worker still holds in Redis, so each start gets a new one.
+        return lambda: [
+            python, "manage.py", "rqworker", "--worker-class", "workflows.worker.NodeWorker",
+            "--name", f"{host}-worker-{number}-{uuid.uuid4().hex[:8]}", *queues,
+        ]  # fmt: skip
+
+    daphne = [str(BIN / "daphne"), "-b", HOST, "-p", str(port), "controlplane.asgi:application"]
+    children = [
+        Child("web", lambda: daphne, env),
+        Child("scheduler", lambda: [python, "manage.py", "runscheduler"], env),
+    ]
+    children += [Child(f"worker-{n}", worker_argv(n), env) for n in range(1, workers + 1)]
+    return children
+
+
+def supervise(children: list[Child], port: int, login_lines: list[str]) -> None:
+    """Keep the children running until a signal arrives; announce the URL once Daphne answers."""
+    for child in children:
+        child.start()
+    announce_by: float | None = time.monotonic() + READY_TIMEOUT_SECONDS  # None once announced
+    while not _signals_received:
+        now = time.monotonic()
+        for child in children:
+            child.check(now)
+        if announce_by is not None and accepts(port):
+            with _output_lock:
+                print(f"\nSwitchyard is running at http://{HOST}:{port}/", *login_lines, sep="\n  ")
+                print("Press Ctrl-C to stop.\n", flush=True)
+            announce_by = None
+        elif announce_by is not None and now > announce_by:
+            say("run", f"the web server does not answer on port {port} yet; see its output above")
+            announce_by = now + READY_TIMEOUT_SECONDS
+        time.sleep(0.2)
+
+
+def on_signal(_signum: int, _frame: object) -> None:
+    # Only count: printing here could re-enter a write the main thread was in the middle of.
+    global _signals_received
+    _signals_received += 1
+
+
+class SayHandler(logging.Handler):
+    """Show the services module's log lines like a child's output."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        say("services", record.getMessage())
+
+
+def main() -> int:
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, on_signal)
+    services.log.addHandler(SayHandler())
+    services.log.setLevel(logging.INFO)
+    load_dotenv(REPO / ".env")
+    port = env_int("PORT", 8000)
+    workers = env_int("WORKERS", 2)
+    if not port_is_free(port):
+        print(f"Port {port} is already in use (another Switchyard?). Run with PORT=<free port>.")
+        return 1
+    given = [name for name in ("DATABASE_URL", "REDIS_URL") if os.environ.get(name)]
+    started_services = False
+    if len(given) == 2:
+        say("run", "using DATABASE_URL and REDIS_URL from the environment")
+        urls = {name: os.environ[name] for name in given}
+    else:
+        if given:
+            say("run", f"only {given[0]} is set; both are needed to skip the embedded servers")
+        started_services = not services.is_up(DATA_DIR)
+        try:
+            urls = services.up(DATA_DIR)
+        except services.ServiceError as error:
+            print(f"Could not start the embedded servers: {error}", file=sys.stderr)
+            if started_services:
+                services.down(DATA_DIR)
+            return 1
+        say("run", f"PostgreSQL and Valkey are up ({', '.join(urls.values())})")
+    env = {**os.environ, **urls, "DJANGO_SETTINGS_MODULE": "controlplane.settings", "PYTHONUNBUFFERED": "1"}
+    children: list[Child] = []
+    try:
+        return run(env, port, workers, children)
+    finally:
+        stop_all(children)
+        if started_services:
+            services.down(DATA_DIR)
+        say("run", "stopped")
+
+
+def run(env: dict[str, str], port: int, workers: int, children: list[Child]) -> int:
+    python = str(BIN / "python")
+    login_lines: list[str] = []
+    for name, argv in [
+        ("migrate", [python, "manage.py", "migrate", "--noinput"]),
+        ("bootstrap", [python, "manage.py", "bootstrap"]),
+    ]:
+        if _signals_received:
+            return 0
+        code, lines = run_once(name, argv, env)
+        if _signals_received:
+            return 0
+        if code != 0:
+            say("run", f"{name} failed with {describe_exit(code)}; see its output above")
+            return 1
+        if name == "bootstrap":
+            login_lines = [line.strip() for line in lines if LOGIN_LINE.search(line)]
+    children.extend(long_running(env, port, workers))
+    supervise(children, port, login_lines)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

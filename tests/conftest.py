@@ -1,0 +1,58 @@
+from __future__ import annotations
+
+import atexit
+import contextlib
+import importlib.util
+import logging
+import os
+from pathlib import Path
+
+import django
+import pytest
+
+# ============================================================================================
+# Embedded servers for the test session (owned by scripts/services.py; fixtures go below).
+#
+# Unless DATABASE_URL and REDIS_URL are both set, importing this conftest starts PostgreSQL
+# and Valkey from the wheels in .data/test (no durability, fast) and exports their URLs, so
+# that the Django settings and every subprocess a test starts (workers, schedulers) see them.
+# pytest-django then creates `test_switchyard` on that server as usual. The last session
+# using the servers stops them; pytest-xdist workers inherit the URLs and start nothing.
+#
+# Why at import, and why DJANGO_SETTINGS_MODULE is set here rather than in pyproject.toml:
+# pytest-django imports the settings named there before any conftest runs (before the URLs
+# exist), and the conftests below this one import models, so Django must be set up by the
+# time they load, which is before any pytest_configure hook.
+# ============================================================================================
+
+REPO = Path(__file__).resolve().parent.parent
+TEST_SERVICES_DIR = REPO / ".data" / "test"
+
+
+def _load_services():  # scripts/ is not a package; load the module by its path
+    spec = importlib.util.spec_from_file_location("switchyard_services", REPO / "scripts" / "services.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+services = _load_services()
+services.log.setLevel(logging.WARNING)  # "started"/"stopped" lines are noise in a test report
+_services_lease = contextlib.ExitStack()
+# Closed by pytest_unconfigure; atexit covers a session that fails before configuring.
+atexit.register(_services_lease.close)
+if not (os.environ.get("DATABASE_URL") and os.environ.get("REDIS_URL")):
+    # Shared: another session running in this checkout keeps them up until it ends too.
+    os.environ.update(_services_lease.enter_context(services.shared(TEST_SERVICES_DIR, ephemeral=True)))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
+django.setup()
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    _services_lease.close()
+
+
+# ============================================================================================
+# End of the embedded-servers section.
+# ============================================================================================

@@ -1,0 +1,1 @@
+"""Fake external services for tests and the demo (real sockets, no mocks)."""

@@ -1,0 +1,208 @@
+"""A fake OpenAI-compatible chat completions server on a real local socket.
+
+    with FakeLLMServer(api_key="sk-test") as llm:
+        ...  # point LLM_BASE_URL at llm.base_url
+        assert llm.requests[0].json["model"] == "gpt-4o-mini"
+
+By default it answers `echo: <last user message>`. Set `reply` (a dict, text or bytes, or
+a function of the request JSON), `status`, `delay` and `content_type` to script other
+answers; change them between requests as needed. With `api_key` set, a request without
+`Authorization: Bearer <api_key>` gets a 401 in OpenAI's error shape.
+
+Run it alone for the demo: `python -m tests.fakes.llm_server --port 8011`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+
+Reply = dict[str, Any] | str | bytes | Callable[[Any], Any]
+
+
+@dataclass(frozen=True)
+class RecordedRequest:
+    """One request as the server saw it (header names lowercased)."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: bytes
+    json: Any = field(default=None)
+
+
+def echo_completion(request: Any, model: str = "fake-model") -> dict[str, Any]:
+    """Answer with the last user message, echoed, in the chat completions shape."""
+    messages = request.get("messages", []) if isinstance(request, dict) else []
+    users = [m.get("content", "") for m in messages if isinstance(m, dict) and m.get("role") == "user"]
+    content = f"echo: {users[-1] if users else ''}"
+    prompt_tokens = sum(len(str(m.get("content", "")).split()) for m in messages if isinstance(m, dict))
+    completion_tokens = len(content.split())
+    return {
+        "id": "chatcmpl-fake",
+        "object": "chat.completion",
+        "model": request.get("model", model) if isinstance(request, dict) else model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    fake: FakeLLMServer
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client that hung up (timeout tests) is expected, not worth a traceback
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Server
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_GET(self) -> None:
+        if self.path.rstrip("/") == "/v1/models":
+            self._send(200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
+        else:
+            self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+
+    def do_POST(self) -> None:
+        fake = self.server.fake
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length)
+        parsed = _parse_json(body)
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        fake.record(RecordedRequest("POST", self.path, headers, body, parsed))
+        if fake.delay and fake.stopping.wait(fake.delay):
+            return
+        if self.path.rstrip("/") != "/v1/chat/completions":
+            self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+        elif fake.api_key and headers.get("authorization") != f"Bearer {fake.api_key}":
+            self._send(401, {"error": {"message": "Incorrect API key provided.", "type": "invalid_request_error"}})
+        else:
+            self._send(fake.status, fake.answer(parsed), fake.content_type)
+
+    def _send(self, status: int, payload: Any, content_type: str = "application/json") -> None:
+        data = payload if isinstance(payload, bytes) else _encode(payload)
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+def _parse_json(body: bytes) -> Any:
+    try:
+        return json.loads(body) if body else None
+    except ValueError:
+        return None
+
+
+def _encode(payload: Any) -> bytes:
+    return payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
+
+
+class FakeLLMServer:
+    """Serve `/v1/chat/completions` on 127.0.0.1 from a thread; record every request."""
+
+    def __init__(
+        self,
+        *,
+        reply: Reply | None = None,
+        status: int = 200,
+        delay: float = 0.0,
+        api_key: str | None = None,
+        content_type: str = "application/json",
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        self.reply = reply
+        self.status = status
+        self.delay = delay
+        self.api_key = api_key
+        self.content_type = content_type
+        self.requests: list[RecordedRequest] = []
+        self.stopping = threading.Event()
+        self._lock = threading.Lock()
+        self._address = (host, port)
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def base_url(self) -> str:
+        """Return the OpenAI-style base URL (ending in /v1), for LLM_BASE_URL."""
+        if self._server is None:
+            raise RuntimeError("FakeLLMServer is not started.")
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def start(self) -> FakeLLMServer:
+        """Bind the socket and serve from a daemon thread."""
+        self.stopping.clear()
+        self._server = _Server(self._address, _Handler)
+        self._server.fake = self
+        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-llm", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Wake delayed requests, stop serving and close the socket."""
+        self.stopping.set()
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._server = self._thread = None
+
+    def record(self, request: RecordedRequest) -> None:
+        with self._lock:
+            self.requests.append(request)
+
+    def answer(self, request: Any) -> Any:
+        """Return the configured reply for a request, or the echo completion."""
+        if self.reply is None:
+            return echo_completion(request)
+        if callable(self.reply):
+            return self.reply(request)
+        return self.reply
+
+    def __enter__(self) -> FakeLLMServer:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+
+def main() -> None:
+    """Serve until interrupted; print the base URL to put in LLM_BASE_URL."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8011)
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds to wait before each answer")
+    parser.add_argument("--api-key", default=None, help="require this bearer token")
+    args = parser.parse_args()
+    server = FakeLLMServer(host=args.host, port=args.port, delay=args.delay, api_key=args.api_key).start()
+    print(f"LLM_BASE_URL={server.base_url}", flush=True)
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()

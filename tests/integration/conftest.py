@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.integration.runtime import Runtime, wait_for
+from workflows import bus, versions
+from workflows.models import Run, Workflow
+
+FINISHED = {"succeeded", "failed", "cancelled"}
+
+
+@pytest.fixture
+def redis_clean() -> Iterator[None]:
+    bus.client().flushdb()
+    bus.ensure_group()
+    yield
+
+
+@pytest.fixture
+def runtime(transactional_db: Any, redis_clean: None) -> Iterator[Runtime]:
+    """Two real RQ workers and one real scheduler, as separate processes."""
+    rt = Runtime()
+    rt.worker("worker-1")
+    rt.worker("worker-2")
+    rt.scheduler("scheduler-1")
+    yield rt
+    rt.stop()
+
+
+def publish(slug: str, definition: dict[str, Any]) -> Workflow:
+    """Create or update a workflow and publish the definition as its active version."""
+    workflow = Workflow.objects.filter(slug=slug).first() or versions.create_workflow(slug, slug.title())
+    versions.publish_version(versions.create_version(workflow, definition))
+    workflow.refresh_from_db()
+    return workflow
+
+
+def wait_finished(run: Run, timeout: float = 30.0) -> Run:
+    def finished() -> Run | None:
+        run.refresh_from_db()
+        return run if run.status in FINISHED else None
+
+    return wait_for(finished, timeout, f"run {run.pk} to finish")
+
+
+def node(node_id: str, handler: str = "core.noop", **fields: Any) -> dict[str, Any]:
+    return {"id": node_id, "handler": handler, **fields}

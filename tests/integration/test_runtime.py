@@ -1,0 +1,209 @@
+"""The engine end to end: real Postgres, real Redis, real RQ workers and schedulers."""
+
+from __future__ import annotations
+
+import signal
+from typing import Any
+
+from tests.integration.conftest import node, publish, wait_finished
+from tests.integration.runtime import Runtime, wait_for
+from workflows import bus, jobs, runs
+from workflows.handlers.demo import DEMO_PROFILE, DEMO_RETRIES
+from workflows.models import DeadLetter, NodeRun, Run, RunEvent
+
+
+def nodes_of(run: Run) -> dict[str, NodeRun]:
+    return {n.node_id: n for n in run.nodes.all()}
+
+
+def test_demo_runs_to_success_with_correct_outputs(runtime: Runtime) -> None:
+    workflow = publish("demo-profile", DEMO_PROFILE)
+    run, created = runs.start_run(workflow, {"user_id": "u-42"})
+    assert created
+    assert wait_finished(run).status == "succeeded"
+    result = nodes_of(run)
+    assert {n.status for n in result.values()} == {"succeeded"}
+    rec = result["recommendation_engine"].output
+    assert rec["user_id"] == "u-42"
+    assert rec["inputs"] == ["enrich_location", "fetch_profile", "sentiment_analysis"]
+    assert result["sentiment_analysis"].output["user_id"] == "u-42"
+    spans = RunEvent.objects.filter(run=run, kind="node.attempt")
+    assert sorted(spans.values_list("node_id", flat=True)) == sorted(result)
+    assert all(s.started_at <= s.at for s in spans)
+
+
+def test_retry_succeeds_on_the_third_attempt_and_exhausted_retries_become_a_dead_letter(
+    runtime: Runtime,
+) -> None:
+    workflow = publish("demo-retries", DEMO_RETRIES)
+    run, _ = runs.start_run(workflow, {})
+    assert wait_finished(run).status == "failed"
+    result = nodes_of(run)
+    assert (result["flaky_call"].status, result["flaky_call"].attempt) == ("succeeded", 3)
+    assert result["flaky_call"].output == {"attempt": 3}
+    assert (result["always_fails"].status, result["always_fails"].attempt) == ("dead", 2)
+    assert result["report"].status == "succeeded", "all_done lets the run go on past a dead node"
+    letter = DeadLetter.objects.get(run=run)
+    assert letter.node_id == "always_fails"
+    assert "upstream API is down" in letter.error
+    assert letter.input_snapshot["upstream"] == {"prepare": result["prepare"].output}
+    kinds = list(RunEvent.objects.filter(run=run, node_id="flaky_call").values_list("kind", flat=True))
+    assert kinds.count("node.retry_scheduled") == 2
+
+
+def test_a_node_over_its_timeout_fails_with_a_timeout_error(runtime: Runtime) -> None:
+    workflow = publish(
+        "slow", {"nodes": [node("sleepy", "core.delay", config={"seconds": 5}, timeout_seconds=0.3)]}
+    )
+    run, _ = runs.start_run(workflow, {})
+    assert wait_finished(run, 10).status == "failed"
+    sleepy = nodes_of(run)["sleepy"]
+    assert sleepy.status == "dead"
+    assert "timed out after 0.3 s" in sleepy.error
+
+
+def test_cancel_mid_run_stops_queued_nodes_and_ignores_running_results(runtime: Runtime) -> None:
+    definition = {
+        "nodes": [node("slow", "core.delay", config={"seconds": 1.0}), node("after")],
+        "edges": [{"source": "slow", "target": "after"}],
+    }
+    run, _ = runs.start_run(publish("cancel-me", definition), {})
+    wait_for(
+        lambda: NodeRun.objects.filter(run=run, node_id="slow", status="running").exists(), 10, "slow to run"
+    )
+    runs.cancel_run(run.pk)
+    run.refresh_from_db()
+    assert run.status == "cancelled"
+    # The worker finishes its sleep and drops the job; its result must be ignored.
+    slow = NodeRun.objects.get(run=run, node_id="slow")
+    wait_for(lambda: jobs.jobs_exist([slow.job_id]) == [False], 10, "the cancelled attempt's job to end")
+    assert not RunEvent.objects.filter(run=run, kind="node.attempt").exists()
+    result = nodes_of(run)
+    assert result["slow"].status == "cancelled"
+    assert result["after"].status == "cancelled"
+    assert result["after"].attempt == 0
+
+
+def test_hot_reload_new_runs_take_the_new_version_and_runs_in_flight_stay_pinned(runtime: Runtime) -> None:
+    v1 = {
+        "nodes": [node("slow", "core.delay", config={"seconds": 0.8}), node("v1_tail")],
+        "edges": [{"source": "slow", "target": "v1_tail"}],
+    }
+    v2 = {"nodes": [node("first"), node("v2_tail")], "edges": [{"source": "first", "target": "v2_tail"}]}
+    workflow = publish("reload", v1)
+    wait_for(lambda: _scheduler_sees(workflow.pk, workflow.active_version_id), 10, "scheduler to load v1")
+    old_run, _ = runs.start_run(workflow, {})
+    wait_for(lambda: NodeRun.objects.filter(run=old_run, node_id="slow", status="running").exists(), 10)
+    workflow = publish("reload", v2)
+    wait_for(lambda: _scheduler_sees(workflow.pk, workflow.active_version_id), 10, "scheduler to swap in v2")
+    new_run, _ = runs.start_run(workflow, {})
+    assert wait_finished(new_run).status == "succeeded"
+    assert wait_finished(old_run).status == "succeeded"
+    assert set(nodes_of(old_run)) == {"slow", "v1_tail"}
+    assert set(nodes_of(new_run)) == {"first", "v2_tail"}
+    assert old_run.version_id != new_run.version_id
+
+
+def _scheduler_sees(workflow_id: int, version_id: int) -> bool:
+    import json
+
+    raw = bus.client().get(bus.scheduler_key("scheduler-1"))
+    return bool(raw) and json.loads(raw)["active_versions"].get(str(workflow_id)) == version_id
+
+
+def test_two_schedulers_start_a_fan_in_successor_exactly_once(runtime: Runtime) -> None:
+    runtime.scheduler("scheduler-2")
+    runtime.worker("worker-3")
+    width = 12
+    definition = {
+        "nodes": [node("root"), *[node(f"b{i}") for i in range(width)], node("join")],
+        "edges": [{"source": "root", "target": f"b{i}"} for i in range(width)]
+        + [{"source": f"b{i}", "target": "join"} for i in range(width)],
+    }
+    workflow = publish("fan-in", definition)
+    started = [runs.start_run(workflow, {})[0] for _ in range(40)]
+    for run in started:
+        assert wait_finished(run).status == "succeeded"
+    joins = NodeRun.objects.filter(run__in=started, node_id="join")
+    assert sorted(set(joins.values_list("attempt", flat=True))) == [1]
+    spans = RunEvent.objects.filter(run__in=started, node_id="join", kind="node.attempt").count()
+    assert spans == len(started)
+
+
+def test_kill_9_of_a_worker_mid_node_loses_no_run(runtime: Runtime) -> None:
+    definition = {"nodes": [node("slow", "core.delay", config={"seconds": 1.0}, retry={"max_attempts": 3})]}
+    run, _ = runs.start_run(publish("kill-worker", definition), {})
+    running = wait_for(
+        lambda: NodeRun.objects.filter(run=run, node_id="slow", status="running").first(), 10, "slow to start"
+    )
+    victim = "worker-1" if running.worker == "worker-1" else "worker-2"
+    assert running.worker == victim
+    runtime.kill(victim, signal.SIGKILL)
+    assert wait_finished(run, 30).status == "succeeded"
+    slow = nodes_of(run)["slow"]
+    assert slow.attempt == 2
+    assert slow.worker != victim
+    assert RunEvent.objects.filter(run=run, kind="node.lost").count() == 1
+
+
+def test_kill_9_of_the_scheduler_mid_run_loses_no_run(runtime: Runtime) -> None:
+    workflow = publish("demo-profile", DEMO_PROFILE)
+    started = [runs.start_run(workflow, {"user_id": f"u-{i}"})[0] for i in range(30)]
+    runtime.kill("scheduler-1", signal.SIGKILL)
+    more = [runs.start_run(workflow, {"user_id": f"v-{i}"})[0] for i in range(10)]
+    runtime.scheduler("scheduler-2")
+    for run in started + more:
+        assert wait_finished(run, 30).status == "succeeded"
+    assert NodeRun.objects.filter(run__in=started + more).exclude(attempt=1).count() == 0
+
+
+def test_redis_flushed_mid_run_loses_no_run(runtime: Runtime) -> None:
+    definition = {
+        "nodes": [node("a", "core.delay", config={"seconds": 0.2}), node("b"), node("c")],
+        "edges": [{"source": "a", "target": "b"}, {"source": "b", "target": "c"}],
+    }
+    workflow = publish("flush", definition)
+    started = [runs.start_run(workflow, {})[0] for _ in range(20)]
+    wait_for(lambda: NodeRun.objects.filter(run__in=started, status="running").exists(), 10)
+    bus.client().flushall()
+    for run in started:
+        assert wait_finished(run, 30).status == "succeeded"
+
+
+def test_replaying_a_dead_letter_carries_the_run_on_and_a_second_replay_is_refused(runtime: Runtime) -> None:
+    definition = {
+        "nodes": [
+            node("prepare", "core.echo"),
+            node(
+                "call",
+                "core.flaky",
+                config={"succeed_on_attempt": 3},
+                retry={"max_attempts": 2, "backoff_seconds": 0.05},
+            ),
+            node("after", "core.echo"),
+        ],
+        "edges": [{"source": "prepare", "target": "call"}, {"source": "call", "target": "after"}],
+    }
+    run, _ = runs.start_run(publish("replay", definition), {"x": 1})
+    assert wait_finished(run).status == "failed"
+    assert nodes_of(run)["after"].status == "upstream_failed"
+    prepare_finished = nodes_of(run)["prepare"].finished_at
+    letter = DeadLetter.objects.get(run=run)
+    runs.replay_dead_letter(letter.pk)
+    assert wait_finished(run).status == "succeeded"
+    result = nodes_of(run)
+    assert (result["call"].status, result["call"].attempt) == ("succeeded", 3)
+    assert result["prepare"].finished_at == prepare_finished, "completed nodes are not run again"
+    assert result["after"].output["upstream"] == {"call": {"attempt": 3}}
+    _assert_refused(lambda: runs.replay_dead_letter(letter.pk), "already replayed")
+
+
+def _assert_refused(call: Any, fragment: str) -> None:
+    from workflows.errors import Conflict
+
+    try:
+        call()
+    except Conflict as exc:
+        assert fragment in str(exc)
+    else:
+        raise AssertionError("expected a Conflict")

@@ -1,0 +1,372 @@
+"""Handlers: registry rules, the built-ins and the demo, each called with a hand-made context."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from workflows import handlers
+from workflows.handlers import builtin, demo
+from workflows.handlers.registry import Handler, Registry, UnknownHandlerError
+
+REPO = Path(__file__).resolve().parents[2]
+HANDLER_MODULES = ["workflows.handlers.builtin", "workflows.handlers.demo"]
+
+
+def ctx(
+    config: dict[str, Any] | None = None,
+    *,
+    input: dict[str, Any] | None = None,
+    upstream: dict[str, Any] | None = None,
+    attempt: int = 1,
+    timeout: float = 30.0,
+    node_id: str = "n",
+) -> handlers.NodeContext:
+    return handlers.NodeContext(
+        run_id=7,
+        node_id=node_id,
+        attempt=attempt,
+        idempotency_key=f"7:{node_id}:{attempt}",
+        input=input or {},
+        upstream=upstream or {},
+        config=config or {},
+        deadline=time.monotonic() + timeout,
+    )
+
+
+def call(name: str, context: handlers.NodeContext) -> Any:
+    return handlers.get_handler(name).func(context)
+
+
+# --- registry -------------------------------------------------------------------------------
+
+
+def documented(ctx: handlers.NodeContext) -> dict[str, Any]:
+    """Do a documented thing.
+
+    More detail that the summary leaves out.
+    """
+    return {}
+
+
+def also_documented(ctx: handlers.NodeContext) -> dict[str, Any]:
+    """Do another thing."""
+    return {}
+
+
+def test_node_registers_the_function_with_its_docstring_and_schema() -> None:
+    registry = Registry()
+    schema = {"type": "object", "additionalProperties": False}
+    returned = registry.node("team.step", config_schema=schema)(documented)
+    handler = registry.get("team.step")
+    assert returned is documented
+    assert (handler.name, handler.func, handler.config_schema) == ("team.step", documented, schema)
+    assert handler.summary() == "Do a documented thing."
+    assert "More detail" in handler.doc
+    assert handler.batchable is False
+
+
+def test_a_duplicate_name_is_refused_naming_both_functions() -> None:
+    registry = Registry()
+    registry.node("team.step")(documented)
+    with pytest.raises(ValueError) as err:
+        registry.node("team.step")(also_documented)
+    assert "test_handlers.documented" in str(err.value)
+    assert "test_handlers.also_documented" in str(err.value)
+    assert registry.get("team.step").func is documented
+
+
+def test_the_same_function_registering_again_is_a_reload_not_a_clash() -> None:
+    registry = Registry()
+    registry.node("team.step")(documented)
+    registry.node("team.step", batchable=True)(documented)
+    assert registry.get("team.step").batchable is True
+
+
+@pytest.mark.parametrize("name", ["", "Core.echo", "1core", "core-echo", "core echo", ".core", "a" * 101, None])
+def test_an_invalid_name_is_refused(name: Any) -> None:
+    with pytest.raises(ValueError, match="invalid"):
+        Registry().node(name)
+
+
+@pytest.mark.parametrize("name", ["a", "core.echo", "team_a.step_2", "a" * 100])
+def test_valid_names_are_accepted(name: str) -> None:
+    registry = Registry()
+    registry.node(name)(documented)
+    assert list(registry.all()) == [name]
+
+
+def test_a_handler_without_a_docstring_is_refused() -> None:
+    def bare(ctx: handlers.NodeContext) -> None:
+        return None
+
+    with pytest.raises(ValueError, match="'team.bare'.*needs a docstring"):
+        Registry().node("team.bare")(bare)
+
+
+@pytest.mark.parametrize("schema", [["not", "a", "dict"], {"type": "array"}])
+def test_a_config_schema_must_describe_an_object(schema: Any) -> None:
+    with pytest.raises(TypeError, match="'team.step'"):
+        Registry().node("team.step", config_schema=schema)
+
+
+def test_an_unknown_name_raises_a_key_error_with_a_suggestion() -> None:
+    registry = Registry()
+    registry.node("core.echo")(documented)
+    with pytest.raises(KeyError) as err:
+        registry.get("core.ecko")
+    assert isinstance(err.value, UnknownHandlerError)
+    message = str(err.value)
+    assert message.startswith("No handler named 'core.ecko' is registered.")
+    assert "Did you mean core.echo?" in message
+    assert "HANDLER_MODULES" in message
+
+
+def test_registered_and_schemas_are_sorted_by_name() -> None:
+    registry = Registry()
+    registry.node("b.two", config_schema={"type": "object"})(also_documented)
+    registry.node("a.one")(documented)
+    assert list(registry.all()) == ["a.one", "b.two"]
+    assert registry.schemas() == {"a.one": None, "b.two": {"type": "object"}}
+
+
+def test_loading_handler_modules_twice_is_harmless() -> None:
+    handlers.load_handler_modules(HANDLER_MODULES)
+    before = handlers.registered()
+    handlers.load_handler_modules(HANDLER_MODULES)
+    assert handlers.registered() == before
+    assert {"core.noop", "http.request", "llm.chat", "demo.fetch_profile"} <= set(before)
+    assert list(before) == sorted(before)
+    assert all(isinstance(h, Handler) for h in before.values())
+
+
+def test_a_missing_handler_module_is_named_in_the_error() -> None:
+    with pytest.raises(ModuleNotFoundError, match="'workflows.handlers.nope'.*HANDLER_MODULES"):
+        handlers.load_handler_modules(["workflows.handlers.nope"])
+
+
+def test_remaining_counts_down_and_never_goes_negative() -> None:
+    assert 29 < ctx(timeout=30).remaining() <= 30
+    assert ctx(timeout=-5).remaining() == 0.0
+
+
+def test_every_registered_handler_has_a_valid_closed_config_schema_and_a_summary() -> None:
+    handlers.load_handler_modules(HANDLER_MODULES)
+    for name, handler in handlers.registered().items():
+        assert handler.summary(), name
+        assert handler.config_schema is not None, name
+        jsonschema.Draft202012Validator.check_schema(handler.config_schema)
+        assert handler.config_schema["additionalProperties"] is False, name
+    assert handlers.schemas() == {n: h.config_schema for n, h in handlers.registered().items()}
+
+
+def test_only_short_cpu_handlers_are_batchable() -> None:
+    slow = {name for name, h in handlers.registered().items() if not h.batchable}
+    assert {"core.delay", "http.request", "llm.chat"} <= slow
+    assert not slow & {"core.noop", "core.echo", "demo.fetch_profile"}
+
+
+def test_registry_and_handler_modules_import_without_django_and_fall_back_to_defaults() -> None:
+    script = (
+        "import sys\n"
+        "from workflows.handlers import registry\n"
+        "assert 'django' not in sys.modules, 'registry loaded django'\n"
+        "from workflows.handlers import builtin, demo\n"
+        "assert 'django' not in sys.modules, 'handler modules loaded django at import'\n"
+        "assert builtin.switchyard_settings() == builtin.FALLBACK_SETTINGS\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "DJANGO_SETTINGS_MODULE"}
+    result = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+
+
+# --- core built-ins ---------------------------------------------------------------------------
+
+
+def test_noop_returns_an_empty_object() -> None:
+    assert call("core.noop", ctx()) == {}
+
+
+def test_echo_returns_input_upstream_and_config() -> None:
+    context = ctx({}, input={"x": 1}, upstream={"a": {"y": 2}})
+    assert call("core.echo", context) == {"input": {"x": 1}, "upstream": {"a": {"y": 2}}, "config": {}}
+
+
+def test_delay_waits_and_reports_the_seconds() -> None:
+    started = time.monotonic()
+    assert call("core.delay", ctx({"seconds": 0.12})) == {"slept": 0.12}
+    assert time.monotonic() - started >= 0.12
+
+
+def test_delay_without_a_worker_alarm_stops_shortly_after_the_deadline() -> None:
+    started = time.monotonic()
+    with pytest.raises(handlers.HandlerError, match="deadline passed before 60 s"):
+        call("core.delay", ctx({"seconds": 60}, timeout=-builtin.DELAY_DEADLINE_GRACE_SECONDS + 0.1))
+    assert time.monotonic() - started < 1.0
+
+
+def test_fail_raises_its_message() -> None:
+    with pytest.raises(handlers.HandlerError, match=r"^upstream API is down \(drill\)$"):
+        call("core.fail", ctx({"message": "upstream API is down (drill)"}))
+    with pytest.raises(handlers.HandlerError, match="deliberate failure"):
+        call("core.fail", ctx())
+
+
+@pytest.mark.parametrize("attempt", [1, 2])
+def test_flaky_fails_before_its_attempt(attempt: int) -> None:
+    with pytest.raises(handlers.HandlerError, match=f"attempt {attempt} fails on purpose; attempt 3 succeeds"):
+        call("core.flaky", ctx({"succeed_on_attempt": 3}, attempt=attempt))
+
+
+@pytest.mark.parametrize("attempt", [3, 4])
+def test_flaky_succeeds_from_its_attempt_on(attempt: int) -> None:
+    assert call("core.flaky", ctx({"succeed_on_attempt": 3}, attempt=attempt)) == {"attempt": attempt}
+
+
+# --- templates ------------------------------------------------------------------------------
+
+SOURCES = {
+    "input": {"name": "Ada", "n": 3, "tags": ["x", "y"], "path": "a/b c"},
+    "upstream": {"fetch": {"user": {"id": "u-1"}, "ok": True}},
+}
+
+
+@pytest.mark.parametrize(
+    ("template", "expected"),
+    [
+        ("Hi {input.name}", "Hi Ada"),
+        ("{upstream.fetch.user.id}/{input.n}", "u-1/3"),
+        ("second tag {input.tags.1}", "second tag y"),
+        ("ok={upstream.fetch.ok}", "ok=true"),
+        ('{"keep": "braces", "x": {input.n}} {other} {input.name.}', '{"keep": "braces", "x": 3} {other} {input.name.}'),
+        ("all: {input.tags}", 'all: ["x", "y"]'),
+    ],
+)
+def test_templates_fill_dotted_placeholders_only(template: str, expected: str) -> None:
+    assert builtin.render_template(template, SOURCES, "t") == expected
+
+
+@pytest.mark.parametrize("template", ["{input.missing}", "{input.tags.5}", "{upstream.nope.x}", "{input.name.len}"])
+def test_a_placeholder_without_a_value_names_itself(template: str) -> None:
+    with pytest.raises(handlers.HandlerError, match=r"llm.chat config.prompt: placeholder \{"):
+        builtin.render_template(template, SOURCES, "llm.chat config.prompt")
+
+
+def test_attribute_and_index_syntax_is_not_evaluated() -> None:
+    template = "{input.__class__} {input[name]} {0} {input.name!r}"
+    assert builtin.render_template(template, SOURCES, "t") == template
+
+
+def test_a_lone_placeholder_in_json_keeps_its_type() -> None:
+    body = {"n": "{input.n}", "tags": ["{input.tags}", "n={input.n}"], "fixed": 1.5}
+    assert builtin.render_value(body, SOURCES, "t") == {"n": 3, "tags": [["x", "y"], "n=3"], "fixed": 1.5}
+
+
+def test_url_placeholders_are_percent_encoded_so_input_cannot_pick_the_host() -> None:
+    config = {"url": "https://api.example.com/u/{input.path}?q={input.q}"}
+    context = ctx(config, input={"path": "a/b c", "q": "x&admin=1@evil.test"})
+    assert builtin.request_url(context, "http.request") == (
+        "https://api.example.com/u/a%2Fb%20c?q=x%26admin%3D1%40evil.test"
+    )
+
+
+def test_a_url_that_is_not_http_is_refused() -> None:
+    with pytest.raises(handlers.HandlerError, match="config.url must be an http"):
+        builtin.request_url(ctx({"url": "ftp://example.com/x"}), "http.request")
+
+
+def test_urls_in_messages_hide_credentials_and_query() -> None:
+    assert builtin.shown_url("https://user:pw@api.test:8443/v1/x?key=secret") == "https://api.test:8443/v1/x?..."
+
+
+# --- demo -----------------------------------------------------------------------------------
+
+
+def run_demo(user_id: str | None) -> dict[str, Any]:
+    """Run the demo-profile handlers in topological order, as the engine would."""
+    inputs = {} if user_id is None else {"user_id": user_id}
+    out: dict[str, Any] = {}
+    out["fetch_profile"] = call("demo.fetch_profile", ctx(input=inputs))
+    out["enrich_location"] = call("demo.enrich_location", ctx(input=inputs))
+    up = {"fetch_profile": out["fetch_profile"]}
+    out["sentiment_analysis"] = call("demo.sentiment_analysis", ctx(input=inputs, upstream=up))
+    up = {k: out[k] for k in ("fetch_profile", "enrich_location", "sentiment_analysis")}
+    out["recommendation_engine"] = call("demo.recommendation_engine", ctx(input=inputs, upstream=up))
+    return out
+
+
+def test_demo_handlers_are_deterministic_and_json_serialisable() -> None:
+    first = run_demo("u-42")
+    assert first == run_demo("u-42")
+    json.dumps(first)
+    assert {o["user_id"] for o in first.values()} == {"u-42"}
+    assert run_demo("u-42") != run_demo("u-43")
+
+
+def test_demo_outputs_have_the_documented_shape() -> None:
+    out = run_demo("u-42")
+    assert set(out["fetch_profile"]) == {"user_id", "name", "email", "signup_days"}
+    assert set(out["enrich_location"]) == {"user_id", "city", "country", "timezone"}
+    sentiment = out["sentiment_analysis"]
+    assert -1 <= sentiment["sentiment"] <= 1
+    assert sentiment["label"] == demo.sentiment_label(sentiment["sentiment"])
+    rec = out["recommendation_engine"]
+    assert len(set(rec["items"])) == 3
+    assert rec["inputs"] == ["enrich_location", "fetch_profile", "sentiment_analysis"]
+    assert rec["reason"]
+
+
+def test_demo_uses_the_default_user_when_the_input_has_none() -> None:
+    assert run_demo(None)["recommendation_engine"]["user_id"] == demo.DEFAULT_USER_ID
+
+
+def test_demo_values_do_not_depend_on_the_process_hash_seed() -> None:
+    script = "from tests.unit.test_handlers import run_demo; import json; print(json.dumps(run_demo('u-9')))"
+    outputs = set()
+    for seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        env.pop("DJANGO_SETTINGS_MODULE", None)
+        result = subprocess.run(
+            [sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True, timeout=60
+        )
+        assert result.returncode == 0, result.stderr
+        outputs.add(result.stdout)
+    assert len(outputs) == 1
+
+
+def test_a_demo_node_without_its_upstream_names_the_missing_node() -> None:
+    with pytest.raises(handlers.HandlerError, match="'recommendation_engine' needs the output of 'enrich_location'"):
+        call(
+            "demo.recommendation_engine",
+            ctx(node_id="recommendation_engine", upstream={"fetch_profile": {}, "sentiment_analysis": {}}),
+        )
+
+
+@pytest.mark.parametrize("slug", sorted(demo.DEMO_WORKFLOWS))
+def test_demo_definitions_name_only_registered_handlers_with_valid_configs(slug: str) -> None:
+    handlers.load_handler_modules(HANDLER_MODULES)
+    title, definition = demo.DEMO_WORKFLOWS[slug]
+    assert title and definition["description"]
+    for spec in definition["nodes"]:
+        handler = handlers.get_handler(spec["handler"])
+        jsonschema.validate(spec.get("config", {}), handler.config_schema or {})
+    ids = {spec["id"] for spec in definition["nodes"]}
+    assert all({e["source"], e["target"]} <= ids for e in definition["edges"])
+
+
+@pytest.mark.parametrize("slug", sorted(demo.DEMO_WORKFLOWS))
+def test_demo_definitions_pass_the_graph_validator(slug: str) -> None:
+    graph = pytest.importorskip("workflows.graph")
+    handlers.load_handler_modules(HANDLER_MODULES)
+    parsed = graph.parse_definition(demo.DEMO_WORKFLOWS[slug][1], handlers.schemas())
+    assert set(parsed.nodes) == {n["id"] for n in demo.DEMO_WORKFLOWS[slug][1]["nodes"]}

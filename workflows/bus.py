@@ -1,0 +1,123 @@
+"""Every Redis name the runtime uses, and the few calls that touch them (RQ aside).
+
+Nothing here is the only copy of anything: the completion stream is a wake-up call for the
+schedulers ("run R changed, look at it"), heartbeats are liveness hints, and pub/sub carries
+announcements. The reconciler rebuilds what a lost message would have triggered from Postgres.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from functools import cache
+from typing import Any
+
+import redis
+from django.conf import settings
+
+NOTICES = "sy:notices"  # stream: run ids whose state changed and needs a decision
+GROUP = "schedulers"
+NOTICES_MAXLEN = 200_000
+RUNS_CHANNEL = "sy:runs"  # pub/sub: runs that finished
+VERSIONS_CHANNEL = "sy:versions"  # pub/sub: versions published or activated
+RECONCILER_LOCK = "sy:reconciler"
+CANCEL_PREFIX = "sy:cancel:"  # key per cancelled run, read by workers running its nodes
+
+
+def worker_key(name: str) -> str:
+    return f"sy:worker:{name}"
+
+
+def scheduler_key(name: str) -> str:
+    return f"sy:scheduler:{name}"
+
+
+@cache
+def client() -> redis.Redis:
+    """Return this process's Redis client (thread-safe connection pool)."""
+    return redis.Redis.from_url(settings.REDIS_URL, decode_responses=True, health_check_interval=30)
+
+
+def notify(run_ids: Iterable[int], pipe: Any = None) -> None:
+    """Tell the schedulers these runs changed."""
+    target = pipe if pipe is not None else client().pipeline(transaction=False)
+    for run_id in run_ids:
+        target.xadd(NOTICES, {"run": run_id}, maxlen=NOTICES_MAXLEN, approximate=True)
+    if pipe is None:
+        target.execute()
+
+
+def ensure_group() -> None:
+    """Create the schedulers' consumer group (and the stream) unless it exists."""
+    try:
+        client().xgroup_create(NOTICES, GROUP, id="0", mkstream=True)
+    except redis.ResponseError as exc:
+        if "BUSYGROUP" not in str(exc):
+            raise
+
+
+def read_notices(consumer: str, count: int, block_ms: int) -> list[tuple[str, int]]:
+    """Read new notices for this consumer; recreate the group if Redis lost it."""
+    try:
+        reply = client().xreadgroup(GROUP, consumer, {NOTICES: ">"}, count=count, block=block_ms)
+    except redis.ResponseError as exc:
+        if "NOGROUP" not in str(exc):
+            raise
+        ensure_group()
+        return []
+    return [(msg_id, int(fields["run"])) for _, messages in reply or [] for msg_id, fields in messages]
+
+
+def claim_abandoned(consumer: str, idle_ms: int, count: int = 500) -> list[tuple[str, int]]:
+    """Take over notices another scheduler read but never acknowledged (it died)."""
+    try:
+        _, messages, _ = client().xautoclaim(NOTICES, GROUP, consumer, idle_ms, "0-0", count=count)
+    except redis.ResponseError:
+        return []
+    return [(msg_id, int(fields["run"])) for msg_id, fields in messages if fields]
+
+
+def ack(msg_ids: list[str]) -> None:
+    if msg_ids:
+        pipe = client().pipeline(transaction=False)
+        pipe.xack(NOTICES, GROUP, *msg_ids)
+        pipe.xdel(NOTICES, *msg_ids)
+        pipe.execute()
+
+
+def publish(channel: str, payload: dict[str, Any]) -> None:
+    client().publish(channel, json.dumps(payload))
+
+
+def publish_runs_finished(finished: list[tuple[int, str]]) -> None:
+    if finished:
+        pipe = client().pipeline(transaction=False)
+        for run_id, status in finished:
+            pipe.publish(RUNS_CHANNEL, json.dumps({"run": run_id, "status": status}))
+        pipe.execute()
+
+
+def heartbeat(key: str, ttl: float, fields: dict[str, Any] | None = None) -> None:
+    """Mark a process alive for `ttl` seconds."""
+    value = json.dumps(fields or {})
+    client().set(key, value, px=int(ttl * 1000))
+
+
+def alive(keys: list[str]) -> list[bool]:
+    """Return, for each key, whether it still exists."""
+    pipe = client().pipeline(transaction=False)
+    for key in keys:
+        pipe.exists(key)
+    return [bool(n) for n in pipe.execute()] if keys else []
+
+
+def live_workers() -> list[str]:
+    return [k.removeprefix("sy:worker:") for k in client().scan_iter("sy:worker:*", count=1000)]
+
+
+def mark_cancelled(run_id: int, ttl_seconds: int = 3600) -> None:
+    client().set(f"{CANCEL_PREFIX}{run_id}", "1", ex=ttl_seconds)
+
+
+def is_cancelled(run_id: int) -> bool:
+    return bool(client().exists(f"{CANCEL_PREFIX}{run_id}"))

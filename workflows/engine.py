@@ -1,0 +1,219 @@
+"""Decide what a run does next, from a snapshot of its nodes' states.
+
+Pure: no Django, no Redis, no clock, no randomness (the caller passes `rand`). The same
+function runs in the scheduler, the reconciler and in tests. It never mutates anything: it
+returns decisions, and `runs.py` applies them with conditional updates, so two schedulers
+deciding from snapshots of the same run can never start a node twice.
+
+Node states and their meaning:
+
+    pending          not decided yet
+    queued           claimed for an attempt, its job is in RQ
+    running          a worker claimed the attempt
+    failed           the attempt failed; waiting for the scheduler to retry or kill it
+    retrying         waiting for its backoff to expire (due_at)
+    succeeded        output stored                                       (terminal)
+    dead             every attempt failed; a dead letter holds it        (terminal, replayable)
+    skipped          a branch not taken: an edge condition was false     (terminal)
+    upstream_failed  cannot run because a predecessor died               (terminal, reset on replay)
+    cancelled        the run was cancelled                               (terminal)
+
+Join rules over the incoming edges; each edge is `taken` (source succeeded and its condition
+holds), `not_taken` (source skipped, or condition false), `failed` (source dead or
+upstream_failed) or `waiting` (source not terminal):
+
+    all_success  any failed -> upstream_failed; any not_taken -> skipped; all taken -> run
+    any_success  any taken -> run; any waiting -> wait; any failed -> upstream_failed; else skipped
+    all_done     any waiting -> wait; every edge not_taken -> skipped; else run
+
+A run ends when every node is terminal: `failed` if any node is dead (its dead letter is
+waiting for an operator), otherwise `succeeded`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from workflows.graph import Edge, Graph
+
+PENDING = "pending"
+QUEUED = "queued"
+RUNNING = "running"
+FAILED = "failed"
+RETRYING = "retrying"
+SUCCEEDED = "succeeded"
+DEAD = "dead"
+SKIPPED = "skipped"
+UPSTREAM_FAILED = "upstream_failed"
+CANCELLED = "cancelled"
+
+NODE_STATUSES = (
+    PENDING,
+    QUEUED,
+    RUNNING,
+    FAILED,
+    RETRYING,
+    SUCCEEDED,
+    DEAD,
+    SKIPPED,
+    UPSTREAM_FAILED,
+    CANCELLED,
+)
+TERMINAL = frozenset({SUCCEEDED, DEAD, SKIPPED, UPSTREAM_FAILED, CANCELLED})
+IN_FLIGHT = frozenset({QUEUED, RUNNING, FAILED, RETRYING})
+
+RUN_RUNNING = "running"
+RUN_SUCCEEDED = "succeeded"
+RUN_FAILED = "failed"
+RUN_CANCELLED = "cancelled"
+RUN_STATUSES = (RUN_RUNNING, RUN_SUCCEEDED, RUN_FAILED, RUN_CANCELLED)
+
+_TAKEN, _NOT_TAKEN, _EDGE_FAILED, _WAITING = "taken", "not_taken", "failed", "waiting"
+_READY, _WAIT = "ready", "wait"
+
+
+@dataclass(frozen=True)
+class NodeState:
+    """What the engine needs to know of one node of a run."""
+
+    status: str
+    tries: int = 0
+    output: Any = None
+
+
+@dataclass(frozen=True)
+class EnqueueNode:
+    node_id: str
+
+
+@dataclass(frozen=True)
+class SkipNode:
+    node_id: str
+    status: str  # SKIPPED or UPSTREAM_FAILED
+
+
+@dataclass(frozen=True)
+class RetryNode:
+    node_id: str
+    tries: int
+    delay: float
+
+
+@dataclass(frozen=True)
+class KillNode:
+    node_id: str
+    tries: int
+
+
+@dataclass(frozen=True)
+class FinishRun:
+    status: str
+
+
+Decision = EnqueueNode | SkipNode | RetryNode | KillNode | FinishRun
+
+
+def advance(
+    graph: Graph, states: Mapping[str, NodeState], run_input: Any = None, rand: float = 0.5
+) -> list[Decision]:
+    """Return every decision the snapshot allows, in topological order.
+
+    Failed attempts are resolved first (retry or kill), so that a node killed now already
+    propagates `upstream_failed` to its successors in the same pass.
+    """
+    current = dict(states)
+    decisions: list[Decision] = []
+    for node_id in graph.order:
+        state = current[node_id]
+        if state.status == FAILED:
+            decision = resolve_failure(graph, node_id, state, rand)
+            decisions.append(decision)
+            status = RETRYING if isinstance(decision, RetryNode) else DEAD
+            current[node_id] = NodeState(status, state.tries)
+        elif state.status == PENDING:
+            verdict = judge(graph, node_id, current, run_input)
+            if verdict == _READY:
+                decisions.append(EnqueueNode(node_id))
+                current[node_id] = NodeState(QUEUED, state.tries)
+            elif verdict != _WAIT:
+                decisions.append(SkipNode(node_id, verdict))
+                current[node_id] = NodeState(verdict, state.tries)
+    finish = finish_status(current.values())
+    if finish is not None:
+        decisions.append(FinishRun(finish))
+    return decisions
+
+
+def resolve_failure(graph: Graph, node_id: str, state: NodeState, rand: float) -> RetryNode | KillNode:
+    """Retry a failed attempt while the node's retry budget lasts, else kill it."""
+    policy = graph.nodes[node_id].retry
+    if state.tries < policy.max_attempts:
+        return RetryNode(node_id, state.tries, policy.delay(state.tries, rand))
+    return KillNode(node_id, state.tries)
+
+
+def judge(graph: Graph, node_id: str, states: Mapping[str, NodeState], run_input: Any) -> str:
+    """Return _READY, _WAIT, SKIPPED or UPSTREAM_FAILED for a pending node."""
+    edges = graph.incoming(node_id)
+    if not edges:
+        return _READY
+    outcomes = [edge_outcome(edge, states[edge.source], run_input) for edge in edges]
+    return JOINS[graph.nodes[node_id].join](outcomes)
+
+
+def edge_outcome(edge: Edge, source: NodeState, run_input: Any) -> str:
+    """Classify one incoming edge from its source's state and the edge's condition."""
+    if source.status == SUCCEEDED:
+        if edge.when is None or edge.when.evaluate(source.output, run_input):
+            return _TAKEN
+        return _NOT_TAKEN
+    if source.status == SKIPPED:
+        return _NOT_TAKEN
+    if source.status in TERMINAL:
+        return _EDGE_FAILED
+    return _WAITING
+
+
+def join_all_success(outcomes: list[str]) -> str:
+    if _EDGE_FAILED in outcomes:
+        return UPSTREAM_FAILED
+    if _NOT_TAKEN in outcomes:
+        return SKIPPED
+    return _READY if all(o == _TAKEN for o in outcomes) else _WAIT
+
+
+def join_any_success(outcomes: list[str]) -> str:
+    if _TAKEN in outcomes:
+        return _READY
+    if _WAITING in outcomes:
+        return _WAIT
+    return UPSTREAM_FAILED if _EDGE_FAILED in outcomes else SKIPPED
+
+
+def join_all_done(outcomes: list[str]) -> str:
+    if _WAITING in outcomes:
+        return _WAIT
+    return SKIPPED if all(o == _NOT_TAKEN for o in outcomes) else _READY
+
+
+JOINS = {
+    "all_success": join_all_success,
+    "any_success": join_any_success,
+    "all_done": join_all_done,
+}
+
+
+def finish_status(states: Any) -> str | None:
+    """Return the run's final status once every node is terminal, else None."""
+    statuses = [s.status for s in states]
+    if not all(s in TERMINAL for s in statuses):
+        return None
+    return RUN_FAILED if DEAD in statuses else RUN_SUCCEEDED
+
+
+def replay_resets(graph: Graph, node_id: str, states: Mapping[str, NodeState]) -> list[str]:
+    """Return the nodes a replay of `node_id` puts back to pending: its upstream_failed descendants."""
+    below = graph.descendants(node_id)
+    return [n for n in graph.order if n in below and states[n].status == UPSTREAM_FAILED]

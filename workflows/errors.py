@@ -1,0 +1,35 @@
+"""Errors the domain raises for a person to act on; surfaces map them to 4xx answers."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+
+class DomainError(Exception):
+    """A refusal with a message that says what was wrong and what to do."""
+
+    http_status = 400
+
+    def __init__(self, message: str, issues: Sequence[Any] = ()) -> None:
+        super().__init__(message)
+        self.message = message
+        self.issues = list(issues)
+
+    def __str__(self) -> str:
+        if not self.issues:
+            return self.message
+        details = "; ".join(f"{i.path or '(document)'}: {i.message}" for i in self.issues)
+        return f"{self.message} {details}"
+
+
+class Invalid(DomainError):
+    http_status = 422
+
+
+class NotFound(DomainError):
+    http_status = 404
+
+
+class Conflict(DomainError):
+    http_status = 409

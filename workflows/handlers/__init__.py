@@ -1,0 +1,31 @@
+"""Node handlers: the registry (pure) and the modules that fill it (builtin, demo).
+
+Importing this package loads no handler module; `load_handler_modules` does, from the
+list in `SWITCHYARD["HANDLER_MODULES"]` (see `workflows.apps`).
+"""
+
+from __future__ import annotations
+
+from workflows.handlers.registry import (
+    Handler,
+    HandlerError,
+    NodeContext,
+    UnknownHandlerError,
+    get_handler,
+    load_handler_modules,
+    node,
+    registered,
+    schemas,
+)
+
+__all__ = [
+    "Handler",
+    "HandlerError",
+    "NodeContext",
+    "UnknownHandlerError",
+    "get_handler",
+    "load_handler_modules",
+    "node",
+    "registered",
+    "schemas",
+]

@@ -1,0 +1,494 @@
+"""Built-in handlers: no-op, echo, delay, failure drills, HTTP request and LLM chat.
+
+Django settings are read lazily inside the handlers (`switchyard_settings`), with fallbacks
+when no settings are configured, so this module imports and runs without Django.
+
+Templates: string values in `http.request`'s `url` and `json` and `llm.chat`'s `system` and
+`prompt` may contain `{input.key}` and `{upstream.node_id.key}` (dotted lookups through
+objects and list indexes; nothing else is evaluated). In a URL the substituted text is
+percent-encoded, so run input can fill path segments and query values but never choose the
+host. In `json` a string that is exactly one placeholder takes the value with its JSON type.
+"""
+
+from __future__ import annotations
+
+import codecs
+import json
+import re
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+import httpx
+
+from workflows.handlers.registry import HandlerError, NodeContext, node
+
+FALLBACK_SETTINGS: dict[str, Any] = {
+    "HTTP_TIMEOUT_SECONDS": 30.0,
+    "HTTP_MAX_RESPONSE_BYTES": 1024 * 1024,
+    "LLM_BASE_URL": "http://127.0.0.1:11434/v1",
+    "LLM_API_KEY": "",
+    "LLM_MODEL": "gpt-4o-mini",
+}
+HTTP_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+DELAY_STEP_SECONDS = 0.05
+# Where the worker cannot set SIGALRM (not the main thread), core.delay stops by itself this
+# long after the deadline; elsewhere the worker's own timeout always comes first.
+DELAY_DEADLINE_GRACE_SECONDS = 0.5
+USER_AGENT = "switchyard/1"
+NO_CONFIG: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
+
+
+def switchyard_settings() -> dict[str, Any]:
+    """Return SWITCHYARD settings over the fallbacks; Django is consulted only if configured."""
+    from django.conf import settings  # lazy: this module must import without Django set up
+
+    if not settings.configured:
+        return dict(FALLBACK_SETTINGS)
+    return {**FALLBACK_SETTINGS, **getattr(settings, "SWITCHYARD", {})}
+
+
+# --- core -----------------------------------------------------------------------------------
+
+
+@node("core.noop", config_schema=NO_CONFIG, batchable=True)
+def noop(ctx: NodeContext) -> dict[str, Any]:
+    """Do nothing and return an empty object."""
+    return {}
+
+
+@node("core.echo", config_schema=NO_CONFIG, batchable=True)
+def echo(ctx: NodeContext) -> dict[str, Any]:
+    """Return the run input, the upstream outputs and the node config unchanged."""
+    return {"input": ctx.input, "upstream": ctx.upstream, "config": ctx.config}
+
+
+DELAY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "seconds": {"type": "number", "minimum": 0, "maximum": 3600, "description": "How long to wait."}
+    },
+    "required": ["seconds"],
+    "additionalProperties": False,
+}
+
+
+@node("core.delay", config_schema=DELAY_SCHEMA)
+def delay(ctx: NodeContext) -> dict[str, Any]:
+    """Wait for `seconds`, then return how long it waited.
+
+    The worker's time limit ends the wait at the node's deadline; without one (a thread),
+    the wait fails by itself shortly after the deadline.
+    """
+    seconds = float(ctx.config.get("seconds", 0))
+    end = time.monotonic() + seconds
+    while (left := end - time.monotonic()) > 0:
+        if time.monotonic() > ctx.deadline + DELAY_DEADLINE_GRACE_SECONDS:
+            raise HandlerError(f"core.delay: the node's deadline passed before {seconds:g} s were up.")
+        time.sleep(min(DELAY_STEP_SECONDS, left))
+    return {"slept": ctx.config.get("seconds", 0)}
+
+
+FAIL_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"message": {"type": "string", "maxLength": 1000, "description": "The error to raise."}},
+    "additionalProperties": False,
+}
+
+
+@node("core.fail", config_schema=FAIL_SCHEMA, batchable=True)
+def fail(ctx: NodeContext) -> None:
+    """Always fail with `message` (for drills and dead-letter demos)."""
+    raise HandlerError(ctx.config.get("message") or "core.fail: deliberate failure (drill).")
+
+
+FLAKY_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "succeed_on_attempt": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 50,
+            "default": 2,
+            "description": "The first attempt that succeeds; earlier attempts fail.",
+        }
+    },
+    "additionalProperties": False,
+}
+
+
+@node("core.flaky", config_schema=FLAKY_SCHEMA, batchable=True)
+def flaky(ctx: NodeContext) -> dict[str, Any]:
+    """Fail until attempt `succeed_on_attempt`, then return the attempt number."""
+    target = int(ctx.config.get("succeed_on_attempt", 2))
+    if ctx.attempt < target:
+        raise HandlerError(f"core.flaky: attempt {ctx.attempt} fails on purpose; attempt {target} succeeds.")
+    return {"attempt": ctx.attempt}
+
+
+# --- templates ------------------------------------------------------------------------------
+
+_PLACEHOLDER = re.compile(r"\{(input|upstream)((?:\.[A-Za-z0-9_-]+)*)\}")
+
+
+def template_sources(ctx: NodeContext) -> dict[str, Any]:
+    """Return what placeholders may look up: the run input and the upstream outputs."""
+    return {"input": ctx.input, "upstream": ctx.upstream}
+
+
+def lookup(sources: Mapping[str, Any], root: str, path: str, where: str) -> Any:
+    """Follow a dotted path through objects and list indexes; raise HandlerError if absent."""
+    value = sources[root]
+    for segment in path.split(".")[1:]:
+        if isinstance(value, Mapping) and segment in value:
+            value = value[segment]
+        elif isinstance(value, list) and segment.isdigit() and int(segment) < len(value):
+            value = value[int(segment)]
+        else:
+            raise HandlerError(f"{where}: placeholder {{{root}{path}}} has no value at {segment!r}.")
+    return value
+
+
+def as_text(value: Any) -> str:
+    """Render a looked-up value into a template: strings as they are, the rest as JSON."""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def render_template(
+    template: str, sources: Mapping[str, Any], where: str, escape: Callable[[str], str] = str
+) -> str:
+    """Substitute every `{input...}` / `{upstream...}` placeholder; leave other braces alone."""
+
+    def replace(match: re.Match[str]) -> str:
+        return escape(as_text(lookup(sources, match[1], match[2], where)))
+
+    return _PLACEHOLDER.sub(replace, template)
+
+
+def render_value(value: Any, sources: Mapping[str, Any], where: str) -> Any:
+    """Render placeholders in every string of a JSON value; a lone placeholder keeps its type."""
+    if isinstance(value, str):
+        whole = _PLACEHOLDER.fullmatch(value)
+        if whole:
+            return lookup(sources, whole[1], whole[2], where)
+        return render_template(value, sources, where)
+    if isinstance(value, list):
+        return [render_value(item, sources, where) for item in value]
+    if isinstance(value, dict):
+        return {key: render_value(item, sources, where) for key, item in value.items()}
+    return value
+
+
+# --- HTTP plumbing --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Reply:
+    """Hold a finished HTTP exchange whose body stayed under the size limit."""
+
+    status: int
+    reason: str
+    content_type: str
+    encoding: str
+    body: bytes
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300
+
+    def text(self) -> str:
+        return self.body.decode(self.encoding, errors="replace")
+
+
+def shown_url(url: str) -> str:
+    """Return the URL for messages: no credentials, no query string (either may be secret)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    port = f":{parts.port}" if parts.port else ""
+    query = "?..." if parts.query else ""
+    return f"{parts.scheme}://{host}{port}{parts.path}{query}"
+
+
+def time_budget(ctx: NodeContext, configured: float | None, where: str) -> float:
+    """Return the request timeout: the configured one, cut to what is left of the attempt."""
+    wanted = float(configured or switchyard_settings()["HTTP_TIMEOUT_SECONDS"])
+    budget = min(wanted, ctx.remaining())
+    if budget <= 0:
+        raise HandlerError(f"{where}: no time left before node {ctx.node_id!r} reaches its deadline.")
+    return budget
+
+
+def send(
+    method: str,
+    url: str,
+    *,
+    headers: httpx.Headers,
+    body: dict[str, Any],
+    timeout: float,
+    max_bytes: int,
+    where: str,
+) -> Reply:
+    """Send one request and read its body, within `timeout` overall and `max_bytes`."""
+    label = f"{where}: {method} {shown_url(url)}"
+    deadline = time.monotonic() + timeout
+    try:
+        with (
+            httpx.Client(timeout=timeout, follow_redirects=False) as client,
+            client.stream(method, url, headers=headers, **body) as response,
+        ):
+            data = read_capped(response, max_bytes, deadline, label)
+    except httpx.TimeoutException as exc:
+        raise HandlerError(f"{label} timed out after {timeout:.3g} s.") from exc
+    except httpx.HTTPError as exc:
+        raise HandlerError(f"{label} failed: {type(exc).__name__}: {exc}") from exc
+    return Reply(
+        response.status_code,
+        response.reason_phrase,
+        response.headers.get("content-type", ""),
+        known_encoding(response.charset_encoding),
+        data,
+    )
+
+
+def read_capped(response: httpx.Response, max_bytes: int, deadline: float, label: str) -> bytes:
+    """Read a streamed body; stop at `max_bytes` or at the deadline with a HandlerError."""
+    too_big = f"{label}: the response is larger than max_bytes ({max_bytes} bytes); raise max_bytes."
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > max_bytes:
+        raise HandlerError(too_big)
+    chunks: list[bytes] = []
+    size = 0
+    for chunk in response.iter_bytes():
+        size += len(chunk)
+        if size > max_bytes:
+            raise HandlerError(too_big)
+        if time.monotonic() > deadline:
+            raise HandlerError(f"{label} timed out while reading the response.")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def known_encoding(name: str | None) -> str:
+    """Return `name` if Python knows the codec, else UTF-8."""
+    if name:
+        try:
+            return codecs.lookup(name).name
+        except LookupError:
+            pass
+    return "utf-8"
+
+
+def is_json_type(content_type: str) -> bool:
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media == "application/json" or media.endswith("+json")
+
+
+def snippet(text: str, limit: int = 200) -> str:
+    """Return the start of a body on one line, for error messages."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[:limit] + "..."
+
+
+# --- http.request ---------------------------------------------------------------------------
+
+HTTP_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "url": {
+            "type": "string",
+            "pattern": "^https?://",
+            "maxLength": 4096,
+            "description": "http:// or https:// URL; may contain {input.key} and {upstream.node.key}.",
+        },
+        "method": {"enum": HTTP_METHODS, "default": "GET"},
+        "headers": {"type": "object", "additionalProperties": {"type": "string"}},
+        "json": {"description": "Request body, sent as JSON; strings may contain placeholders."},
+        "timeout_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 3600},
+        "max_bytes": {"type": "integer", "minimum": 1, "maximum": 1024 * 1024 * 1024},
+    },
+    "required": ["url"],
+    "additionalProperties": False,
+}
+
+
+@node("http.request", config_schema=HTTP_SCHEMA)
+def http_request(ctx: NodeContext) -> dict[str, Any]:
+    """Send an HTTP request and return its status, content type and JSON or text body.
+
+    Sends `Idempotency-Key: run:node:attempt`. Redirects are not followed; any status
+    outside 2xx fails the attempt. The body is capped at `max_bytes`.
+    """
+    where = "http.request"
+    url = request_url(ctx, where)
+    method = str(ctx.config.get("method", "GET")).upper()
+    if method not in HTTP_METHODS:
+        raise HandlerError(f"{where}: config.method must be one of {', '.join(HTTP_METHODS)}, not {method!r}.")
+    reply = send(
+        method,
+        url,
+        headers=request_headers(ctx),
+        body=request_body(ctx, where),
+        timeout=time_budget(ctx, ctx.config.get("timeout_seconds"), where),
+        max_bytes=int(ctx.config.get("max_bytes") or switchyard_settings()["HTTP_MAX_RESPONSE_BYTES"]),
+        where=where,
+    )
+    if not reply.ok:
+        detail = snippet(reply.text())
+        raise HandlerError(
+            f"{where}: {method} {shown_url(url)} answered {reply.status} {reply.reason}"
+            + (f": {detail}" if detail else ".")
+        )
+    return http_output(reply)
+
+
+def request_url(ctx: NodeContext, where: str) -> str:
+    """Render config.url (placeholders percent-encoded) and check it is http(s) with a host."""
+    template = ctx.config.get("url")
+    if not isinstance(template, str):
+        raise HandlerError(f"{where}: config.url is required.")
+    url = render_template(template, template_sources(ctx), f"{where} config.url", lambda s: quote(s, safe=""))
+    parts = urlsplit(url)
+    if parts.scheme not in {"http", "https"} or not parts.hostname:
+        raise HandlerError(f"{where}: config.url must be an http:// or https:// URL with a host.")
+    return url
+
+
+def request_headers(ctx: NodeContext) -> httpx.Headers:
+    """Return the headers to send: ours first, then config.headers (which may override)."""
+    headers = httpx.Headers({"User-Agent": USER_AGENT, "Idempotency-Key": ctx.idempotency_key})
+    headers.update(ctx.config.get("headers") or {})
+    return headers
+
+
+def request_body(ctx: NodeContext, where: str) -> dict[str, Any]:
+    """Return httpx keyword arguments for the body: `json` only if the config has one."""
+    if "json" not in ctx.config:
+        return {}
+    return {"json": render_value(ctx.config["json"], template_sources(ctx), f"{where} config.json")}
+
+
+def http_output(reply: Reply) -> dict[str, Any]:
+    """Shape a successful reply into the node output."""
+    headers = {"content-type": reply.content_type} if reply.content_type else {}
+    text = reply.text()
+    if is_json_type(reply.content_type) and text.strip():
+        try:
+            return {"status": reply.status, "headers": headers, "json": json.loads(text), "text": None}
+        except ValueError:
+            pass  # mislabelled: hand it over as text
+    return {"status": reply.status, "headers": headers, "json": None, "text": text}
+
+
+# --- llm.chat -------------------------------------------------------------------------------
+
+LLM_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "model": {"type": "string", "minLength": 1, "maxLength": 200, "description": "Default: LLM_MODEL."},
+        "system": {"type": "string", "maxLength": 200_000, "description": "System message (a template)."},
+        "prompt": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 200_000,
+            "description": "User message; {input.key} and {upstream.node.key} are filled in.",
+        },
+        "temperature": {"type": "number", "minimum": 0, "maximum": 2},
+        "max_tokens": {"type": "integer", "minimum": 1, "maximum": 1_000_000},
+        "timeout_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 3600},
+    },
+    "required": ["prompt"],
+    "additionalProperties": False,
+}
+
+
+@node("llm.chat", config_schema=LLM_SCHEMA)
+def llm_chat(ctx: NodeContext) -> dict[str, Any]:
+    """Ask an OpenAI-compatible chat model; return its answer, model name and token usage.
+
+    The endpoint and key come from the LLM_BASE_URL and LLM_API_KEY settings, never from
+    the node config, so a definition cannot send the key elsewhere.
+    """
+    where = "llm.chat"
+    conf = switchyard_settings()
+    url = str(conf["LLM_BASE_URL"]).rstrip("/") + "/chat/completions"
+    payload = chat_payload(ctx, str(conf["LLM_MODEL"]), where)
+    reply = send(
+        "POST",
+        url,
+        headers=chat_headers(ctx, str(conf["LLM_API_KEY"] or "")),
+        body={"json": payload},
+        timeout=time_budget(ctx, ctx.config.get("timeout_seconds"), where),
+        max_bytes=int(conf["HTTP_MAX_RESPONSE_BYTES"]),
+        where=where,
+    )
+    if not reply.ok:
+        raise HandlerError(redact(chat_error(reply, url), str(conf["LLM_API_KEY"] or "")))
+    return parse_completion(reply, url, payload["model"])
+
+
+def chat_payload(ctx: NodeContext, default_model: str, where: str) -> dict[str, Any]:
+    """Build the chat completions request body from the node config."""
+    sources = template_sources(ctx)
+    prompt = ctx.config.get("prompt")
+    if not isinstance(prompt, str) or not prompt:
+        raise HandlerError(f"{where}: config.prompt is required.")
+    messages = []
+    if ctx.config.get("system"):
+        messages.append(
+            {"role": "system", "content": render_template(ctx.config["system"], sources, f"{where} config.system")}
+        )
+    messages.append({"role": "user", "content": render_template(prompt, sources, f"{where} config.prompt")})
+    payload: dict[str, Any] = {"model": ctx.config.get("model") or default_model, "messages": messages}
+    for key in ("temperature", "max_tokens"):
+        if key in ctx.config:
+            payload[key] = ctx.config[key]
+    return payload
+
+
+def chat_headers(ctx: NodeContext, api_key: str) -> httpx.Headers:
+    """Return the chat request headers; Authorization only when a key is configured."""
+    headers = httpx.Headers({"User-Agent": USER_AGENT, "Idempotency-Key": ctx.idempotency_key})
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    return headers
+
+
+def chat_error(reply: Reply, url: str) -> str:
+    """Explain a non-2xx answer, with the provider's own error message when it gives one."""
+    detail = snippet(reply.text())
+    try:
+        message = json.loads(reply.body)["error"]["message"]
+        if isinstance(message, str) and message:
+            detail = snippet(message)
+    except (ValueError, KeyError, TypeError):
+        pass  # not the OpenAI error shape: the body's start will do
+    hint = " Check the LLM_API_KEY setting." if reply.status in (401, 403) else ""
+    return f"llm.chat: POST {shown_url(url)} answered {reply.status} {reply.reason}: {detail}.{hint}"
+
+
+def parse_completion(reply: Reply, url: str, model: str) -> dict[str, Any]:
+    """Pull content, model and usage out of a chat completion; HandlerError if malformed."""
+    label = f"llm.chat: the answer from {shown_url(url)}"
+    try:
+        data = json.loads(reply.body)
+    except ValueError:
+        raise HandlerError(f"{label} is not JSON: {snippet(reply.text())!r}") from None
+    try:
+        content = data["choices"][0]["message"]["content"]
+    except (KeyError, IndexError, TypeError):
+        content = None
+    if not isinstance(content, str):
+        raise HandlerError(f"{label} has no choices[0].message.content text: {snippet(reply.text())!r}")
+    usage = data.get("usage")
+    return {
+        "content": content,
+        "model": str(data.get("model") or model),
+        "usage": usage if isinstance(usage, dict) else {},
+    }
+
+
+def redact(message: str, secret: str) -> str:
+    """Remove a secret from a message (an endpoint may echo the key back in its error)."""
+    return message.replace(secret, "***") if secret else message

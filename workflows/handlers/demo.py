@@ -1,0 +1,181 @@
+"""The demo workflows: their handlers (deterministic, no network) and their definitions.
+
+Every value is derived from the run input's `user_id` through `zlib.crc32`, never Python's
+per-process randomized `hash()`, so any worker on any host computes the same output.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any
+
+from workflows.handlers.registry import HandlerError, NodeContext, node
+
+DEFAULT_USER_ID = "u-1"
+NO_CONFIG: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
+
+FIRST_NAMES = ["Ada", "Grace", "Alan", "Edsger", "Barbara", "Donald", "Frances", "Ken", "Radia", "Tim"]
+LAST_NAMES = ["Lovelace", "Hopper", "Turing", "Dijkstra", "Liskov", "Knuth", "Allen", "Thompson", "Perlman"]
+LOCATIONS = [
+    ("Lisbon", "PT", "Europe/Lisbon"),
+    ("Berlin", "DE", "Europe/Berlin"),
+    ("Nairobi", "KE", "Africa/Nairobi"),
+    ("Toronto", "CA", "America/Toronto"),
+    ("Sao Paulo", "BR", "America/Sao_Paulo"),
+    ("Tokyo", "JP", "Asia/Tokyo"),
+    ("Bangalore", "IN", "Asia/Kolkata"),
+    ("Melbourne", "AU", "Australia/Melbourne"),
+]
+CATALOG = {
+    "positive": ["premium-upgrade", "annual-plan", "referral-bonus", "beta-access", "team-seats"],
+    "neutral": ["feature-tour", "weekly-digest", "template-pack", "webinar-invite", "tips-series"],
+    "negative": ["support-call", "discount-20", "feedback-survey", "onboarding-redo", "pause-plan"],
+}
+
+
+def stable_hash(*parts: str) -> int:
+    """Return a hash of the parts that is the same in every process."""
+    return zlib.crc32(":".join(parts).encode())
+
+
+def user_id_of(ctx: NodeContext) -> str:
+    """Return the run input's user_id as text, or the default when it is missing."""
+    value = ctx.input.get("user_id") if isinstance(ctx.input, dict) else None
+    return DEFAULT_USER_ID if value in (None, "") else str(value)
+
+
+def upstream_of(ctx: NodeContext, node_id: str) -> dict[str, Any]:
+    """Return a predecessor's output; HandlerError naming it when it is absent."""
+    output = ctx.upstream.get(node_id)
+    if not isinstance(output, dict):
+        raise HandlerError(f"Node {ctx.node_id!r} needs the output of {node_id!r}, which is missing.")
+    return output
+
+
+@node("demo.fetch_profile", config_schema=NO_CONFIG, batchable=True)
+def fetch_profile(ctx: NodeContext) -> dict[str, Any]:
+    """Look up a user's profile (name, email, account age) by the input's user_id."""
+    user_id = user_id_of(ctx)
+    h = stable_hash("profile", user_id)
+    first, last = FIRST_NAMES[h % len(FIRST_NAMES)], LAST_NAMES[(h // 16) % len(LAST_NAMES)]
+    return {
+        "user_id": user_id,
+        "name": f"{first} {last}",
+        "email": f"{first.lower()}.{last.lower()}@example.com",
+        "signup_days": h % 1500,
+    }
+
+
+@node("demo.enrich_location", config_schema=NO_CONFIG, batchable=True)
+def enrich_location(ctx: NodeContext) -> dict[str, Any]:
+    """Find the user's city, country and time zone by the input's user_id."""
+    user_id = user_id_of(ctx)
+    city, country, tz = LOCATIONS[stable_hash("location", user_id) % len(LOCATIONS)]
+    return {"user_id": user_id, "city": city, "country": country, "timezone": tz}
+
+
+@node("demo.sentiment_analysis", config_schema=NO_CONFIG, batchable=True)
+def sentiment_analysis(ctx: NodeContext) -> dict[str, Any]:
+    """Score the user's recent feedback from -1 (negative) to 1 (positive); needs fetch_profile."""
+    profile = upstream_of(ctx, "fetch_profile")
+    user_id = str(profile.get("user_id", DEFAULT_USER_ID))
+    score = round((stable_hash("sentiment", user_id) % 2001 - 1000) / 1000, 3)
+    return {"user_id": user_id, "sentiment": score, "label": sentiment_label(score)}
+
+
+def sentiment_label(score: float) -> str:
+    """Name a sentiment score: positive above 0.2, negative below -0.2, else neutral."""
+    if score > 0.2:
+        return "positive"
+    return "negative" if score < -0.2 else "neutral"
+
+
+@node("demo.recommendation_engine", config_schema=NO_CONFIG, batchable=True)
+def recommendation_engine(ctx: NodeContext) -> dict[str, Any]:
+    """Pick three offers for the user from their profile, location and sentiment."""
+    profile = upstream_of(ctx, "fetch_profile")
+    location = upstream_of(ctx, "enrich_location")
+    mood = upstream_of(ctx, "sentiment_analysis")
+    user_id = str(profile.get("user_id", DEFAULT_USER_ID))
+    label = mood.get("label") if mood.get("label") in CATALOG else "neutral"
+    items = pick_items(CATALOG[label], stable_hash("items", user_id), 3)
+    reason = f"{label} sentiment, {profile.get('signup_days', 0)} days a customer, in {location.get('city', '?')}"
+    return {"user_id": user_id, "items": items, "reason": reason, "inputs": sorted(ctx.upstream)}
+
+
+def pick_items(catalog: list[str], seed: int, count: int) -> list[str]:
+    """Return `count` distinct catalog entries, rotated by `seed`."""
+    start = seed % len(catalog)
+    return [catalog[(start + i) % len(catalog)] for i in range(count)]
+
+
+# --- definitions ----------------------------------------------------------------------------
+
+
+def _node(node_id: str, handler: str, **fields: Any) -> dict[str, Any]:
+    return {"id": node_id, "handler": handler, "config": {}, "queue": "default", **fields}
+
+
+def _edge(source: str, target: str) -> dict[str, str]:
+    return {"source": source, "target": target}
+
+
+def _profile_node(node_id: str) -> dict[str, Any]:
+    retry = {"max_attempts": 3, "backoff_seconds": 0.2, "backoff_max_seconds": 5, "jitter": 0.1}
+    return _node(node_id, f"demo.{node_id}", retry=retry, timeout_seconds=30)
+
+
+DEMO_PROFILE: dict[str, Any] = {
+    "description": (
+        "Enrich a user profile: fetch the profile and the location in parallel, analyse "
+        "sentiment, then recommend offers from all three. Input: {\"user_id\": \"u-42\"}."
+    ),
+    "nodes": [
+        _profile_node("fetch_profile"),
+        _profile_node("enrich_location"),
+        _profile_node("sentiment_analysis"),
+        _profile_node("recommendation_engine"),
+    ],
+    "edges": [
+        _edge("fetch_profile", "sentiment_analysis"),
+        _edge("fetch_profile", "recommendation_engine"),
+        _edge("enrich_location", "recommendation_engine"),
+        _edge("sentiment_analysis", "recommendation_engine"),
+    ],
+}
+
+DEMO_RETRIES: dict[str, Any] = {
+    "description": (
+        "Retries and dead letters: flaky_call succeeds on its third attempt, always_fails "
+        "exhausts its retries and becomes a dead letter, report runs after both (all_done)."
+    ),
+    "nodes": [
+        _node("prepare", "core.echo", timeout_seconds=30),
+        _node(
+            "flaky_call",
+            "core.flaky",
+            config={"succeed_on_attempt": 3},
+            retry={"max_attempts": 5, "backoff_seconds": 0.1, "backoff_max_seconds": 1},
+            timeout_seconds=30,
+        ),
+        _node(
+            "always_fails",
+            "core.fail",
+            config={"message": "upstream API is down (drill)"},
+            retry={"max_attempts": 2, "backoff_seconds": 0.1},
+            timeout_seconds=30,
+        ),
+        _node("report", "core.echo", join="all_done", timeout_seconds=30),
+    ],
+    "edges": [
+        _edge("prepare", "flaky_call"),
+        _edge("prepare", "always_fails"),
+        _edge("flaky_call", "report"),
+        _edge("always_fails", "report"),
+    ],
+}
+
+DEMO_WORKFLOWS: dict[str, tuple[str, dict[str, Any]]] = {
+    "demo-profile": ("User profile enrichment", DEMO_PROFILE),
+    "demo-retries": ("Retries and dead letters (drill)", DEMO_RETRIES),
+}

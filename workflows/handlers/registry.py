@@ -1,0 +1,205 @@
+"""Register node handlers by name: the only code a workflow definition can name.
+
+Pure: standard library only, so the graph validator, the scheduler and every worker share
+it without Django settings. A handler module registers its functions when it is imported;
+`SWITCHYARD["HANDLER_MODULES"]` lists the modules and `load_handler_modules` imports them.
+
+Names are short dotted identifiers (`core.echo`, `demo.fetch_profile`); nothing typed in a
+browser ever resolves to anything but an entry of this registry.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import inspect
+import re
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+NAME_PATTERN = r"^[a-z][a-z0-9_.]{0,99}$"
+_NAME_RE = re.compile(NAME_PATTERN)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class HandlerError(Exception):
+    """Fail an attempt with a clear message; the worker stores it without a traceback."""
+
+
+class UnknownHandlerError(KeyError):
+    """Raised by `get_handler` for a name that is not registered."""
+
+    def __str__(self) -> str:
+        # KeyError's own __str__ shows the repr of its argument, quotes and all.
+        return str(self.args[0]) if self.args else ""
+
+
+@dataclass(frozen=True)
+class NodeContext:
+    """Carry everything one attempt of one node may read.
+
+    `idempotency_key` is `run_id:node_id:attempt`; handlers pass it on to the systems they
+    change so that at-least-once execution has effectively-once effects. `deadline` is a
+    `time.monotonic()` value after which the worker ends the attempt.
+    """
+
+    run_id: int
+    node_id: str
+    attempt: int
+    idempotency_key: str
+    input: dict[str, Any]
+    upstream: dict[str, Any]
+    config: dict[str, Any]
+    deadline: float
+
+    def remaining(self) -> float:
+        """Return the seconds left before the deadline, never below zero."""
+        return max(0.0, self.deadline - time.monotonic())
+
+
+@dataclass(frozen=True)
+class Handler:
+    """Describe a registered handler: its function, documentation and config schema.
+
+    `batchable` marks short, CPU-only handlers that the scheduler may pack several to a job;
+    anything that waits on the network or the clock must leave it False.
+    """
+
+    name: str
+    func: Callable[[NodeContext], Any]
+    doc: str
+    config_schema: dict[str, Any] | None
+    batchable: bool = False
+
+    def summary(self) -> str:
+        """Return the first line of the docstring."""
+        return self.doc.strip().splitlines()[0].strip() if self.doc.strip() else ""
+
+    @property
+    def origin(self) -> str:
+        """Return `module.qualname` of the function, for messages about this handler."""
+        return _origin(self.func)
+
+
+class Registry:
+    """Hold handlers by name; the module-level functions use one shared instance."""
+
+    def __init__(self) -> None:
+        self._handlers: dict[str, Handler] = {}
+
+    def node(
+        self, name: str, *, config_schema: dict[str, Any] | None = None, batchable: bool = False
+    ) -> Callable[[F], F]:
+        """Return a decorator that registers a function under `name`."""
+        check_name(name)
+        check_schema(name, config_schema)
+
+        def register(func: F) -> F:
+            doc = inspect.getdoc(func)
+            if not doc:
+                raise ValueError(f"Handler {name!r} ({_origin(func)}) needs a docstring: the editor shows it.")
+            self.add(Handler(name, func, doc, config_schema, batchable))
+            return func
+
+        return register
+
+    def add(self, handler: Handler) -> None:
+        """Register a handler; refuse a name already taken by a different function."""
+        existing = self._handlers.get(handler.name)
+        # The same function registering again is a module imported twice (reload), not a clash.
+        if existing is not None and existing.origin != handler.origin:
+            raise ValueError(
+                f"Handler name {handler.name!r} is registered twice: by {existing.origin} "
+                f"and by {handler.origin}. Rename one of them."
+            )
+        self._handlers[handler.name] = handler
+
+    def get(self, name: str) -> Handler:
+        """Return the handler registered under `name`; raise UnknownHandlerError otherwise."""
+        try:
+            return self._handlers[name]
+        except KeyError:
+            raise UnknownHandlerError(self._unknown_message(name)) from None
+
+    def all(self) -> dict[str, Handler]:
+        """Return name -> handler, sorted by name."""
+        return dict(sorted(self._handlers.items()))
+
+    def schemas(self) -> dict[str, dict[str, Any] | None]:
+        """Return name -> config schema, sorted by name."""
+        return {name: h.config_schema for name, h in self.all().items()}
+
+    def _unknown_message(self, name: str) -> str:
+        shown = name if len(name) <= 100 else name[:100] + "..."
+        close = difflib.get_close_matches(name, list(self._handlers), n=3)
+        hint = f" Did you mean {', '.join(close)}?" if close else ""
+        return (
+            f"No handler named {shown!r} is registered.{hint} Handlers come from the modules "
+            f'listed in SWITCHYARD["HANDLER_MODULES"].'
+        )
+
+
+def _origin(func: Callable[..., Any]) -> str:
+    module = getattr(func, "__module__", "?")
+    return f"{module}.{getattr(func, '__qualname__', repr(func))}"
+
+
+def check_name(name: str) -> None:
+    """Raise ValueError unless `name` is a valid handler name."""
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise ValueError(
+            f"Handler name {name!r} is invalid: use lowercase letters, digits, '_' and '.', "
+            "starting with a letter, at most 100 characters."
+        )
+
+
+def check_schema(name: str, schema: object) -> None:
+    """Raise TypeError unless `schema` is None or a JSON-schema object for a config."""
+    if schema is None:
+        return
+    if not isinstance(schema, dict):
+        raise TypeError(f"Handler {name!r}: config_schema must be a dict (a JSON schema) or None.")
+    if schema.get("type", "object") != "object":
+        raise TypeError(f"Handler {name!r}: config_schema must describe an object (\"type\": \"object\").")
+
+
+DEFAULT_REGISTRY = Registry()
+
+
+def node(
+    name: str, *, config_schema: dict[str, Any] | None = None, batchable: bool = False
+) -> Callable[[F], F]:
+    """Register the decorated function as the handler `name`."""
+    return DEFAULT_REGISTRY.node(name, config_schema=config_schema, batchable=batchable)
+
+
+def get_handler(name: str) -> Handler:
+    """Return the handler registered under `name`; raise UnknownHandlerError (a KeyError)."""
+    return DEFAULT_REGISTRY.get(name)
+
+
+def registered() -> dict[str, Handler]:
+    """Return every registered handler by name, sorted by name."""
+    return DEFAULT_REGISTRY.all()
+
+
+def schemas() -> dict[str, dict[str, Any] | None]:
+    """Return name -> config schema of every handler (what the graph validator takes)."""
+    return DEFAULT_REGISTRY.schemas()
+
+
+def load_handler_modules(modules: Iterable[str]) -> None:
+    """Import each module so that its handlers register; importing twice is a no-op."""
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name is None or not (module == exc.name or module.startswith(exc.name + ".")):
+                raise
+            raise ModuleNotFoundError(
+                f'Handler module {module!r} (from SWITCHYARD["HANDLER_MODULES"]) was not found: {exc}',
+                name=exc.name,
+            ) from exc

@@ -1,0 +1,89 @@
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError
+
+from workflows import runs, versions
+from workflows.errors import DomainError
+from workflows.models import Run
+
+TERMINAL_RUN = {"succeeded", "failed", "cancelled"}
+
+
+class Command(BaseCommand):
+    help = "Start, show, cancel runs and replay dead letters."
+
+    def add_arguments(self, parser: Any) -> None:
+        sub = parser.add_subparsers(dest="action", required=True)
+        start = sub.add_parser("start", help="Start a run of a workflow's active version.")
+        start.add_argument("slug")
+        start.add_argument("--input", default="{}", help="Run input as a JSON object.")
+        start.add_argument("--idempotency-key")
+        start.add_argument("--wait", type=float, default=0, help="Seconds to wait for the run to finish.")
+        show = sub.add_parser("show", help="Print a run's state as JSON.")
+        show.add_argument("run_id", type=int)
+        cancel = sub.add_parser("cancel", help="Cancel a running run.")
+        cancel.add_argument("run_id", type=int)
+        replay = sub.add_parser("replay", help="Replay a dead letter.")
+        replay.add_argument("letter_id", type=int)
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        try:
+            getattr(self, f"do_{options['action']}")(options)
+        except DomainError as exc:
+            raise CommandError(str(exc)) from None
+
+    def do_start(self, options: dict[str, Any]) -> None:
+        try:
+            run_input = json.loads(options["input"])
+        except json.JSONDecodeError as exc:
+            raise CommandError(f"--input is not JSON: {exc}") from None
+        workflow = versions.get_workflow(options["slug"])
+        run, created = runs.start_run(workflow, run_input, options["idempotency_key"])
+        self.stdout.write(f"run {run.pk} {'started' if created else 'already existed'}")
+        deadline = time.monotonic() + options["wait"]
+        while options["wait"] and time.monotonic() < deadline:
+            run.refresh_from_db(fields=["status"])
+            if run.status in TERMINAL_RUN:
+                break
+            time.sleep(0.05)
+        if options["wait"]:
+            self.do_show({"run_id": run.pk})
+
+    def do_show(self, options: dict[str, Any]) -> None:
+        self.stdout.write(json.dumps(describe_run(runs.get_run(options["run_id"])), indent=2, default=str))
+
+    def do_cancel(self, options: dict[str, Any]) -> None:
+        run = runs.cancel_run(options["run_id"])
+        self.stdout.write(f"run {run.pk} cancelled")
+
+    def do_replay(self, options: dict[str, Any]) -> None:
+        run = runs.replay_dead_letter(options["letter_id"])
+        self.stdout.write(f"dead letter {options['letter_id']} replayed; run {run.pk} is running again")
+
+
+def describe_run(run: Run) -> dict[str, Any]:
+    return {
+        "id": run.pk,
+        "workflow": run.workflow.slug,
+        "version": run.version.number,
+        "status": run.status,
+        "input": run.input,
+        "created_at": run.created_at,
+        "finished_at": run.finished_at,
+        "nodes": {
+            n.node_id: {
+                "status": n.status,
+                "attempt": n.attempt,
+                "worker": n.worker,
+                "started_at": n.started_at,
+                "finished_at": n.finished_at,
+                "output": n.output,
+                "error": n.error,
+            }
+            for n in run.nodes.all()
+        },
+    }

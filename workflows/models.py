@@ -1,0 +1,184 @@
+"""The store: Postgres is the source of truth for every workflow, version and run.
+
+From these tables alone every run can be finished after any crash: Redis only carries jobs,
+completion notices and counters, and the reconciler rebuilds those from here.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+from workflows import engine
+
+NODE_STATUS_CHOICES = [(s, s) for s in engine.NODE_STATUSES]
+RUN_STATUS_CHOICES = [(s, s) for s in engine.RUN_STATUSES]
+
+
+class Workflow(models.Model):
+    slug = models.SlugField(max_length=100, unique=True)
+    title = models.CharField(max_length=200)
+    description = models.TextField(blank=True)
+    active_version = models.ForeignKey(
+        "WorkflowVersion", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["slug"]
+
+    def __str__(self) -> str:
+        return self.slug
+
+
+class WorkflowVersion(models.Model):
+    """One definition of a workflow. A published version never changes again."""
+
+    DRAFT = "draft"
+    PUBLISHED = "published"
+
+    workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="versions")
+    number = models.PositiveIntegerField()
+    status = models.CharField(max_length=16, choices=[(DRAFT, DRAFT), (PUBLISHED, PUBLISHED)], default=DRAFT)
+    definition = models.JSONField()
+    checksum = models.CharField(max_length=80)
+    comment = models.TextField(blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    published_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["workflow", "-number"]
+        constraints = [models.UniqueConstraint(fields=["workflow", "number"], name="version_number_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.workflow_id} v{self.number}"
+
+    @property
+    def is_published(self) -> bool:
+        return self.status == self.PUBLISHED
+
+
+class Run(models.Model):
+    workflow = models.ForeignKey(Workflow, on_delete=models.PROTECT, related_name="runs")
+    version = models.ForeignKey(WorkflowVersion, on_delete=models.PROTECT, related_name="runs")
+    status = models.CharField(max_length=16, choices=RUN_STATUS_CHOICES, default=engine.RUN_RUNNING)
+    input = models.JSONField(default=dict)
+    idempotency_key = models.CharField(max_length=200, null=True, blank=True)
+    request_hash = models.CharField(max_length=80, blank=True)
+    # Bumped by every replay: a finish decided from an older snapshot no longer applies.
+    epoch = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(auto_now_add=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["workflow", "idempotency_key"],
+                condition=Q(idempotency_key__isnull=False),
+                name="run_idempotency_key_unique",
+            )
+        ]
+        indexes = [
+            models.Index(fields=["status", "id"], name="run_status_idx"),
+            models.Index(fields=["workflow", "-created_at"], name="run_workflow_created_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"run {self.pk} ({self.status})"
+
+
+class NodeRun(models.Model):
+    """One node of one run. `attempt` counts every attempt ever made; `tries` counts those
+    of the current retry budget (a replay starts a new budget)."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="nodes")
+    node_id = models.CharField(max_length=64)
+    status = models.CharField(max_length=16, choices=NODE_STATUS_CHOICES, default=engine.PENDING)
+    attempt = models.PositiveIntegerField(default=0)
+    tries = models.PositiveIntegerField(default=0)
+    queue = models.CharField(max_length=40, default="default")
+    job_id = models.CharField(max_length=64, blank=True)
+    worker = models.CharField(max_length=120, blank=True)
+    queued_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    due_at = models.DateTimeField(null=True, blank=True)
+    output = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    traceback = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["run", "id"]
+        constraints = [models.UniqueConstraint(fields=["run", "node_id"], name="noderun_run_node_unique")]
+        indexes = [
+            models.Index(fields=["due_at"], condition=Q(status="retrying"), name="noderun_retry_due_idx"),
+            models.Index(
+                fields=["status", "queued_at"],
+                condition=Q(status__in=["queued", "running", "failed"]),
+                name="noderun_in_flight_idx",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.run_id}:{self.node_id} ({self.status})"
+
+    @property
+    def idempotency_key(self) -> str:
+        return f"{self.run_id}:{self.node_id}:{self.attempt}"
+
+
+class DeadLetter(models.Model):
+    OPEN = "open"
+    REPLAYED = "replayed"
+    DISCARDED = "discarded"
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="dead_letters")
+    node_run = models.ForeignKey(NodeRun, on_delete=models.CASCADE, related_name="dead_letters")
+    node_id = models.CharField(max_length=64)
+    attempt = models.PositiveIntegerField()
+    error = models.TextField(blank=True)
+    traceback = models.TextField(blank=True)
+    input_snapshot = models.JSONField(default=dict)
+    status = models.CharField(
+        max_length=16, choices=[(OPEN, OPEN), (REPLAYED, REPLAYED), (DISCARDED, DISCARDED)], default=OPEN
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    resolved_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    reason = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [models.Index(fields=["status", "-created_at"], name="deadletter_status_idx")]
+
+    def __str__(self) -> str:
+        return f"dead letter {self.pk} ({self.node_id} of run {self.run_id})"
+
+
+class RunEvent(models.Model):
+    """Append-only history of a run. Node attempts carry start and end: they are the spans
+    of the run's trace."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    kind = models.CharField(max_length=40)
+    node_id = models.CharField(max_length=64, blank=True)
+    attempt = models.PositiveIntegerField(default=0)
+    at = models.DateTimeField()
+    started_at = models.DateTimeField(null=True, blank=True)
+    worker = models.CharField(max_length=120, blank=True)
+    data = models.JSONField(default=dict)
+
+    class Meta:
+        ordering = ["run", "id"]
+        indexes = [models.Index(fields=["run", "id"], name="runevent_run_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.run_id} {self.kind} {self.node_id}"

@@ -1,0 +1,116 @@
+"""Re-drive runs from Postgres when a message, a job or a process was lost.
+
+Three checks, each cheap and each safe to run at any time (every change is conditional):
+- queued attempts whose RQ job is gone (Redis restarted empty, or enqueue failed after the
+  commit) are enqueued again, same attempt;
+- running attempts whose worker stopped heart-beating (kill -9, OOM, host lost) are failed,
+  so the engine retries them elsewhere or files a dead letter;
+- running runs with nothing in flight and no recent progress (a notice was lost: scheduler
+  killed mid-batch, stream flushed) are advanced again.
+Only one scheduler reconciles at a time (a Redis lock); any of them can.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import connection, transaction
+from django.utils import timezone
+
+from workflows import bus, engine, jobs
+from workflows.models import NodeRun, RunEvent
+from workflows.runs import advance_runs, event
+
+SCAN_LIMIT = 2000
+
+STALLED_RUNS_SQL = """
+SELECT r.id FROM workflows_run r
+WHERE r.status = 'running' AND r.created_at < now() - %(after)s * interval '1 second'
+  AND NOT EXISTS (
+    SELECT 1 FROM workflows_noderun n WHERE n.run_id = r.id AND (
+      n.status IN ('queued', 'running', 'retrying')
+      OR n.finished_at > now() - %(after)s * interval '1 second'))
+ORDER BY r.id LIMIT %(limit)s
+"""
+
+LOST_SQL = """
+UPDATE workflows_noderun n SET status = 'failed', error = v.error, traceback = ''
+FROM unnest(%s::bigint[], %s::int[], %s::text[]) AS v(id, attempt, error)
+WHERE n.id = v.id AND n.attempt = v.attempt AND n.status = 'running'
+RETURNING n.run_id, n.node_id, n.attempt, n.worker
+"""
+
+
+class Reconciler:
+    def __init__(self) -> None:
+        self.missing_since: dict[str, float] = {}
+
+    def run(self, workers: int) -> dict[str, int]:
+        """Do the three checks once; return what each one repaired."""
+        return {
+            "requeued": self.requeue_lost_jobs(workers),
+            "lost": self.fail_lost_attempts(),
+            "redriven": self.redrive_stalled_runs(workers),
+        }
+
+    def requeue_lost_jobs(self, workers: int) -> int:
+        cutoff = timezone.now() - timedelta(seconds=settings.SWITCHYARD["RECONCILE_AFTER_SECONDS"])
+        rows = list(
+            NodeRun.objects.filter(status=engine.QUEUED, queued_at__lt=cutoff).values_list(
+                "id", "attempt", "queue", "job_id"
+            )[:SCAN_LIMIT]
+        )
+        exists = jobs.jobs_exist([row[3] for row in rows])
+        lost = [
+            (i, attempt, queue) for (i, attempt, queue, _), ok in zip(rows, exists, strict=True) if not ok
+        ]
+        return jobs.requeue(lost, workers)
+
+    def fail_lost_attempts(self) -> int:
+        lost_after = settings.SWITCHYARD["WORKER_LOST_AFTER_SECONDS"]
+        cutoff = timezone.now() - timedelta(seconds=lost_after)
+        rows = list(
+            NodeRun.objects.filter(status=engine.RUNNING, started_at__lt=cutoff).values_list(
+                "id", "attempt", "worker"
+            )[:SCAN_LIMIT]
+        )
+        dead = self.dead_workers(sorted({w for _, _, w in rows}))
+        lost = [(i, a, w) for i, a, w in rows if w in dead]
+        if not lost:
+            return 0
+        errors = [
+            f"Worker {w} stopped heart-beating during attempt {a} (killed or crashed)." for _, a, w in lost
+        ]
+        with transaction.atomic(), connection.cursor() as cur:
+            cur.execute(LOST_SQL, [[i for i, _, _ in lost], [a for _, a, _ in lost], errors])
+            failed = cur.fetchall()
+            RunEvent.objects.bulk_create(
+                event("node.lost", run_id, node_id, attempt, {"worker": w})
+                for run_id, node_id, attempt, w in failed
+            )
+        bus.notify({run_id for run_id, *_ in failed})
+        return len(failed)
+
+    def dead_workers(self, names: list[str]) -> set[str]:
+        """Return the workers missing on two looks at least a second apart.
+
+        One missing heartbeat can be a flushed Redis that the worker refills within a beat.
+        """
+        now = time.monotonic()
+        alive = dict(zip(names, bus.alive([bus.worker_key(n) for n in names]), strict=True))
+        for name, ok in alive.items():
+            if ok:
+                self.missing_since.pop(name, None)
+            else:
+                self.missing_since.setdefault(name, now)
+        return {n for n, ok in alive.items() if not ok and now - self.missing_since[n] >= 1.0}
+
+    def redrive_stalled_runs(self, workers: int) -> int:
+        after = settings.SWITCHYARD["RECONCILE_AFTER_SECONDS"]
+        with connection.cursor() as cur:
+            cur.execute(STALLED_RUNS_SQL, {"after": after, "limit": SCAN_LIMIT})
+            run_ids = [row[0] for row in cur.fetchall()]
+        advance_runs(run_ids, workers)
+        return len(run_ids)

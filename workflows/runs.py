@@ -1,0 +1,416 @@
+"""Runs: start, advance, cancel, replay. This module owns the transactions.
+
+Every state change is a conditional UPDATE (`... WHERE status = <expected>`): a decision
+taken twice, by two schedulers or by a scheduler and the reconciler, changes a row once.
+Jobs are enqueued and notices published only after the transaction commits.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from django.db import IntegrityError, connection, transaction
+from django.utils import timezone
+
+from workflows import bus, engine, jobs
+from workflows.errors import Conflict, Invalid, NotFound
+from workflows.graph import Graph, canonical_json
+from workflows.models import DeadLetter, NodeRun, Run, RunEvent, Workflow
+from workflows.versions import load_graph
+
+
+def check_json_size(value: Any, limit: int, what: str) -> str:
+    """Serialise a JSON value, refusing what is not JSON or is over `limit` bytes."""
+    try:
+        text = json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise Invalid(f"{what} is not valid JSON: {exc}.") from None
+    if len(text.encode()) > limit:
+        raise Invalid(f"{what} is {len(text.encode())} bytes; the limit is {limit} bytes.")
+    return text
+
+
+def start_run(workflow: Workflow, run_input: Any, idempotency_key: str | None = None) -> tuple[Run, bool]:
+    """Create a run pinned to the active version; return (run, created).
+
+    With an idempotency key, the same key and input return the run made the first time;
+    the same key with another input is refused.
+    """
+    if not isinstance(run_input, dict):
+        raise Invalid("input must be a JSON object.")
+    check_json_size(run_input, settings.SWITCHYARD["MAX_INPUT_BYTES"], "input")
+    if workflow.active_version_id is None:
+        raise Conflict(f"Workflow {workflow.slug!r} has no active version: publish one first.")
+    request_hash = hashlib.sha256(canonical_json(run_input).encode()).hexdigest()
+    if idempotency_key:
+        existing = find_idempotent_run(workflow, idempotency_key, request_hash)
+        if existing is not None:
+            return existing, False
+    try:
+        return create_run(workflow, run_input, idempotency_key or None, request_hash), True
+    except IntegrityError:
+        # Another request with the same key won the race: answer with its run.
+        existing = find_idempotent_run(workflow, idempotency_key or "", request_hash)
+        if existing is None:
+            raise
+        return existing, False
+
+
+def find_idempotent_run(workflow: Workflow, key: str, request_hash: str) -> Run | None:
+    run = Run.objects.filter(workflow=workflow, idempotency_key=key).first()
+    if run is not None and run.request_hash != request_hash:
+        raise Conflict(
+            f"Idempotency-Key {key!r} was already used for run {run.pk} with a different input; "
+            "use a new key for a new run."
+        )
+    return run
+
+
+def create_run(workflow: Workflow, run_input: dict[str, Any], key: str | None, request_hash: str) -> Run:
+    graph = load_graph(workflow.active_version_id)
+    with transaction.atomic():
+        run = Run.objects.create(
+            workflow=workflow,
+            version_id=workflow.active_version_id,
+            input=run_input,
+            idempotency_key=key,
+            request_hash=request_hash,
+        )
+        NodeRun.objects.bulk_create(
+            NodeRun(run=run, node_id=node_id, queue=graph.nodes[node_id].queue) for node_id in graph.order
+        )
+        RunEvent.objects.create(run=run, kind="run.started", at=run.created_at)
+        transaction.on_commit(lambda: bus.notify([run.pk]))
+    return run
+
+
+def get_run(run_id: int) -> Run:
+    try:
+        return Run.objects.select_related("workflow", "version").get(pk=run_id)
+    except Run.DoesNotExist:
+        raise NotFound(f"No run with id {run_id}.") from None
+
+
+# --------------------------------------------------------------------------- advancing
+
+
+@dataclass
+class RunSnapshot:
+    run_id: int
+    version_id: int
+    epoch: int
+    ids: dict[str, int] = field(default_factory=dict)
+    states: dict[str, engine.NodeState] = field(default_factory=dict)
+    input: Any = None
+
+
+@dataclass
+class Plan:
+    """Decisions for many runs, applied together in one transaction."""
+
+    ready: list[jobs.Ready] = field(default_factory=list)
+    skips: list[tuple[int, str]] = field(default_factory=list)
+    retries: list[tuple[int, int, float]] = field(default_factory=list)
+    kills: list[tuple[int, int]] = field(default_factory=list)
+    finishes: list[tuple[int, int, str]] = field(default_factory=list)
+
+    def add(self, snap: RunSnapshot, graph: Graph, decision: engine.Decision) -> None:
+        if isinstance(decision, engine.FinishRun):
+            self.finishes.append((snap.run_id, snap.epoch, decision.status))
+            return
+        noderun_id = snap.ids[decision.node_id]
+        if isinstance(decision, engine.EnqueueNode):
+            self.ready.append(jobs.ready(noderun_id, graph.nodes[decision.node_id]))
+        elif isinstance(decision, engine.SkipNode):
+            self.skips.append((noderun_id, decision.status))
+        elif isinstance(decision, engine.RetryNode):
+            self.retries.append((noderun_id, decision.tries, decision.delay))
+        else:
+            self.kills.append((noderun_id, decision.tries))
+
+
+SNAPSHOT_SQL = """
+SELECT n.id, n.run_id, n.node_id, n.status, n.tries, r.version_id, r.epoch
+FROM workflows_noderun n JOIN workflows_run r ON r.id = n.run_id
+WHERE n.run_id = ANY(%s) AND r.status = 'running'
+"""
+
+CONDITION_DATA_SQL = """
+SELECT n.run_id, n.node_id, n.output, r.input
+FROM workflows_noderun n JOIN workflows_run r ON r.id = n.run_id
+WHERE n.run_id = ANY(%s) AND n.status = 'succeeded'
+"""
+
+
+def load_snapshots(run_ids: Collection[int]) -> dict[int, RunSnapshot]:
+    """Read the state of every node of these runs (only runs still running)."""
+    snaps: dict[int, RunSnapshot] = {}
+    with connection.cursor() as cur:
+        cur.execute(SNAPSHOT_SQL, [list(run_ids)])
+        for noderun_id, run_id, node_id, status, tries, version_id, epoch in cur.fetchall():
+            snap = snaps.setdefault(run_id, RunSnapshot(run_id, version_id, epoch))
+            snap.ids[node_id] = noderun_id
+            snap.states[node_id] = engine.NodeState(status, tries)
+    conditional = [s.run_id for s in snaps.values() if load_graph(s.version_id).has_conditions]
+    if conditional:
+        add_condition_data(snaps, conditional)
+    return snaps
+
+
+def add_condition_data(snaps: dict[int, RunSnapshot], run_ids: list[int]) -> None:
+    """Load outputs and input where edge conditions need them (only graphs that have any)."""
+    with connection.cursor() as cur:
+        cur.execute(CONDITION_DATA_SQL, [run_ids])
+        for run_id, node_id, output, run_input in cur.fetchall():
+            snap = snaps[run_id]
+            snap.input = json.loads(run_input) if isinstance(run_input, str) else run_input
+            value = json.loads(output) if isinstance(output, str) else output
+            snap.states[node_id] = engine.NodeState(engine.SUCCEEDED, snap.states[node_id].tries, value)
+
+
+def advance_runs(run_ids: Collection[int], workers: int = 1) -> int:
+    """Decide and apply the next step of each run; return the number of decisions."""
+    if not run_ids:
+        return 0
+    plan = Plan()
+    for snap in load_snapshots(run_ids).values():
+        graph = load_graph(snap.version_id)
+        for decision in engine.advance(graph, snap.states, snap.input, random.random()):
+            plan.add(snap, graph, decision)
+    apply_plan(plan, workers)
+    return len(plan.ready) + len(plan.skips) + len(plan.retries) + len(plan.kills) + len(plan.finishes)
+
+
+def apply_plan(plan: Plan, workers: int) -> None:
+    with transaction.atomic():
+        jobs.claim_and_enqueue(plan.ready, workers)
+        apply_skips(plan.skips)
+        apply_retries(plan.retries)
+        apply_kills(plan.kills)
+        apply_finishes(plan.finishes)
+
+
+def apply_skips(skips: list[tuple[int, str]]) -> None:
+    if not skips:
+        return
+    with connection.cursor() as cur:
+        cur.execute(
+            """UPDATE workflows_noderun n SET status = v.status, finished_at = now()
+               FROM unnest(%s::bigint[], %s::text[]) AS v(id, status)
+               WHERE n.id = v.id AND n.status = 'pending'
+               RETURNING n.run_id, n.node_id, n.status""",
+            [[s[0] for s in skips], [s[1] for s in skips]],
+        )
+        rows = cur.fetchall()
+    RunEvent.objects.bulk_create(event(f"node.{status}", run_id, node_id) for run_id, node_id, status in rows)
+
+
+def apply_retries(retries: list[tuple[int, int, float]]) -> None:
+    if not retries:
+        return
+    with connection.cursor() as cur:
+        cur.execute(
+            """UPDATE workflows_noderun n
+               SET status = 'retrying', due_at = now() + v.delay * interval '1 second'
+               FROM unnest(%s::bigint[], %s::int[], %s::float8[]) AS v(id, tries, delay)
+               WHERE n.id = v.id AND n.status = 'failed' AND n.tries = v.tries
+               RETURNING n.run_id, n.node_id, n.attempt, v.delay""",
+            [[r[0] for r in retries], [r[1] for r in retries], [r[2] for r in retries]],
+        )
+        events = [
+            event("node.retry_scheduled", run_id, node_id, attempt, {"delay_seconds": round(delay, 3)})
+            for run_id, node_id, attempt, delay in cur.fetchall()
+        ]
+    RunEvent.objects.bulk_create(events)
+
+
+def apply_kills(kills: list[tuple[int, int]]) -> None:
+    """Mark nodes dead and file a dead letter for each, with what it was given."""
+    if not kills:
+        return
+    with connection.cursor() as cur:
+        cur.execute(
+            """UPDATE workflows_noderun n SET status = 'dead', finished_at = now()
+               FROM unnest(%s::bigint[], %s::int[]) AS v(id, tries)
+               WHERE n.id = v.id AND n.status = 'failed' AND n.tries = v.tries
+               RETURNING n.id""",
+            [[k[0] for k in kills], [k[1] for k in kills]],
+        )
+        dead_ids = [row[0] for row in cur.fetchall()]
+    letters, events = [], []
+    for node in NodeRun.objects.filter(id__in=dead_ids).select_related("run"):
+        letters.append(
+            DeadLetter(
+                run_id=node.run_id,
+                node_run=node,
+                node_id=node.node_id,
+                attempt=node.attempt,
+                error=node.error,
+                traceback=node.traceback,
+                input_snapshot=input_snapshot(node),
+            )
+        )
+        events.append(
+            event("node.dead", node.run_id, node.node_id, node.attempt, {"error": node.error[:500]})
+        )
+    DeadLetter.objects.bulk_create(letters)
+    RunEvent.objects.bulk_create(events)
+
+
+def input_snapshot(node: NodeRun) -> dict[str, Any]:
+    """Return what the node was given: the run input and its predecessors' outputs."""
+    graph = load_graph(node.run.version_id)
+    upstream = dict(
+        NodeRun.objects.filter(
+            run_id=node.run_id, node_id__in=graph.predecessors(node.node_id), status=engine.SUCCEEDED
+        ).values_list("node_id", "output")
+    )
+    return {"input": node.run.input, "upstream": upstream, "config": graph.nodes[node.node_id].config}
+
+
+def apply_finishes(finishes: list[tuple[int, int, str]]) -> None:
+    if not finishes:
+        return
+    with connection.cursor() as cur:
+        cur.execute(
+            """UPDATE workflows_run r SET status = v.status, finished_at = now()
+               FROM unnest(%s::bigint[], %s::int[], %s::text[]) AS v(id, epoch, status)
+               WHERE r.id = v.id AND r.status = 'running' AND r.epoch = v.epoch
+               RETURNING r.id, r.status""",
+            [[f[0] for f in finishes], [f[1] for f in finishes], [f[2] for f in finishes]],
+        )
+        finished = cur.fetchall()
+    RunEvent.objects.bulk_create(event(f"run.{status}", run_id) for run_id, status in finished)
+    transaction.on_commit(lambda: bus.publish_runs_finished(finished))
+
+
+def event(kind: str, run_id: int, node_id: str = "", attempt: int = 0, data: Any = None) -> RunEvent:
+    return RunEvent(
+        run_id=run_id, kind=kind, node_id=node_id, attempt=attempt, at=timezone.now(), data=data or {}
+    )
+
+
+def record_events(*events: RunEvent) -> None:
+    RunEvent.objects.bulk_create(events)
+
+
+# --------------------------------------------------------------------------- operator actions
+
+
+def cancel_run(run_id: int, reason: str = "", user: Any = None) -> Run:
+    """Cancel a running run: queued nodes never start, running results are ignored."""
+    with transaction.atomic():
+        run = locked_run(run_id)
+        if run.status != engine.RUN_RUNNING:
+            raise Conflict(f"Run {run_id} is already {run.status}; only running runs can be cancelled.")
+        now = timezone.now()
+        run.status, run.finished_at = engine.RUN_CANCELLED, now
+        run.save(update_fields=["status", "finished_at"])
+        NodeRun.objects.filter(run=run).exclude(status__in=engine.TERMINAL).update(
+            status=engine.CANCELLED, finished_at=now
+        )
+        by = getattr(user, "username", "") or ""
+        record_events(event("run.cancelled", run.pk, data={"reason": reason, "by": by}))
+        transaction.on_commit(lambda: after_cancel(run.pk))
+    return run
+
+
+def after_cancel(run_id: int) -> None:
+    bus.mark_cancelled(run_id)
+    bus.publish_runs_finished([(run_id, engine.RUN_CANCELLED)])
+
+
+def locked_run(run_id: int) -> Run:
+    try:
+        return Run.objects.select_for_update().get(pk=run_id)
+    except Run.DoesNotExist:
+        raise NotFound(f"No run with id {run_id}.") from None
+
+
+def replay_dead_letter(letter_id: int, user: Any = None) -> Run:
+    """Re-run a dead node within its run, keeping every completed node's output.
+
+    The node gets a fresh retry budget; the nodes that were blocked by its death go back to
+    pending; the run is running again. A letter can be replayed once: if the node dies
+    again, the new dead letter is the one to replay.
+    """
+    with transaction.atomic():
+        letter = locked_letter(letter_id)
+        run = locked_run(letter.run_id)
+        if run.status == engine.RUN_CANCELLED:
+            raise Conflict(f"Run {run.pk} was cancelled; its dead letters can only be discarded.")
+        node = NodeRun.objects.select_for_update().get(pk=letter.node_run_id)
+        graph = load_graph(run.version_id)
+        states = {n.node_id: engine.NodeState(n.status, n.tries) for n in run.nodes.all()}
+        resets = engine.replay_resets(graph, node.node_id, states)
+        NodeRun.objects.filter(pk=node.pk).update(
+            status=engine.PENDING, tries=0, finished_at=None, due_at=None
+        )
+        NodeRun.objects.filter(run=run, node_id__in=resets).update(status=engine.PENDING, finished_at=None)
+        run.status, run.finished_at, run.epoch = engine.RUN_RUNNING, None, run.epoch + 1
+        run.save(update_fields=["status", "finished_at", "epoch"])
+        resolve_letter(letter, DeadLetter.REPLAYED, user)
+        by = getattr(user, "username", "") or ""
+        record_events(
+            event("node.replayed", run.pk, node.node_id, node.attempt, {"letter": letter.pk, "by": by})
+        )
+        transaction.on_commit(lambda: bus.notify([run.pk]))
+    return run
+
+
+def discard_dead_letter(letter_id: int, reason: str, user: Any = None) -> DeadLetter:
+    """Close a dead letter without replaying it; the reason is kept."""
+    if not reason.strip():
+        raise Invalid("reason: say why the dead letter is discarded.")
+    with transaction.atomic():
+        letter = locked_letter(letter_id)
+        resolve_letter(letter, DeadLetter.DISCARDED, user, reason)
+        by = getattr(user, "username", "") or ""
+        record_events(
+            event("deadletter.discarded", letter.run_id, letter.node_id, letter.attempt, {"by": by})
+        )
+    return letter
+
+
+def locked_letter(letter_id: int) -> DeadLetter:
+    try:
+        letter = DeadLetter.objects.select_for_update().get(pk=letter_id)
+    except DeadLetter.DoesNotExist:
+        raise NotFound(f"No dead letter with id {letter_id}.") from None
+    if letter.status != DeadLetter.OPEN:
+        raise Conflict(
+            f"Dead letter {letter_id} was already {letter.status} at {letter.resolved_at:%Y-%m-%d %H:%M:%S}; "
+            "if the node died again, replay its newer dead letter."
+        )
+    return letter
+
+
+def resolve_letter(letter: DeadLetter, status: str, user: Any, reason: str = "") -> None:
+    letter.status, letter.resolved_at, letter.reason = status, timezone.now(), reason
+    letter.resolved_by = user if user is not None and user.is_authenticated else None
+    letter.save(update_fields=["status", "resolved_at", "resolved_by", "reason"])
+
+
+def enqueue_due_retries(workers: int, limit: int = 1000) -> int:
+    """Start the next attempt of every node whose backoff has expired."""
+    due = list(
+        NodeRun.objects.filter(status=engine.RETRYING, due_at__lte=timezone.now()).values_list(
+            "id", "node_id", "run__version_id"
+        )[:limit]
+    )
+    if due:
+        with transaction.atomic():
+            jobs.claim_and_enqueue(
+                [
+                    jobs.ready(noderun_id, load_graph(version_id).nodes[node_id])
+                    for noderun_id, node_id, version_id in due
+                ],
+                workers,
+            )
+    return len(due)

@@ -1,0 +1,133 @@
+"""The scheduler: consume notices, decide with the engine, enqueue what is ready.
+
+`Scheduler.tick()` does one step and returns how much it did; `manage.py runscheduler`
+loops it. Any number of schedulers can run against the same Redis and Postgres: notices
+are shared through a consumer group, every claim is a conditional update, and one of them
+at a time (a Redis lock) runs the reconciler.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import threading
+import time
+from typing import Any
+
+import redis
+from django.db import close_old_connections
+
+from workflows import bus, runs, versions
+from workflows.reconciler import Reconciler
+
+log = logging.getLogger(__name__)
+
+BATCH = 500
+HOUSEKEEPING_SECONDS = 0.1
+RECONCILE_SECONDS = 1.0
+ABANDONED_AFTER_MS = 5000
+
+
+class VersionWatcher(threading.Thread):
+    """Keep every active version's graph loaded, following announcements on pub/sub.
+
+    After every (re)connection it reloads all active versions from Postgres, so a scheduler
+    that was cut off from Redis while versions were published catches up.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(name="sy-versions", daemon=True)
+        self.active: dict[int, int] = {}
+        self.stop = threading.Event()
+        self.connected = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            try:
+                self.listen()
+            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                self.connected.clear()
+                log.warning("version announcements lost (%s); reconnecting", exc)
+                self.stop.wait(1.0)
+            finally:
+                close_old_connections()
+
+    def listen(self) -> None:
+        pubsub = bus.client().pubsub(ignore_subscribe_messages=True)
+        pubsub.subscribe(bus.VERSIONS_CHANNEL)
+        self.reload_all()  # after subscribing: nothing announced in between is missed
+        self.connected.set()
+        while not self.stop.is_set():
+            message = pubsub.get_message(timeout=1.0)
+            if message is not None:
+                self.load(json.loads(message["data"]))
+
+    def reload_all(self) -> None:
+        active = versions.active_versions()
+        for version_id in active.values():
+            versions.load_graph(version_id)
+        self.active = active
+        log.info("loaded %d active versions", len(active))
+
+    def load(self, announcement: dict[str, Any]) -> None:
+        versions.load_graph(announcement["version"])
+        self.active = {**self.active, announcement["workflow"]: announcement["version"]}
+        log.info("workflow %s now runs version %s", announcement["workflow"], announcement["version"])
+
+
+class Scheduler:
+    def __init__(self, name: str | None = None, block_ms: int = 50) -> None:
+        self.name = name or f"{socket.gethostname()}.{os.getpid()}"
+        self.block_ms = block_ms
+        self.workers = 1
+        self.reconciler = Reconciler()
+        self.watcher = VersionWatcher()
+        self.next_housekeeping = 0.0
+        self.next_reconcile = 0.0
+
+    def start(self) -> None:
+        bus.ensure_group()
+        self.watcher.start()
+
+    def stop(self) -> None:
+        self.watcher.stop.set()
+        bus.client().delete(bus.scheduler_key(self.name))
+
+    def tick(self) -> int:
+        """Handle one batch of notices, then housekeeping when due; return decisions made."""
+        notices = bus.read_notices(self.name, BATCH, self.block_ms)
+        done = self.handle(notices)
+        now = time.monotonic()
+        if now >= self.next_housekeeping:
+            self.next_housekeeping = now + HOUSEKEEPING_SECONDS
+            done += runs.enqueue_due_retries(self.workers)
+        if now >= self.next_reconcile:
+            self.next_reconcile = now + RECONCILE_SECONDS
+            done += self.reconcile()
+        return done
+
+    def handle(self, notices: list[tuple[str, int]]) -> int:
+        if not notices:
+            return 0
+        done = runs.advance_runs({run_id for _, run_id in notices}, self.workers)
+        bus.ack([msg_id for msg_id, _ in notices])
+        return done
+
+    def reconcile(self) -> int:
+        """Beat, count workers, adopt abandoned notices, and reconcile if no one else is."""
+        self.workers = max(1, len(bus.live_workers()))
+        bus.heartbeat(
+            bus.scheduler_key(self.name),
+            RECONCILE_SECONDS * 5,
+            {"pid": os.getpid(), "active_versions": self.watcher.active, "workers": self.workers},
+        )
+        done = self.handle(bus.claim_abandoned(self.name, ABANDONED_AFTER_MS))
+        if bus.client().set(bus.RECONCILER_LOCK, self.name, nx=True, px=int(RECONCILE_SECONDS * 3000)):
+            repaired = self.reconciler.run(self.workers)
+            bus.client().delete(bus.RECONCILER_LOCK)
+            if any(repaired.values()):
+                log.warning("reconciler repaired %s", repaired)
+            done += sum(repaired.values())
+        return done

@@ -9,6 +9,7 @@ the sum over everything measured. The sampler thread's own CPU is not billed to 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import statistics
@@ -54,10 +55,8 @@ def spawn(cmd: list[str], name: str, group: str, env: dict[str, str], logdir: Pa
 
 
 def _signal_group(proc: Proc, sig: signal.Signals) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.popen.pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def stop(procs: Iterable[Proc], grace: float = 15.0) -> None:

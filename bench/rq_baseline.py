@@ -14,13 +14,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from redis import Redis
-from rq import Queue, Worker
-from rq.job import Job
-
 import harness
 import rq_jobs
 from harness import Batch, Member, Proc
+from redis import Redis
+from rq import Queue, Worker
+from rq.job import Job
 
 QUEUE = "bench-baseline"
 WORKERS = 2
@@ -30,6 +29,7 @@ BENCH_DIR = Path(__file__).resolve().parent
 class RqBaseline:
     name = "rq-baseline"
     durable = False
+    nodes_per_run = 4
 
     def __init__(self, redis_url: str, env: dict[str, str], logdir: Path) -> None:
         self.url = redis_url
@@ -93,12 +93,16 @@ class RqBaseline:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"job {job.id} did not finish")
 
-    def one(self) -> tuple[float, list[str]]:
+    def one(self) -> tuple[float, list[int], list[str]]:
         t0 = time.perf_counter()
         run_id, job = self._submit()
-        value = self._wait(job, time.monotonic() + 60)
+        try:
+            value = self._wait(job, time.monotonic() + 60)
+        except TimeoutError as exc:
+            return float("nan"), [run_id], [str(exc)]
         elapsed = time.perf_counter() - t0
-        return elapsed, [] if rq_jobs.is_final_result(run_id, value) else [f"run {run_id}: {value!r}"]
+        errors = [] if rq_jobs.is_final_result(run_id, value) else [f"run {run_id}: {value!r}"]
+        return elapsed, [run_id], errors
 
     def batch(self, n: int) -> Batch:
         t0 = time.perf_counter()
@@ -124,4 +128,7 @@ class RqBaseline:
 
     def phase_end(self, batch: Batch, nodes: int) -> dict[str, Any]:
         calls, top = harness.redis_command_calls(self.conn)
-        return {"redis_cmds": calls, "redis_cmds_per_node": calls / nodes, "redis_top": top}
+        out: dict[str, Any] = {"redis_cmds": calls, "redis_top": top}
+        if nodes:
+            out["redis_cmds_per_node"] = calls / nodes
+        return out

@@ -337,7 +337,10 @@ def run(env: dict[str, str], port: int, workers: int, children: list[Child]) -> 
             say("run", f"{name} failed with {describe_exit(code)}; see its output above")
             return 1
         if name == "bootstrap":
-            login_lines = [line.strip() for line in lines if LOGIN_LINE.search(line)]
+            login_lines = [line.strip() for line in lines if LOGIN_LINE.search(line)] or [
+                "Admin login: its password was shown by the first `make run`; to set a new one:",
+                f"  {os.path.relpath(python, REPO)} manage.py changepassword admin",
+            ]
     children.extend(long_running(env, port, workers))
     supervise(children, port, login_lines)
     return 0

@@ -149,6 +149,8 @@ def clean(dir: Path) -> None:
     pg_home = _postgres_home(dir, _load_state(dir))
     if not pg_home.is_relative_to(dir):
         shutil.rmtree(pg_home, ignore_errors=True)
+        with contextlib.suppress(OSError):
+            pg_home.parent.rmdir()  # SHARED_ROOT, once nothing else is in it
     shutil.rmtree(dir, ignore_errors=True)
 
 

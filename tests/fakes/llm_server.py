@@ -48,7 +48,9 @@ def echo_completion(request: Any, model: str = "fake-model") -> dict[str, Any]:
         "id": "chatcmpl-fake",
         "object": "chat.completion",
         "model": request.get("model", model) if isinstance(request, dict) else model,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}
+        ],
         "usage": {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,
@@ -90,7 +92,9 @@ class _Handler(BaseHTTPRequestHandler):
         if self.path.rstrip("/") != "/v1/chat/completions":
             self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
         elif fake.api_key and headers.get("authorization") != f"Bearer {fake.api_key}":
-            self._send(401, {"error": {"message": "Incorrect API key provided.", "type": "invalid_request_error"}})
+            self._send(
+                401, {"error": {"message": "Incorrect API key provided.", "type": "invalid_request_error"}}
+            )
         else:
             self._send(fake.status, fake.answer(parsed), fake.content_type)
 
@@ -153,7 +157,9 @@ class FakeLLMServer:
         self.stopping.clear()
         self._server = _Server(self._address, _Handler)
         self._server.fake = self
-        self._thread = threading.Thread(target=self._server.serve_forever, name="fake-llm", daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.05,), name="fake-llm", daemon=True
+        )
         self._thread.start()
         return self
 

@@ -106,7 +106,7 @@ class Routes(BaseHTTPRequestHandler):
 def server() -> Iterator[Scripted]:
     httpd = Scripted(("127.0.0.1", 0), Routes)
     httpd.seen, httpd.stopping = [], threading.Event()
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     yield httpd
     httpd.stopping.set()
@@ -177,7 +177,10 @@ def test_post_sends_the_rendered_json_body_headers_and_idempotency_key(server: S
 def test_get_without_json_sends_no_body(server: Scripted) -> None:
     http(ctx({"url": url(server, "/echo")}))
     assert server.seen[-1]["json"] is None
-    assert "content-length" not in server.seen[-1]["headers"] or server.seen[-1]["headers"]["content-length"] == "0"
+    assert (
+        "content-length" not in server.seen[-1]["headers"]
+        or server.seen[-1]["headers"]["content-length"] == "0"
+    )
 
 
 @pytest.mark.parametrize("code", [404, 500, 302])
@@ -230,7 +233,9 @@ def test_a_refused_connection_is_a_handler_error_without_the_query(server: Scrip
     host, port = server.server_address[:2]
     server.shutdown()
     server.server_close()
-    with pytest.raises(handlers.HandlerError, match=r"GET http://127.0.0.1:\d+/json\?\.\.\. failed: ConnectError") as err:
+    with pytest.raises(
+        handlers.HandlerError, match=r"GET http://127.0.0.1:\d+/json\?\.\.\. failed: ConnectError"
+    ) as err:
         http(ctx({"url": f"http://{host}:{port}/json?token=s3cret"}))
     assert "s3cret" not in str(err.value)
 
@@ -246,7 +251,12 @@ def llm(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeLLMServer]:
 
 
 def use_llm(monkeypatch: pytest.MonkeyPatch, fake: FakeLLMServer, **overrides: Any) -> None:
-    conf = {**builtin.FALLBACK_SETTINGS, "LLM_BASE_URL": fake.base_url + "/", "LLM_MODEL": "tiny-1", **overrides}
+    conf = {
+        **builtin.FALLBACK_SETTINGS,
+        "LLM_BASE_URL": fake.base_url + "/",
+        "LLM_MODEL": "tiny-1",
+        **overrides,
+    }
     monkeypatch.setattr(builtin, "switchyard_settings", lambda: conf)
 
 
@@ -261,7 +271,9 @@ def test_chat_renders_the_prompt_and_returns_content_model_and_usage(llm: FakeLL
         "temperature": 0.2,
         "max_tokens": 50,
     }
-    context = ctx(config, input={"audience": "operators", "words": 5}, upstream={"fetch_profile": {"name": "Ada"}})
+    context = ctx(
+        config, input={"audience": "operators", "words": 5}, upstream={"fetch_profile": {"name": "Ada"}}
+    )
     out = chat(context)
     assert out["content"] == "echo: Summarise Ada in 5 words."
     assert out["model"] == "tiny-1"
@@ -308,7 +320,9 @@ def test_a_rejected_key_fails_with_a_hint_and_without_the_key(monkeypatch: pytes
 
 def test_a_server_error_fails_with_the_providers_message(llm: FakeLLMServer) -> None:
     llm.status, llm.reply = 503, {"error": {"message": "model is overloaded", "type": "server_error"}}
-    with pytest.raises(handlers.HandlerError, match=r"POST http://127.0.0.1:\d+/v1/chat/completions answered 503"):
+    with pytest.raises(
+        handlers.HandlerError, match=r"POST http://127.0.0.1:\d+/v1/chat/completions answered 503"
+    ):
         chat(ctx({"prompt": "hi"}))
     with pytest.raises(handlers.HandlerError, match="model is overloaded"):
         chat(ctx({"prompt": "hi"}))
@@ -325,7 +339,9 @@ def test_a_server_error_fails_with_the_providers_message(llm: FakeLLMServer) -> 
 )
 def test_a_malformed_answer_fails_clearly(llm: FakeLLMServer, reply: Any, fragment: str) -> None:
     llm.reply = reply
-    with pytest.raises(handlers.HandlerError, match=r"llm.chat: the answer from http://127.0.0.1:\d+/v1/chat/c") as err:
+    with pytest.raises(
+        handlers.HandlerError, match=r"llm.chat: the answer from http://127.0.0.1:\d+/v1/chat/c"
+    ) as err:
         chat(ctx({"prompt": "hi"}))
     assert fragment in str(err.value)
 

@@ -91,7 +91,9 @@ def test_the_same_function_registering_again_is_a_reload_not_a_clash() -> None:
     assert registry.get("team.step").batchable is True
 
 
-@pytest.mark.parametrize("name", ["", "Core.echo", "1core", "core-echo", "core echo", ".core", "a" * 101, None])
+@pytest.mark.parametrize(
+    "name", ["", "Core.echo", "1core", "core-echo", "core echo", ".core", "a" * 101, None]
+)
 def test_an_invalid_name_is_refused(name: Any) -> None:
     with pytest.raises(ValueError, match="invalid"):
         Registry().node(name)
@@ -224,7 +226,9 @@ def test_fail_raises_its_message() -> None:
 
 @pytest.mark.parametrize("attempt", [1, 2])
 def test_flaky_fails_before_its_attempt(attempt: int) -> None:
-    with pytest.raises(handlers.HandlerError, match=f"attempt {attempt} fails on purpose; attempt 3 succeeds"):
+    with pytest.raises(
+        handlers.HandlerError, match=f"attempt {attempt} fails on purpose; attempt 3 succeeds"
+    ):
         call("core.flaky", ctx({"succeed_on_attempt": 3}, attempt=attempt))
 
 
@@ -248,7 +252,10 @@ SOURCES = {
         ("{upstream.fetch.user.id}/{input.n}", "u-1/3"),
         ("second tag {input.tags.1}", "second tag y"),
         ("ok={upstream.fetch.ok}", "ok=true"),
-        ('{"keep": "braces", "x": {input.n}} {other} {input.name.}', '{"keep": "braces", "x": 3} {other} {input.name.}'),
+        (
+            '{"keep": "braces", "x": {input.n}} {other} {input.name.}',
+            '{"keep": "braces", "x": 3} {other} {input.name.}',
+        ),
         ("all: {input.tags}", 'all: ["x", "y"]'),
     ],
 )
@@ -256,15 +263,19 @@ def test_templates_fill_dotted_placeholders_only(template: str, expected: str) -
     assert builtin.render_template(template, SOURCES, "t") == expected
 
 
-@pytest.mark.parametrize("template", ["{input.missing}", "{input.tags.5}", "{upstream.nope.x}", "{input.name.len}"])
+@pytest.mark.parametrize(
+    "template", ["{input.missing}", "{input.tags.5}", "{upstream.nope.x}", "{input.name.len}"]
+)
 def test_a_placeholder_without_a_value_names_itself(template: str) -> None:
     with pytest.raises(handlers.HandlerError, match=r"llm.chat config.prompt: placeholder \{"):
         builtin.render_template(template, SOURCES, "llm.chat config.prompt")
 
 
 def test_attribute_and_index_syntax_is_not_evaluated() -> None:
-    template = "{input.__class__} {input[name]} {0} {input.name!r}"
+    template = "{input[name]} {0} {input.name!r} {input.name:>10} {}"
     assert builtin.render_template(template, SOURCES, "t") == template
+    with pytest.raises(handlers.HandlerError, match="no value at '__class__'"):
+        builtin.render_template("{input.__class__}", SOURCES, "t")
 
 
 def test_a_lone_placeholder_in_json_keeps_its_type() -> None:
@@ -280,13 +291,16 @@ def test_url_placeholders_are_percent_encoded_so_input_cannot_pick_the_host() ->
     )
 
 
-def test_a_url_that_is_not_http_is_refused() -> None:
+@pytest.mark.parametrize("url", ["ftp://example.com/x", "http:///nohost", "http://example.com:99999/x"])
+def test_a_url_that_is_not_http_with_a_host_is_refused(url: str) -> None:
     with pytest.raises(handlers.HandlerError, match="config.url must be an http"):
-        builtin.request_url(ctx({"url": "ftp://example.com/x"}), "http.request")
+        builtin.request_url(ctx({"url": url}), "http.request")
 
 
 def test_urls_in_messages_hide_credentials_and_query() -> None:
-    assert builtin.shown_url("https://user:pw@api.test:8443/v1/x?key=secret") == "https://api.test:8443/v1/x?..."
+    assert (
+        builtin.shown_url("https://user:pw@api.test:8443/v1/x?key=secret") == "https://api.test:8443/v1/x?..."
+    )
 
 
 # --- demo -----------------------------------------------------------------------------------
@@ -331,7 +345,12 @@ def test_demo_uses_the_default_user_when_the_input_has_none() -> None:
 
 
 def test_demo_values_do_not_depend_on_the_process_hash_seed() -> None:
-    script = "from tests.unit.test_handlers import run_demo; import json; print(json.dumps(run_demo('u-9')))"
+    script = (
+        "import json, time\n"
+        "from workflows.handlers import NodeContext, demo\n"
+        "c = NodeContext(1, 'n', 1, '1:n:1', {'user_id': 'u-9'}, {}, {}, time.monotonic() + 9)\n"
+        "print(json.dumps([demo.fetch_profile(c), demo.enrich_location(c)]))\n"
+    )
     outputs = set()
     for seed in ("1", "2"):
         env = {**os.environ, "PYTHONHASHSEED": seed}
@@ -345,7 +364,9 @@ def test_demo_values_do_not_depend_on_the_process_hash_seed() -> None:
 
 
 def test_a_demo_node_without_its_upstream_names_the_missing_node() -> None:
-    with pytest.raises(handlers.HandlerError, match="'recommendation_engine' needs the output of 'enrich_location'"):
+    with pytest.raises(
+        handlers.HandlerError, match="'recommendation_engine' needs the output of 'enrich_location'"
+    ):
         call(
             "demo.recommendation_engine",
             ctx(node_id="recommendation_engine", upstream={"fetch_profile": {}, "sentiment_analysis": {}}),

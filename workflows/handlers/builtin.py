@@ -205,10 +205,9 @@ class Reply:
 def shown_url(url: str) -> str:
     """Return the URL for messages: no credentials, no query string (either may be secret)."""
     parts = urlsplit(url)
-    host = parts.hostname or ""
-    port = f":{parts.port}" if parts.port else ""
+    host = parts.netloc.rsplit("@", 1)[-1]
     query = "?..." if parts.query else ""
-    return f"{parts.scheme}://{host}{port}{parts.path}{query}"
+    return f"{parts.scheme}://{host}{parts.path}{query}"
 
 
 def time_budget(ctx: NodeContext, configured: float | None, where: str) -> float:
@@ -241,7 +240,7 @@ def send(
             data = read_capped(response, max_bytes, deadline, label)
     except httpx.TimeoutException as exc:
         raise HandlerError(f"{label} timed out after {timeout:.3g} s.") from exc
-    except httpx.HTTPError as exc:
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
         raise HandlerError(f"{label} failed: {type(exc).__name__}: {exc}") from exc
     return Reply(
         response.status_code,
@@ -324,7 +323,9 @@ def http_request(ctx: NodeContext) -> dict[str, Any]:
     url = request_url(ctx, where)
     method = str(ctx.config.get("method", "GET")).upper()
     if method not in HTTP_METHODS:
-        raise HandlerError(f"{where}: config.method must be one of {', '.join(HTTP_METHODS)}, not {method!r}.")
+        raise HandlerError(
+            f"{where}: config.method must be one of {', '.join(HTTP_METHODS)}, not {method!r}."
+        )
     reply = send(
         method,
         url,
@@ -350,9 +351,18 @@ def request_url(ctx: NodeContext, where: str) -> str:
         raise HandlerError(f"{where}: config.url is required.")
     url = render_template(template, template_sources(ctx), f"{where} config.url", lambda s: quote(s, safe=""))
     parts = urlsplit(url)
-    if parts.scheme not in {"http", "https"} or not parts.hostname:
+    if parts.scheme not in {"http", "https"} or not parts.hostname or not has_valid_port(url):
         raise HandlerError(f"{where}: config.url must be an http:// or https:// URL with a host.")
     return url
+
+
+def has_valid_port(url: str) -> bool:
+    """Return False when the URL names a port that is not a number in 1..65535."""
+    try:
+        port = urlsplit(url).port
+    except ValueError:
+        return False
+    return port is None or port > 0
 
 
 def request_headers(ctx: NodeContext) -> httpx.Headers:
@@ -437,7 +447,10 @@ def chat_payload(ctx: NodeContext, default_model: str, where: str) -> dict[str, 
     messages = []
     if ctx.config.get("system"):
         messages.append(
-            {"role": "system", "content": render_template(ctx.config["system"], sources, f"{where} config.system")}
+            {
+                "role": "system",
+                "content": render_template(ctx.config["system"], sources, f"{where} config.system"),
+            }
         )
     messages.append({"role": "user", "content": render_template(prompt, sources, f"{where} config.prompt")})
     payload: dict[str, Any] = {"model": ctx.config.get("model") or default_model, "messages": messages}

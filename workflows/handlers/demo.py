@@ -99,7 +99,9 @@ def recommendation_engine(ctx: NodeContext) -> dict[str, Any]:
     user_id = str(profile.get("user_id", DEFAULT_USER_ID))
     label = mood.get("label") if mood.get("label") in CATALOG else "neutral"
     items = pick_items(CATALOG[label], stable_hash("items", user_id), 3)
-    reason = f"{label} sentiment, {profile.get('signup_days', 0)} days a customer, in {location.get('city', '?')}"
+    reason = (
+        f"{label} sentiment, {profile.get('signup_days', 0)} days a customer, in {location.get('city', '?')}"
+    )
     return {"user_id": user_id, "items": items, "reason": reason, "inputs": sorted(ctx.upstream)}
 
 
@@ -128,7 +130,7 @@ def _profile_node(node_id: str) -> dict[str, Any]:
 DEMO_PROFILE: dict[str, Any] = {
     "description": (
         "Enrich a user profile: fetch the profile and the location in parallel, analyse "
-        "sentiment, then recommend offers from all three. Input: {\"user_id\": \"u-42\"}."
+        'sentiment, then recommend offers from all three. Input: {"user_id": "u-42"}.'
     ),
     "nodes": [
         _profile_node("fetch_profile"),

@@ -100,7 +100,9 @@ class Registry:
         def register(func: F) -> F:
             doc = inspect.getdoc(func)
             if not doc:
-                raise ValueError(f"Handler {name!r} ({_origin(func)}) needs a docstring: the editor shows it.")
+                raise ValueError(
+                    f"Handler {name!r} ({_origin(func)}) needs a docstring: the editor shows it."
+                )
             self.add(Handler(name, func, doc, config_schema, batchable))
             return func
 
@@ -163,7 +165,7 @@ def check_schema(name: str, schema: object) -> None:
     if not isinstance(schema, dict):
         raise TypeError(f"Handler {name!r}: config_schema must be a dict (a JSON schema) or None.")
     if schema.get("type", "object") != "object":
-        raise TypeError(f"Handler {name!r}: config_schema must describe an object (\"type\": \"object\").")
+        raise TypeError(f'Handler {name!r}: config_schema must describe an object ("type": "object").')
 
 
 DEFAULT_REGISTRY = Registry()

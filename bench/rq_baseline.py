@@ -6,6 +6,14 @@
 
 Completion is awaited on the final job (`Job.latest_result(timeout=...)`, a blocking XREAD on
 its result stream). RQ keeps no durable per-node record: a job's state lives only in Redis.
+
+RQ 3.0 moves a job whose dependencies are met to a queue-wide "ready" registry, then enqueues
+it in a WATCH/MULTI transaction on that registry; when the other worker touches the registry
+meanwhile (WatchError), the job is left there for the next maintenance pass (every 600 s by
+default, and an idle worker only gets there when its 405 s dequeue timeout expires). With two
+workers some dependents stall that way (about 5 in 100 runs here), so the workers run with
+`--maintenance-interval 1 --worker-ttl 16` (maintenance at most every second, 1 s dequeue
+timeout). Stalls still show as hops of up to ~1 s; `hops_over_500ms` counts them in the idle latency phase.
 """
 
 from __future__ import annotations
@@ -23,6 +31,8 @@ from rq.job import Job
 
 QUEUE = "bench-baseline"
 WORKERS = 2
+STALL_MS = 500.0
+FETCH_CHUNK = 1000
 BENCH_DIR = Path(__file__).resolve().parent
 
 
@@ -39,6 +49,7 @@ class RqBaseline:
         self.queue = Queue(QUEUE, connection=self.conn)
         self.procs: list[Proc] = []
         self.next_id = 0
+        self.phase_jobs: list[list[Job]] = []  # every run's [fp, el, sa, re] of the current phase
 
     # -------------------------------------------------------------- lifecycle
 
@@ -50,6 +61,7 @@ class RqBaseline:
             cmd = [
                 str(harness.VENV_BIN / "rq"), "worker", "--url", self.url,
                 "--worker-class", "rq.worker.SimpleWorker", "--logging_level", "WARNING",
+                "--maintenance-interval", "1", "--worker-ttl", "16",
                 "--path", str(BENCH_DIR), "--name", f"bench-rq-w{i}", QUEUE,
             ]  # fmt: skip
             self.procs.append(harness.spawn(cmd, f"rq-w{i}", "workers", self.env, self.logdir))
@@ -81,7 +93,9 @@ class RqBaseline:
         fp = q.enqueue(rq_jobs.fetch_profile, run_id)
         el = q.enqueue(rq_jobs.enrich_location, run_id)
         sa = q.enqueue(rq_jobs.sentiment_analysis, run_id, depends_on=fp)
-        return run_id, q.enqueue(rq_jobs.recommendation_engine, run_id, depends_on=[fp, el, sa])
+        final = q.enqueue(rq_jobs.recommendation_engine, run_id, depends_on=[fp, el, sa])
+        self.phase_jobs.append([fp, el, sa, final])
+        return run_id, final
 
     @staticmethod
     def _wait(job: Job, deadline: float) -> Any:
@@ -124,6 +138,7 @@ class RqBaseline:
     # -------------------------------------------------------------- per-phase figures
 
     def phase_begin(self) -> None:
+        self.phase_jobs = []
         harness.redis_reset_stats(self.conn)
 
     def phase_end(self, batch: Batch, nodes: int) -> dict[str, Any]:
@@ -131,4 +146,22 @@ class RqBaseline:
         out: dict[str, Any] = {"redis_cmds": calls, "redis_top": top}
         if nodes:
             out["redis_cmds_per_node"] = calls / nodes
+        if self.phase_jobs:
+            hops = self.hops()
+            out["hop_ms"] = harness.distribution(hops)
+            out["hops_over_500ms"] = sum(h > STALL_MS for h in hops)
         return out
+
+    def hops(self) -> list[float]:
+        """ms from the last dependency's end to each dependent's start, from the job hashes."""
+        ids = [job.id for run in self.phase_jobs for job in run]
+        fetched = []
+        for start in range(0, len(ids), FETCH_CHUNK):
+            fetched += Job.fetch_many(ids[start : start + FETCH_CHUNK], connection=self.conn)
+        hops = []
+        for start in range(0, len(fetched), 4):
+            fp, el, sa, final = fetched[start : start + 4]
+            for job, deps in ((sa, [fp]), (final, [fp, el, sa])):
+                if job is not None and job.started_at and all(d is not None and d.ended_at for d in deps):
+                    hops.append((job.started_at - max(d.ended_at for d in deps)).total_seconds() * 1000)
+        return hops

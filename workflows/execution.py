@@ -21,12 +21,12 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import connection
+from django.db import connection, transaction
 from django.utils import timezone
 
 from workflows import bus, engine, handlers
 from workflows.errors import Invalid
-from workflows.runs import check_json_size
+from workflows.runs import check_json_size, relax_commit
 from workflows.versions import load_graph
 
 
@@ -98,7 +98,8 @@ def run_batch(items: list[tuple[int, int]], worker: str) -> int:
 
 def claim(items: list[tuple[int, int]], worker: str) -> list[Claim]:
     """Move queued attempts to running; stale, duplicate or cancelled ones are not returned."""
-    with connection.cursor() as cur:
+    with transaction.atomic(), connection.cursor() as cur:
+        relax_commit(cur)
         cur.execute(CLAIM_SQL, [worker, [i for i, _ in items], [a for _, a in items]])
         rows = cur.fetchall()
     order = {noderun_id: n for n, (noderun_id, _) in enumerate(items)}

@@ -3,8 +3,9 @@
 Three checks, each cheap and each safe to run at any time (every change is conditional):
 - queued attempts whose RQ job is gone (Redis restarted empty, or enqueue failed after the
   commit) are enqueued again, same attempt;
-- running attempts whose worker stopped heart-beating (kill -9, OOM, host lost) are failed,
-  so the engine retries them elsewhere or files a dead letter;
+- running attempts whose worker stopped heart-beating (kill -9, OOM, host lost), or that
+  never reported long after their timeout, are failed, so the engine retries them
+  elsewhere or files a dead letter;
 - running runs with nothing in flight and no recent progress (a notice was lost: scheduler
   killed mid-batch, stream flushed) are advanced again.
 Only one scheduler reconciles at a time (a Redis lock); any of them can.
@@ -22,8 +23,10 @@ from django.utils import timezone
 from workflows import bus, engine, jobs
 from workflows.models import NodeRun, RunEvent
 from workflows.runs import advance_runs, event
+from workflows.versions import load_graph
 
 SCAN_LIMIT = 2000
+OVERDUE_GRACE_SECONDS = 30
 
 STALLED_RUNS_SQL = """
 SELECT r.id FROM workflows_run r
@@ -69,22 +72,30 @@ class Reconciler:
         return jobs.requeue(lost, workers)
 
     def fail_lost_attempts(self) -> int:
-        lost_after = settings.SWITCHYARD["WORKER_LOST_AFTER_SECONDS"]
-        cutoff = timezone.now() - timedelta(seconds=lost_after)
+        """Fail running attempts whose worker died, or that overran their timeout unreported."""
+        now = timezone.now()
+        cutoff = now - timedelta(seconds=settings.SWITCHYARD["WORKER_LOST_AFTER_SECONDS"])
         rows = list(
             NodeRun.objects.filter(status=engine.RUNNING, started_at__lt=cutoff).values_list(
-                "id", "attempt", "worker"
+                "id", "attempt", "worker", "node_id", "run__version_id", "started_at"
             )[:SCAN_LIMIT]
         )
-        dead = self.dead_workers(sorted({w for _, _, w in rows}))
-        lost = [(i, a, w) for i, a, w in rows if w in dead]
-        if not lost:
-            return 0
-        errors = [
-            f"Worker {w} stopped heart-beating during attempt {a} (killed or crashed)." for _, a, w in lost
-        ]
+        dead = self.dead_workers(sorted({row[2] for row in rows}))
+        lost = []
+        for noderun_id, attempt, worker, node_id, version_id, started_at in rows:
+            timeout = load_graph(version_id).nodes[node_id].timeout_seconds
+            if worker in dead:
+                lost.append(
+                    (noderun_id, attempt, f"Worker {worker} stopped heart-beating during attempt {attempt}.")
+                )
+            elif started_at + timedelta(seconds=timeout + OVERDUE_GRACE_SECONDS) < now:
+                reason = f"Attempt {attempt} on {worker} never reported, {timeout:g} s timeout long past."
+                lost.append((noderun_id, attempt, reason))
+        return self.fail_attempts(lost) if lost else 0
+
+    def fail_attempts(self, lost: list[tuple[int, int, str]]) -> int:
         with transaction.atomic(), connection.cursor() as cur:
-            cur.execute(LOST_SQL, [[i for i, _, _ in lost], [a for _, a, _ in lost], errors])
+            cur.execute(LOST_SQL, [[i for i, _, _ in lost], [a for _, a, _ in lost], [e for _, _, e in lost]])
             failed = cur.fetchall()
             RunEvent.objects.bulk_create(
                 event("node.lost", run_id, node_id, attempt, {"worker": w})

@@ -187,8 +187,22 @@ def advance_runs(run_ids: Collection[int], workers: int = 1) -> int:
     return len(plan.ready) + len(plan.skips) + len(plan.retries) + len(plan.kills) + len(plan.finishes)
 
 
+def relax_commit(cursor: Any) -> None:
+    """Commit this transaction without waiting for the WAL flush.
+
+    Only for changes that can be derived again from what is already durable: claims and
+    decisions. If Postgres itself crashes and loses them, the reconciler decides again and
+    the attempt runs again (delivery is at-least-once). Runs, results and dead letters are
+    always committed synchronously.
+    """
+    cursor.execute("SET LOCAL synchronous_commit TO off")
+
+
 def apply_plan(plan: Plan, workers: int) -> None:
     with transaction.atomic():
+        if not (plan.kills or plan.finishes):
+            with connection.cursor() as cur:
+                relax_commit(cur)
         jobs.claim_and_enqueue(plan.ready, workers)
         apply_skips(plan.skips)
         apply_retries(plan.retries)

@@ -1,0 +1,59 @@
+"""Who may do what: the one place that decides, for pages, the API and websockets.
+
+People have a role, held as membership of the Django group of that name (superusers are
+admins); roles are ordered, each includes the ones before it. API keys carry scopes
+instead. Every action names the least role and the scope it needs.
+
+    viewer    see workflows, runs, traces, dead letters, metrics
+    operator  + start, cancel runs; replay and discard dead letters
+    editor    + create and change versions, publish, activate (roll back)
+    admin     + API keys, users, workflow deletion
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+VIEWER, OPERATOR, EDITOR, ADMIN = "viewer", "operator", "editor", "admin"
+ROLES = (VIEWER, OPERATOR, EDITOR, ADMIN)
+
+# action -> (least role of a person, scope an API key needs)
+ACTIONS: dict[str, tuple[str, str]] = {
+    "view": (VIEWER, "read"),
+    "start_run": (OPERATOR, "run"),
+    "cancel_run": (OPERATOR, "operate"),
+    "replay": (OPERATOR, "operate"),
+    "discard": (OPERATOR, "operate"),
+    "edit": (EDITOR, "edit"),
+    "publish": (EDITOR, "edit"),
+    "manage_keys": (ADMIN, "admin"),
+    "delete_workflow": (ADMIN, "admin"),
+}
+SCOPES = ("read", "run", "edit", "operate", "admin")
+
+
+def role_of(user: Any) -> str | None:
+    """Return the user's highest role, or None for anonymous or role-less users."""
+    if user is None or not getattr(user, "is_authenticated", False) or not user.is_active:
+        return None
+    if user.is_superuser:
+        return ADMIN
+    names = set(user.groups.values_list("name", flat=True))
+    held = [r for r in ROLES if r in names]
+    return held[-1] if held else None
+
+
+def has_role(user: Any, least: str) -> bool:
+    role = role_of(user)
+    return role is not None and ROLES.index(role) >= ROLES.index(least)
+
+
+def can(user: Any, action: str) -> bool:
+    """Return whether a person may perform `action` (a key of ACTIONS)."""
+    return has_role(user, ACTIONS[action][0])
+
+
+def key_can(scopes: list[str] | tuple[str, ...], action: str) -> bool:
+    """Return whether an API key with these scopes may perform `action`; admin implies all."""
+    needed = ACTIONS[action][1]
+    return needed in scopes or "admin" in scopes

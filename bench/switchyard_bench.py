@@ -267,7 +267,8 @@ class SwitchyardBench:
         out: dict[str, Any] = {"redis_cmds": calls, "redis_top": top}
         if batch.ids:
             out["verify_errors"] = self.verify(batch.ids)
-            out["hop_ms"] = harness.distribution(self.hops(batch.ids))
+            out.update(self.timings(batch.ids))
+        out["duplicate_finish_messages"] = self.finishes.duplicates  # cumulative
         time.sleep(SETTLE_S)
         xacts = self._xacts() - self.xact0
         elapsed = time.perf_counter() - self.phase_t0
@@ -296,20 +297,43 @@ class SwitchyardBench:
             errors.append(f"... {n_bad - MAX_REPORTED_ERRORS} more bad node rows")
         return errors
 
-    def hops(self, ids: list[int]) -> list[float]:
-        """ms from the last predecessor's finish to each non-root node's start, over `ids`."""
+    def timings(self, ids: list[int]) -> dict[str, dict[str, float | int]]:
+        """Distributions (ms) over `ids`: each non-root node's start after its last predecessor's
+        finish (hop), each run's first node start after the run was created (start), and the
+        run's finish (its finishing transaction's start) after its last node's finish (finish)."""
+        runs = dict(self.Run.objects.filter(pk__in=ids).values_list("pk", "created_at"))
+        finished = dict(self.Run.objects.filter(pk__in=ids).values_list("pk", "finished_at"))
         rows = self.NodeRun.objects.filter(run_id__in=ids).values_list(
             "run_id", "node_id", "started_at", "finished_at"
         )
         per_run: dict[int, dict[str, tuple[Any, Any]]] = {}
-        for run_id, node_id, started, finished in rows:
-            per_run.setdefault(run_id, {})[node_id] = (started, finished)
+        for run_id, node_id, started, ended in rows:
+            per_run.setdefault(run_id, {})[node_id] = (started, ended)
+        hops, starts, finishes = [], [], []
+        for run_id, nodes in per_run.items():
+            hops += self._hops(nodes)
+            started = [t for t, _ in nodes.values() if t is not None]
+            ended = [t for _, t in nodes.values() if t is not None]
+            if started and runs.get(run_id):
+                starts.append(ms(min(started) - runs[run_id]))
+            if ended and finished.get(run_id):
+                finishes.append(ms(finished[run_id] - max(ended)))
+        return {
+            "hop_ms": harness.distribution(hops),
+            "start_ms": harness.distribution(starts),
+            "finish_ms": harness.distribution(finishes),
+        }
+
+    def _hops(self, nodes: dict[str, tuple[Any, Any]]) -> list[float]:
         hops = []
-        for nodes in per_run.values():
-            for node_id in self.graph.nodes:
-                preds = self.graph.predecessors(node_id)
-                times = [nodes.get(p, (None, None))[1] for p in preds]
-                started = nodes.get(node_id, (None, None))[0]
-                if preds and started is not None and None not in times:
-                    hops.append((started - max(times)).total_seconds() * 1000)
+        for node_id in self.graph.nodes:
+            preds = self.graph.predecessors(node_id)
+            ends = [nodes.get(p, (None, None))[1] for p in preds]
+            started = nodes.get(node_id, (None, None))[0]
+            if preds and started is not None and None not in ends:
+                hops.append(ms(started - max(ends)))
         return hops
+
+
+def ms(delta: Any) -> float:
+    return delta.total_seconds() * 1000

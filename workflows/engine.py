@@ -64,11 +64,12 @@ NODE_STATUSES = (
 TERMINAL = frozenset({SUCCEEDED, DEAD, SKIPPED, UPSTREAM_FAILED, CANCELLED})
 IN_FLIGHT = frozenset({QUEUED, RUNNING, FAILED, RETRYING})
 
+RUN_WAITING = "waiting"  # started while its workflow was paused; runs on resume
 RUN_RUNNING = "running"
 RUN_SUCCEEDED = "succeeded"
 RUN_FAILED = "failed"
 RUN_CANCELLED = "cancelled"
-RUN_STATUSES = (RUN_RUNNING, RUN_SUCCEEDED, RUN_FAILED, RUN_CANCELLED)
+RUN_STATUSES = (RUN_WAITING, RUN_RUNNING, RUN_SUCCEEDED, RUN_FAILED, RUN_CANCELLED)
 
 _TAKEN, _NOT_TAKEN, _EDGE_FAILED, _WAITING = "taken", "not_taken", "failed", "waiting"
 _READY, _WAIT = "ready", "wait"

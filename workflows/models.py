@@ -20,6 +20,8 @@ class Workflow(models.Model):
     slug = models.SlugField(max_length=100, unique=True)
     title = models.CharField(max_length=200)
     description = models.TextField(blank=True)
+    # Paused: new runs are recorded as waiting and none of them starts until resumed.
+    paused = models.BooleanField(default=False)
     active_version = models.ForeignKey(
         "WorkflowVersion", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
@@ -182,3 +184,22 @@ class RunEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.run_id} {self.kind} {self.node_id}"
+
+
+class AuditEntry(models.Model):
+    """Who did what to which object, and when: every operator and editor action."""
+
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    actor_label = models.CharField(max_length=200, blank=True)  # username or "api key <prefix>"
+    action = models.CharField(max_length=60)
+    target_type = models.CharField(max_length=40)
+    target_id = models.CharField(max_length=64)
+    data = models.JSONField(default=dict)
+    at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [models.Index(fields=["target_type", "target_id"], name="audit_target_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.actor_label} {self.action} {self.target_type}:{self.target_id}"

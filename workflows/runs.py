@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from workflows import bus, engine, jobs
+from workflows import audit, bus, engine, jobs
 from workflows.errors import Conflict, Invalid, NotFound
 from workflows.graph import Graph, canonical_json
 from workflows.models import DeadLetter, NodeRun, Run, RunEvent, Workflow
@@ -75,9 +75,11 @@ def find_idempotent_run(workflow: Workflow, key: str, request_hash: str) -> Run 
 def create_run(workflow: Workflow, run_input: dict[str, Any], key: str | None, request_hash: str) -> Run:
     graph = load_graph(workflow.active_version_id)
     with transaction.atomic():
+        paused = Workflow.objects.filter(pk=workflow.pk, paused=True).exists()
         run = Run.objects.create(
             workflow=workflow,
             version_id=workflow.active_version_id,
+            status=engine.RUN_WAITING if paused else engine.RUN_RUNNING,
             input=run_input,
             idempotency_key=key,
             request_hash=request_hash,
@@ -85,9 +87,33 @@ def create_run(workflow: Workflow, run_input: dict[str, Any], key: str | None, r
         NodeRun.objects.bulk_create(
             NodeRun(run=run, node_id=node_id, queue=graph.nodes[node_id].queue) for node_id in graph.order
         )
-        RunEvent.objects.create(run=run, kind="run.started", at=run.created_at)
-        transaction.on_commit(lambda: bus.notify([run.pk]))
+        RunEvent.objects.create(run=run, kind="run.waiting" if paused else "run.started", at=run.created_at)
+        if not paused:
+            transaction.on_commit(lambda: bus.notify([run.pk]))
     return run
+
+
+def pause_workflow(workflow: Workflow, user: Any = None) -> None:
+    """Hold new runs of a workflow: they are recorded as waiting; runs in flight go on."""
+    with transaction.atomic():
+        Workflow.objects.filter(pk=workflow.pk).update(paused=True)
+        audit.record(user, "workflow.pause", workflow)
+
+
+def resume_workflow(workflow: Workflow, user: Any = None) -> int:
+    """Let a paused workflow run again; start its waiting runs, oldest first."""
+    with transaction.atomic():
+        Workflow.objects.select_for_update().filter(pk=workflow.pk).update(paused=False)
+        waiting = list(
+            Run.objects.filter(workflow=workflow, status=engine.RUN_WAITING)
+            .order_by("id")
+            .values_list("id", flat=True)
+        )
+        Run.objects.filter(pk__in=waiting).update(status=engine.RUN_RUNNING)
+        RunEvent.objects.bulk_create(event("run.started", run_id) for run_id in waiting)
+        audit.record(user, "workflow.resume", workflow, started=len(waiting))
+        transaction.on_commit(lambda: bus.notify(waiting))
+    return len(waiting)
 
 
 def get_run(run_id: int) -> Run:
@@ -321,16 +347,18 @@ def cancel_run(run_id: int, reason: str = "", user: Any = None) -> Run:
     """Cancel a running run: queued nodes never start, running results are ignored."""
     with transaction.atomic():
         run = locked_run(run_id)
-        if run.status != engine.RUN_RUNNING:
-            raise Conflict(f"Run {run_id} is already {run.status}; only running runs can be cancelled.")
+        if run.status not in (engine.RUN_RUNNING, engine.RUN_WAITING):
+            raise Conflict(
+                f"Run {run_id} is already {run.status}; only running or waiting runs can be cancelled."
+            )
         now = timezone.now()
         run.status, run.finished_at = engine.RUN_CANCELLED, now
         run.save(update_fields=["status", "finished_at"])
         NodeRun.objects.filter(run=run).exclude(status__in=engine.TERMINAL).update(
             status=engine.CANCELLED, finished_at=now
         )
-        by = getattr(user, "username", "") or ""
-        record_events(event("run.cancelled", run.pk, data={"reason": reason, "by": by}))
+        record_events(event("run.cancelled", run.pk, data={"reason": reason, "by": audit.actor_label(user)}))
+        audit.record(user, "run.cancel", run, reason=reason)
         transaction.on_commit(lambda: after_cancel(run.pk))
     return run
 
@@ -370,10 +398,11 @@ def replay_dead_letter(letter_id: int, user: Any = None) -> Run:
         run.status, run.finished_at, run.epoch = engine.RUN_RUNNING, None, run.epoch + 1
         run.save(update_fields=["status", "finished_at", "epoch"])
         resolve_letter(letter, DeadLetter.REPLAYED, user)
-        by = getattr(user, "username", "") or ""
+        by = audit.actor_label(user)
         record_events(
             event("node.replayed", run.pk, node.node_id, node.attempt, {"letter": letter.pk, "by": by})
         )
+        audit.record(user, "deadletter.replay", letter, run=run.pk, node=node.node_id)
         transaction.on_commit(lambda: bus.notify([run.pk]))
     return run
 
@@ -385,10 +414,11 @@ def discard_dead_letter(letter_id: int, reason: str, user: Any = None) -> DeadLe
     with transaction.atomic():
         letter = locked_letter(letter_id)
         resolve_letter(letter, DeadLetter.DISCARDED, user, reason)
-        by = getattr(user, "username", "") or ""
+        by = audit.actor_label(user)
         record_events(
             event("deadletter.discarded", letter.run_id, letter.node_id, letter.attempt, {"by": by})
         )
+        audit.record(user, "deadletter.discard", letter, reason=reason)
     return letter
 
 
@@ -407,7 +437,7 @@ def locked_letter(letter_id: int) -> DeadLetter:
 
 def resolve_letter(letter: DeadLetter, status: str, user: Any, reason: str = "") -> None:
     letter.status, letter.resolved_at, letter.reason = status, timezone.now(), reason
-    letter.resolved_by = user if user is not None and user.is_authenticated else None
+    letter.resolved_by = user if getattr(user, "is_authenticated", False) else None
     letter.save(update_fields=["status", "resolved_at", "resolved_by", "reason"])
 
 

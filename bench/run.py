@@ -205,6 +205,10 @@ def summarize(result: dict[str, Any], sizes: list[int]) -> dict[str, Any]:
     for q in ("p50", "p95", "p99"):
         s[f"idle_{q}_ms"] = med("latency", "latency_ms", q)
         s[f"hop_{q}_ms"] = med(big, "hop_ms", q)
+        s[f"idle_hop_{q}_ms"] = med("latency", "hop_ms", q)
+    s["idle_start_p50_ms"] = med("latency", "start_ms", "p50")
+    s["idle_finish_p50_ms"] = med("latency", "finish_ms", "p50")
+    s["idle_hops_over_500ms"] = med("latency", "hops_over_500ms")
     nodes = max(sizes) * 4  # fallback only; phases record their node count
     cpu = reps[0][big]["cpu_s"] if reps and big in reps[0] else {"groups": {}, "labels": {}}
     s["cpu_s_per_1k_nodes"] = _per_1k(med(big, "cpu_s", "total"), med(big, "nodes") or nodes)
@@ -282,6 +286,15 @@ def print_details(summaries: dict[str, dict[str, Any]], sizes: list[int]) -> Non
         (f"hop latency p95 ms @N={max(sizes)}", lambda s: s.get("hop_p95_ms"), 2),
         (f"hop latency p99 ms @N={max(sizes)}", lambda s: s.get("hop_p99_ms"), 2),
         ("idle p99 ms", lambda s: s.get("idle_p99_ms"), 2),
+        ("idle hop p50 ms", lambda s: s.get("idle_hop_p50_ms"), 2),
+        ("idle hop p95 ms", lambda s: s.get("idle_hop_p95_ms"), 2),
+        ("idle: run created → first node start, p50 ms", lambda s: s.get("idle_start_p50_ms"), 2),
+        ("idle: last node finish → run finished, p50 ms", lambda s: s.get("idle_finish_p50_ms"), 2),
+        (
+            "idle: dependents stalled > 500 ms (RQ 3.0 ready registry)",
+            lambda s: s.get("idle_hops_over_500ms"),
+            0,
+        ),
         (f"Redis cmds/node @N={max(sizes)}", lambda s: s.get(f"redis_cmds_per_node_{big}"), 1),
         ("Redis cmds/node, latency phase", lambda s: s.get("redis_cmds_per_node_latency"), 1),
         (f"PG transactions/node @N={max(sizes)}", lambda s: s.get(f"pg_xacts_per_node_{big}"), 2),
@@ -307,7 +320,9 @@ def print_details(summaries: dict[str, dict[str, Any]], sizes: list[int]) -> Non
 
 
 def _label_name(key: str) -> str:
-    return f"[{key.removeprefix('group:')} total]" if key.startswith("group:") or key == "total" else key
+    if key == "total":
+        return "[all processes]"
+    return f"[{key.removeprefix('group:')} total]" if key.startswith("group:") else key
 
 
 def _label_order(key: str) -> tuple[int, str]:
@@ -339,9 +354,11 @@ def report(results: dict[str, Any], sizes: list[int]) -> None:
         )
         print_details(summaries, sizes)
         print(
-            "\nhop latency: successor.started_at - max(predecessor.finished_at), from PostgreSQL; n/a for RQ. "
-            "PG transactions/node counts autocommit statements too. Postgres RSS counts shared buffers "
-            "once per backend (see PSS).\n"
+            "\nhop: successor start - max(predecessor finish); switchyard from PostgreSQL (NodeRun), "
+            "rq-baseline from the job hashes in Redis (started_at/ended_at); at N>1 it includes queueing. "
+            "PG transactions/node counts autocommit statements too (xact_commit delta, idle background "
+            "of the 11 s stats-settle window subtracted). Postgres RSS counts shared buffers once per "
+            "backend (see PSS).\n"
         )
     print_published()
     for name, r in results["systems"].items():

@@ -46,6 +46,8 @@ class WorkflowVersion(models.Model):
     status = models.CharField(max_length=16, choices=[(DRAFT, DRAFT), (PUBLISHED, PUBLISHED)], default=DRAFT)
     definition = models.JSONField()
     checksum = models.CharField(max_length=80)
+    # Bumped by every saved change of a draft: the optimistic-concurrency token (ETag).
+    revision = models.PositiveIntegerField(default=1)
     comment = models.TextField(blank=True)
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"

@@ -8,6 +8,7 @@ announcements. The reconciler rebuilds what a lost message would have triggered 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterable
 from functools import cache
 from typing import Any
@@ -21,7 +22,8 @@ NOTICES_MAXLEN = 200_000
 RUNS_CHANNEL = "sy:runs"  # pub/sub: runs that finished
 VERSIONS_CHANNEL = "sy:versions"  # pub/sub: versions published or activated
 RECONCILER_LOCK = "sy:reconciler"
-CANCEL_PREFIX = "sy:cancel:"  # key per cancelled run, read by workers running its nodes
+CANCEL_PREFIX = "sy:cancel:"
+WORKERS_ROSTER = "sy:workers"  # sorted set: worker name -> time of its last beat  # key per cancelled run, read by workers running its nodes
 
 
 def worker_key(name: str) -> str:
@@ -111,8 +113,26 @@ def alive(keys: list[str]) -> list[bool]:
     return [bool(n) for n in pipe.execute()] if keys else []
 
 
-def live_workers() -> list[str]:
-    return [k.removeprefix("sy:worker:") for k in client().scan_iter("sy:worker:*", count=1000)]
+def beat_worker(name: str, ttl: float, fields: dict[str, Any]) -> None:
+    """Mark a worker alive: its own key (with details) and its score in the roster."""
+    pipe = client().pipeline(transaction=False)
+    pipe.set(worker_key(name), json.dumps(fields), px=int(ttl * 1000))
+    pipe.zadd(WORKERS_ROSTER, {name: time.time()})
+    pipe.execute()
+
+
+def forget_worker(name: str) -> None:
+    pipe = client().pipeline(transaction=False)
+    pipe.delete(worker_key(name))
+    pipe.zrem(WORKERS_ROSTER, name)
+    pipe.execute()
+
+
+def live_workers(ttl: float) -> list[str]:
+    """Return the workers that beat within `ttl` seconds (no keyspace scan)."""
+    roster = client()
+    roster.zremrangebyscore(WORKERS_ROSTER, "-inf", time.time() - 3600)
+    return roster.zrangebyscore(WORKERS_ROSTER, time.time() - ttl, "+inf")
 
 
 def mark_cancelled(run_id: int, ttl_seconds: int = 3600) -> None:

@@ -17,6 +17,7 @@ import time
 from typing import Any
 
 import redis
+from django.conf import settings
 from django.db import close_old_connections
 
 from workflows import bus, runs, versions
@@ -117,7 +118,7 @@ class Scheduler:
 
     def reconcile(self) -> int:
         """Beat, count workers, adopt abandoned notices, and reconcile if no one else is."""
-        self.workers = max(1, len(bus.live_workers()))
+        self.workers = max(1, len(bus.live_workers(settings.SWITCHYARD["WORKER_LOST_AFTER_SECONDS"])))
         bus.heartbeat(
             bus.scheduler_key(self.name),
             RECONCILE_SECONDS * 5,

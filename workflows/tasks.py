@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import socket
 
-from django.db import close_old_connections
 from rq import get_current_job
 
 from workflows import execution, worker
@@ -16,5 +15,4 @@ def run_nodes(items: list[tuple[int, int]]) -> int:
     job = get_current_job()
     name = (job.worker_name if job else None) or f"{socket.gethostname()}.{os.getpid()}"
     worker.start_heartbeat(name)
-    close_old_connections()
     return execution.run_batch(items, name)

@@ -24,7 +24,9 @@ import os
 import threading
 from typing import Any
 
+import redis
 from django.conf import settings
+from django.db import close_old_connections
 from rq import Queue, SimpleWorker
 from rq.job import Job
 
@@ -45,13 +47,11 @@ def start_heartbeat(name: str) -> None:
     beat(name)
     thread = threading.Thread(target=beat_forever, args=(name,), name="sy-heartbeat", daemon=True)
     thread.start()
-    atexit.register(lambda: bus.client().delete(bus.worker_key(name)))
+    atexit.register(bus.forget_worker, name)
 
 
 def beat(name: str) -> None:
-    bus.heartbeat(
-        bus.worker_key(name), settings.SWITCHYARD["WORKER_LOST_AFTER_SECONDS"], {"pid": os.getpid()}
-    )
+    bus.beat_worker(name, settings.SWITCHYARD["WORKER_LOST_AFTER_SECONDS"], {"pid": os.getpid()})
 
 
 def beat_forever(name: str) -> None:
@@ -60,8 +60,8 @@ def beat_forever(name: str) -> None:
     while not stop.wait(interval):
         try:
             beat(name)
-        except Exception:  # noqa: BLE001 - Redis away: keep trying, the next beat may land
-            continue
+        except (redis.ConnectionError, redis.TimeoutError):
+            continue  # Redis away: the next beat may land
 
 
 class NodeWorker(SimpleWorker):
@@ -82,6 +82,7 @@ class NodeWorker(SimpleWorker):
             # Postgres or Redis failed under the task; the attempts it claimed are retried
             # by the reconciler (stuck or lost), the others were never claimed.
             log.exception("node job %s failed outside any handler", job.id)
+            close_old_connections()  # a broken connection is replaced before the next job
         finally:
             with self.connection.pipeline() as pipe:
                 pipe.delete(job.key)

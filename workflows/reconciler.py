@@ -21,8 +21,9 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from workflows import bus, engine, jobs
+from workflows.advancing import advance_runs
 from workflows.models import NodeRun, RunEvent
-from workflows.runs import advance_runs, event
+from workflows.runs import event
 from workflows.versions import load_graph
 
 SCAN_LIMIT = 2000

@@ -1,26 +1,22 @@
-"""Runs: start, advance, cancel, replay. This module owns the transactions.
+"""Runs and what people do to them: start, pause, cancel, replay, discard.
 
-Every state change is a conditional UPDATE (`... WHERE status = <expected>`): a decision
-taken twice, by two schedulers or by a scheduler and the reconciler, changes a row once.
-Jobs are enqueued and notices published only after the transaction commits.
+These calls own their transactions; notices to the schedulers go out only after commit.
+How a run advances once started is `advancing.py`.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import random
-from collections.abc import Collection
-from dataclasses import dataclass, field
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from workflows import audit, bus, engine, jobs
+from workflows import audit, bus, engine
 from workflows.errors import Conflict, Invalid, NotFound
-from workflows.graph import Graph, canonical_json
+from workflows.graph import canonical_json
 from workflows.models import DeadLetter, NodeRun, Run, RunEvent, Workflow
 from workflows.versions import load_graph
 
@@ -34,6 +30,17 @@ def check_json_size(value: Any, limit: int, what: str) -> str:
     if len(text.encode()) > limit:
         raise Invalid(f"{what} is {len(text.encode())} bytes; the limit is {limit} bytes.")
     return text
+
+
+def relax_commit(cursor: Any) -> None:
+    """Commit this transaction without waiting for the WAL flush.
+
+    Only for changes that can be derived again from what is already durable: claims and
+    decisions. If Postgres itself crashes and loses them, the reconciler decides again and
+    the attempt runs again (delivery is at-least-once). Runs, results and dead letters are
+    always committed synchronously.
+    """
+    cursor.execute("SET LOCAL synchronous_commit TO off")
 
 
 def start_run(workflow: Workflow, run_input: Any, idempotency_key: str | None = None) -> tuple[Run, bool]:
@@ -121,213 +128,6 @@ def get_run(run_id: int) -> Run:
         return Run.objects.select_related("workflow", "version").get(pk=run_id)
     except Run.DoesNotExist:
         raise NotFound(f"No run with id {run_id}.") from None
-
-
-# --------------------------------------------------------------------------- advancing
-
-
-@dataclass
-class RunSnapshot:
-    run_id: int
-    version_id: int
-    epoch: int
-    ids: dict[str, int] = field(default_factory=dict)
-    states: dict[str, engine.NodeState] = field(default_factory=dict)
-    input: Any = None
-
-
-@dataclass
-class Plan:
-    """Decisions for many runs, applied together in one transaction."""
-
-    ready: list[jobs.Ready] = field(default_factory=list)
-    skips: list[tuple[int, str]] = field(default_factory=list)
-    retries: list[tuple[int, int, float]] = field(default_factory=list)
-    kills: list[tuple[int, int]] = field(default_factory=list)
-    finishes: list[tuple[int, int, str]] = field(default_factory=list)
-
-    def add(self, snap: RunSnapshot, graph: Graph, decision: engine.Decision) -> None:
-        if isinstance(decision, engine.FinishRun):
-            self.finishes.append((snap.run_id, snap.epoch, decision.status))
-            return
-        noderun_id = snap.ids[decision.node_id]
-        if isinstance(decision, engine.EnqueueNode):
-            self.ready.append(jobs.ready(noderun_id, graph.nodes[decision.node_id]))
-        elif isinstance(decision, engine.SkipNode):
-            self.skips.append((noderun_id, decision.status))
-        elif isinstance(decision, engine.RetryNode):
-            self.retries.append((noderun_id, decision.tries, decision.delay))
-        else:
-            self.kills.append((noderun_id, decision.tries))
-
-
-SNAPSHOT_SQL = """
-SELECT n.id, n.run_id, n.node_id, n.status, n.tries, r.version_id, r.epoch
-FROM workflows_noderun n JOIN workflows_run r ON r.id = n.run_id
-WHERE n.run_id = ANY(%s) AND r.status = 'running'
-"""
-
-CONDITION_DATA_SQL = """
-SELECT n.run_id, n.node_id, n.output, r.input
-FROM workflows_noderun n JOIN workflows_run r ON r.id = n.run_id
-WHERE n.run_id = ANY(%s) AND n.status = 'succeeded'
-"""
-
-
-def load_snapshots(run_ids: Collection[int]) -> dict[int, RunSnapshot]:
-    """Read the state of every node of these runs (only runs still running)."""
-    snaps: dict[int, RunSnapshot] = {}
-    with connection.cursor() as cur:
-        cur.execute(SNAPSHOT_SQL, [list(run_ids)])
-        for noderun_id, run_id, node_id, status, tries, version_id, epoch in cur.fetchall():
-            snap = snaps.setdefault(run_id, RunSnapshot(run_id, version_id, epoch))
-            snap.ids[node_id] = noderun_id
-            snap.states[node_id] = engine.NodeState(status, tries)
-    conditional = [s.run_id for s in snaps.values() if load_graph(s.version_id).has_conditions]
-    if conditional:
-        add_condition_data(snaps, conditional)
-    return snaps
-
-
-def add_condition_data(snaps: dict[int, RunSnapshot], run_ids: list[int]) -> None:
-    """Load outputs and input where edge conditions need them (only graphs that have any)."""
-    with connection.cursor() as cur:
-        cur.execute(CONDITION_DATA_SQL, [run_ids])
-        for run_id, node_id, output, run_input in cur.fetchall():
-            snap = snaps[run_id]
-            snap.input = json.loads(run_input) if isinstance(run_input, str) else run_input
-            value = json.loads(output) if isinstance(output, str) else output
-            snap.states[node_id] = engine.NodeState(engine.SUCCEEDED, snap.states[node_id].tries, value)
-
-
-def advance_runs(run_ids: Collection[int], workers: int = 1) -> int:
-    """Decide and apply the next step of each run; return the number of decisions."""
-    if not run_ids:
-        return 0
-    plan = Plan()
-    for snap in load_snapshots(run_ids).values():
-        graph = load_graph(snap.version_id)
-        for decision in engine.advance(graph, snap.states, snap.input, random.random()):
-            plan.add(snap, graph, decision)
-    apply_plan(plan, workers)
-    return len(plan.ready) + len(plan.skips) + len(plan.retries) + len(plan.kills) + len(plan.finishes)
-
-
-def relax_commit(cursor: Any) -> None:
-    """Commit this transaction without waiting for the WAL flush.
-
-    Only for changes that can be derived again from what is already durable: claims and
-    decisions. If Postgres itself crashes and loses them, the reconciler decides again and
-    the attempt runs again (delivery is at-least-once). Runs, results and dead letters are
-    always committed synchronously.
-    """
-    cursor.execute("SET LOCAL synchronous_commit TO off")
-
-
-def apply_plan(plan: Plan, workers: int) -> None:
-    with transaction.atomic():
-        if not (plan.kills or plan.finishes):
-            with connection.cursor() as cur:
-                relax_commit(cur)
-        jobs.claim_and_enqueue(plan.ready, workers)
-        apply_skips(plan.skips)
-        apply_retries(plan.retries)
-        apply_kills(plan.kills)
-        apply_finishes(plan.finishes)
-
-
-def apply_skips(skips: list[tuple[int, str]]) -> None:
-    if not skips:
-        return
-    with connection.cursor() as cur:
-        cur.execute(
-            """UPDATE workflows_noderun n SET status = v.status, finished_at = now()
-               FROM unnest(%s::bigint[], %s::text[]) AS v(id, status)
-               WHERE n.id = v.id AND n.status = 'pending'
-               RETURNING n.run_id, n.node_id, n.status""",
-            [[s[0] for s in skips], [s[1] for s in skips]],
-        )
-        rows = cur.fetchall()
-    RunEvent.objects.bulk_create(event(f"node.{status}", run_id, node_id) for run_id, node_id, status in rows)
-
-
-def apply_retries(retries: list[tuple[int, int, float]]) -> None:
-    if not retries:
-        return
-    with connection.cursor() as cur:
-        cur.execute(
-            """UPDATE workflows_noderun n
-               SET status = 'retrying', due_at = now() + v.delay * interval '1 second'
-               FROM unnest(%s::bigint[], %s::int[], %s::float8[]) AS v(id, tries, delay)
-               WHERE n.id = v.id AND n.status = 'failed' AND n.tries = v.tries
-               RETURNING n.run_id, n.node_id, n.attempt, v.delay""",
-            [[r[0] for r in retries], [r[1] for r in retries], [r[2] for r in retries]],
-        )
-        events = [
-            event("node.retry_scheduled", run_id, node_id, attempt, {"delay_seconds": round(delay, 3)})
-            for run_id, node_id, attempt, delay in cur.fetchall()
-        ]
-    RunEvent.objects.bulk_create(events)
-
-
-def apply_kills(kills: list[tuple[int, int]]) -> None:
-    """Mark nodes dead and file a dead letter for each, with what it was given."""
-    if not kills:
-        return
-    with connection.cursor() as cur:
-        cur.execute(
-            """UPDATE workflows_noderun n SET status = 'dead', finished_at = now()
-               FROM unnest(%s::bigint[], %s::int[]) AS v(id, tries)
-               WHERE n.id = v.id AND n.status = 'failed' AND n.tries = v.tries
-               RETURNING n.id""",
-            [[k[0] for k in kills], [k[1] for k in kills]],
-        )
-        dead_ids = [row[0] for row in cur.fetchall()]
-    letters, events = [], []
-    for node in NodeRun.objects.filter(id__in=dead_ids).select_related("run"):
-        letters.append(
-            DeadLetter(
-                run_id=node.run_id,
-                node_run=node,
-                node_id=node.node_id,
-                attempt=node.attempt,
-                error=node.error,
-                traceback=node.traceback,
-                input_snapshot=input_snapshot(node),
-            )
-        )
-        events.append(
-            event("node.dead", node.run_id, node.node_id, node.attempt, {"error": node.error[:500]})
-        )
-    DeadLetter.objects.bulk_create(letters)
-    RunEvent.objects.bulk_create(events)
-
-
-def input_snapshot(node: NodeRun) -> dict[str, Any]:
-    """Return what the node was given: the run input and its predecessors' outputs."""
-    graph = load_graph(node.run.version_id)
-    upstream = dict(
-        NodeRun.objects.filter(
-            run_id=node.run_id, node_id__in=graph.predecessors(node.node_id), status=engine.SUCCEEDED
-        ).values_list("node_id", "output")
-    )
-    return {"input": node.run.input, "upstream": upstream, "config": graph.nodes[node.node_id].config}
-
-
-def apply_finishes(finishes: list[tuple[int, int, str]]) -> None:
-    if not finishes:
-        return
-    with connection.cursor() as cur:
-        cur.execute(
-            """UPDATE workflows_run r SET status = v.status, finished_at = now()
-               FROM unnest(%s::bigint[], %s::int[], %s::text[]) AS v(id, epoch, status)
-               WHERE r.id = v.id AND r.status = 'running' AND r.epoch = v.epoch
-               RETURNING r.id, r.status""",
-            [[f[0] for f in finishes], [f[1] for f in finishes], [f[2] for f in finishes]],
-        )
-        finished = cur.fetchall()
-    RunEvent.objects.bulk_create(event(f"run.{status}", run_id) for run_id, status in finished)
-    transaction.on_commit(lambda: bus.publish_runs_finished(finished))
 
 
 def event(kind: str, run_id: int, node_id: str = "", attempt: int = 0, data: Any = None) -> RunEvent:
@@ -439,22 +239,3 @@ def resolve_letter(letter: DeadLetter, status: str, user: Any, reason: str = "")
     letter.status, letter.resolved_at, letter.reason = status, timezone.now(), reason
     letter.resolved_by = user if getattr(user, "is_authenticated", False) else None
     letter.save(update_fields=["status", "resolved_at", "resolved_by", "reason"])
-
-
-def enqueue_due_retries(workers: int, limit: int = 1000) -> int:
-    """Start the next attempt of every node whose backoff has expired."""
-    due = list(
-        NodeRun.objects.filter(status=engine.RETRYING, due_at__lte=timezone.now()).values_list(
-            "id", "node_id", "run__version_id"
-        )[:limit]
-    )
-    if due:
-        with transaction.atomic():
-            jobs.claim_and_enqueue(
-                [
-                    jobs.ready(noderun_id, load_graph(version_id).nodes[node_id])
-                    for noderun_id, node_id, version_id in due
-                ],
-                workers,
-            )
-    return len(due)

@@ -20,7 +20,7 @@ import redis
 from django.conf import settings
 from django.db import close_old_connections
 
-from workflows import bus, runs, versions
+from workflows import advancing, bus, versions
 from workflows.reconciler import Reconciler
 
 log = logging.getLogger(__name__)
@@ -103,7 +103,7 @@ class Scheduler:
         now = time.monotonic()
         if now >= self.next_housekeeping:
             self.next_housekeeping = now + HOUSEKEEPING_SECONDS
-            done += runs.enqueue_due_retries(self.workers)
+            done += advancing.enqueue_due_retries(self.workers)
         if now >= self.next_reconcile:
             self.next_reconcile = now + RECONCILE_SECONDS
             done += self.reconcile()
@@ -112,7 +112,7 @@ class Scheduler:
     def handle(self, notices: list[tuple[str, int]]) -> int:
         if not notices:
             return 0
-        done = runs.advance_runs({run_id for _, run_id in notices}, self.workers)
+        done = advancing.advance_runs({run_id for _, run_id in notices}, self.workers)
         bus.ack([msg_id for msg_id, _ in notices])
         return done
 

@@ -60,17 +60,18 @@ class Reconciler:
         }
 
     def requeue_lost_jobs(self, workers: int) -> int:
+        """Enqueue again the queued attempts whose job Redis no longer holds."""
         cutoff = timezone.now() - timedelta(seconds=settings.SWITCHYARD["RECONCILE_AFTER_SECONDS"])
         rows = list(
             NodeRun.objects.filter(status=engine.QUEUED, queued_at__lt=cutoff).values_list(
                 "id", "attempt", "queue", "job_id"
             )[:SCAN_LIMIT]
         )
-        exists = jobs.jobs_exist([row[3] for row in rows])
-        lost = [
-            (i, attempt, queue) for (i, attempt, queue, _), ok in zip(rows, exists, strict=True) if not ok
-        ]
-        return jobs.requeue(lost, workers)
+        job_ids = sorted({row[3] for row in rows})  # a batched job holds many attempts: ask once
+        missing = {job_id for job_id, ok in zip(job_ids, jobs.jobs_exist(job_ids), strict=True) if not ok}
+        return jobs.requeue(
+            [(i, attempt, queue) for i, attempt, queue, job_id in rows if job_id in missing], workers
+        )
 
     def fail_lost_attempts(self) -> int:
         """Fail running attempts whose worker died, or that overran their timeout unreported."""

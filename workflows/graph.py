@@ -57,12 +57,14 @@ _ConfigValidator = jsonschema.Draft202012Validator | str
 
 @dataclass(frozen=True)
 class Limits:
-    """Bound the size of a definition so one request cannot exhaust a process."""
+    """Bound a definition: its size, so one request cannot exhaust a process, and the
+    queues it may name (those that have workers), when known."""
 
     max_nodes: int = 2000
     max_edges: int = 10000
     max_config_bytes: int = 16384
     max_definition_bytes: int = 1_048_576
+    queues: tuple[str, ...] | None = None
 
 
 DEFAULT_LIMITS: Final = Limits()
@@ -351,7 +353,20 @@ def _inspect(
     issues += _check_conditions(draft)
     if handlers is not None:
         issues += _check_handlers(draft, handlers)
+    if limits.queues is not None:
+        issues += _check_queues(draft, limits.queues)
     return issues, draft
+
+
+def _check_queues(draft: _Draft, queues: tuple[str, ...]) -> list[Issue]:
+    """Report nodes sent to a queue no worker listens on: they would wait forever."""
+    return [
+        Issue(
+            f"nodes[{index}].queue", f"queue {spec.queue!r} has no workers; use one of: {', '.join(queues)}"
+        )
+        for index, spec in draft.nodes.items()
+        if spec.queue not in queues
+    ]
 
 
 def _check_document(data: object, limits: Limits | None) -> list[Issue]:

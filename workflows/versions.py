@@ -25,7 +25,7 @@ EXPORT_FORMAT = "switchyard.workflow/v1"
 
 
 def limits() -> Limits:
-    return Limits(max_nodes=settings.SWITCHYARD["MAX_NODES"])
+    return Limits(max_nodes=settings.SWITCHYARD["MAX_NODES"], queues=tuple(settings.SWITCHYARD_QUEUES))
 
 
 def parse(definition: Any) -> Graph:
@@ -40,7 +40,7 @@ def parse(definition: Any) -> Graph:
 def load_graph(version_id: int) -> Graph:
     """Return the parsed graph of a version (cached: published versions never change)."""
     definition = WorkflowVersion.objects.values_list("definition", flat=True).get(pk=version_id)
-    return parse_definition(definition, None, limits())
+    return parse_definition(definition, None, Limits(max_nodes=settings.SWITCHYARD["MAX_NODES"]))
 
 
 def create_workflow(slug: str, title: str, description: str = "") -> Workflow:

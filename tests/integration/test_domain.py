@@ -119,3 +119,12 @@ def test_unknown_run_and_unknown_dead_letter_are_not_found() -> None:
 def test_discarding_needs_a_reason() -> None:
     with pytest.raises(Invalid, match="reason"):
         runs.discard_dead_letter(1, "  ")
+
+
+def test_a_queue_without_workers_is_refused_naming_the_node() -> None:
+    workflow = versions.create_workflow("gpu", "Gpu")
+    with pytest.raises(Invalid) as caught:
+        versions.create_version(workflow, {"nodes": [node("a"), node("b", queue="gpu")]})
+    assert [(i.path, "'gpu' has no workers" in i.message) for i in caught.value.issues] == [
+        ("nodes[1].queue", True)
+    ]

@@ -26,6 +26,7 @@ def runtime(transactional_db: Any, redis_clean: None) -> Iterator[Runtime]:
     rt.worker("worker-1")
     rt.worker("worker-2")
     rt.scheduler("scheduler-1")
+    rt.wait_ready()
     yield rt
     rt.stop()
 
@@ -38,7 +39,7 @@ def publish(slug: str, definition: dict[str, Any]) -> Workflow:
     return workflow
 
 
-def wait_finished(run: Run, timeout: float = 30.0) -> Run:
+def wait_finished(run: Run, timeout: float = 60.0) -> Run:
     def finished() -> Run | None:
         run.refresh_from_db()
         return run if run.status in FINISHED else None

@@ -74,6 +74,42 @@ class Runtime:
     def scheduler(self, name: str) -> subprocess.Popen[bytes]:
         return self.start(name, "runscheduler", "--name", name)
 
+    def wait_ready(self, timeout: float = 120.0) -> None:
+        """Wait until every started worker and scheduler heart-beats (slow on a busy machine)."""
+        from workflows import bus
+
+        def ready() -> bool:
+            roster = set(bus.client().zrange(bus.WORKERS_ROSTER, 0, -1))
+            for name, proc in self.procs.items():
+                assert proc.poll() is None, f"{name} exited with {proc.returncode}; see {LOGS / name}.log"
+                command = proc.args[2] if isinstance(proc.args, list) and len(proc.args) > 2 else ""
+                if command == "rqworker" and name not in roster:
+                    return False
+                if command == "runscheduler" and not bus.client().exists(bus.scheduler_key(name)):
+                    return False
+            return True
+
+        wait_for(ready, timeout, "workers and schedulers to start")
+
+    def broadcaster(self, name: str = "broadcaster") -> subprocess.Popen[bytes]:
+        """The dashboard's broadcaster (monitoring/broadcaster.py)."""
+        return self.start(name, "runbroadcaster")
+
+    def web(self, name: str, port: int) -> subprocess.Popen[bytes]:
+        """Daphne serving the test database on 127.0.0.1:`port`, as `make run` starts it."""
+        daphne = str(Path(sys.executable).parent / "daphne")
+        log = open(LOGS / f"{name}.log", "ab")  # noqa: SIM115 - the process keeps it
+        proc = subprocess.Popen(
+            [daphne, "-b", "127.0.0.1", "-p", str(port), "controlplane.asgi:application"],
+            cwd=ROOT,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        self.procs[name] = proc
+        return proc
+
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
         proc = self.procs.pop(name)
         os.killpg(proc.pid, sig)

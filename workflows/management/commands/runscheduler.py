@@ -14,6 +14,7 @@ from workflows.scheduler import Scheduler
 
 class Command(BaseCommand):
     help = "Run a scheduler: consume node completions, start what is ready, reconcile."
+    requires_system_checks: list[str] = []  # start fast; `manage.py check` is the place for them
 
     def add_arguments(self, parser: Any) -> None:
         parser.add_argument("--name", help="Consumer name (default: host.pid).")

@@ -10,6 +10,7 @@ finds the finished node and re-drives its run.
 from __future__ import annotations
 
 import json
+import logging
 import signal
 import threading
 import time
@@ -28,6 +29,8 @@ from workflows import bus, engine, handlers
 from workflows.errors import Invalid
 from workflows.runs import check_json_size, relax_commit
 from workflows.versions import load_graph
+
+log = logging.getLogger(__name__)
 
 
 class NodeTimeout(BaseException):

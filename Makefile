@@ -7,18 +7,19 @@ PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help venv run test bench lint clean-data
+.PHONY: help venv assets browser run test bench lint clean-data
 
 help:
 	@echo "make run         start Switchyard (embedded PostgreSQL + Valkey, web, scheduler, workers)"
 	@echo "make test        run the tests (PYTEST_ARGS=... to pass options)"
 	@echo "make bench       run the benchmarks"
+	@echo "make assets      install the npm packages (npm ci) and bundle the editor (npm run build)"
 	@echo "make lint        ruff check and format check"
 	@echo "make clean-data  stop the embedded servers and delete .data"
 
 venv: $(VENV)/.installed
 
-$(VENV)/.installed: requirements.txt requirements-dev.txt
+$(VENV)/.installed: requirements.txt requirements-dev.txt requirements-otel.txt
 	@$(PYTHON) -c 'import ensurepip' 2>/dev/null || { \
 		echo "$(PYTHON) cannot create virtualenvs: install python3-venv (apt-get install -y python3-venv)."; \
 		exit 1; }
@@ -27,10 +28,25 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt
 	$(VENV)/bin/pip install -q -r requirements-dev.txt
 	touch $@
 
-run: venv
+# Front-end assets: the editor's ES modules bundled with esbuild (npm registry, lockfile).
+# `npm ci` runs again only when the lockfile changes (--ignore-scripts: no package runs code at
+# install; esbuild needs none, its binary is the @esbuild/<platform> package); the bundle is
+# rebuilt every time (~0.1 s).
+assets: node_modules/.installed
+	npm run build
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --ignore-scripts --no-audit --no-fund
+	touch $@
+
+run: venv assets
 	$(PY) scripts/run.py
 
-test: venv
+# The browser tests drive Debian's Chromium through Playwright (never `playwright install`).
+browser:
+	@command -v chromium >/dev/null 2>&1 || (apt-get update && apt-get install -y chromium)
+
+test: venv assets browser
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
 
 bench: venv

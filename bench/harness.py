@@ -2,14 +2,16 @@
 
 CPU of a process is user + system time of the process and of its reaped children (PostgreSQL
 backends that exit are reaped by the postmaster, so their time stays in the group). A phase's
-figure is the delta between two readings. Memory is sampled every 50 ms in a thread (RSS and
-PSS from /proc/PID/smaps_rollup); each phase keeps the peak per process label, per group and of
-the sum over everything measured. The sampler thread's own CPU is not billed to the client.
+figure is the delta between two readings. Memory is sampled in a thread: RSS every 50 ms
+(/proc/PID/statm), PSS every second (/proc/PID/smaps_rollup, which is costly); each phase keeps
+the peak per process label, per group and of the sum over everything measured. The sampler
+thread's own CPU is not billed to the client; it is reported (`sampler_cpu_s`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import signal
 import statistics
@@ -20,13 +22,16 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import psutil
 
 REPO = Path(__file__).resolve().parent.parent
 VENV_BIN = REPO / ".venv" / "bin"
 SAMPLE_SECONDS = 0.05
+REFRESH_EVERY = 10  # samples between re-discoveries of the process trees
+PSS_EVERY = 20  # samples between PSS readings (smaps_rollup is costly on PostgreSQL's shared memory)
+PAGE = os.sysconf("SC_PAGE_SIZE")
 MB = 2**20
 
 
@@ -125,26 +130,39 @@ def _cpu_seconds(proc: psutil.Process) -> float:
     return t.user + t.system + t.children_user + t.children_system
 
 
-def _memory(pid: int) -> tuple[int, int]:
-    """(RSS, PSS) in bytes of one process; (0, 0) when it is gone."""
-    rss = pss = 0
+def _rss(pid: int) -> int:
+    """Resident set size in bytes (/proc/PID/statm: cheap); 0 when the process is gone."""
+    try:
+        with open(f"/proc/{pid}/statm") as f:
+            return int(f.read().split()[1]) * PAGE
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def _pss(pid: int) -> int:
+    """Proportional set size in bytes (/proc/PID/smaps_rollup: walks the page tables)."""
     try:
         with open(f"/proc/{pid}/smaps_rollup") as f:
             for line in f:
-                if line.startswith("Rss:"):
-                    rss = int(line.split()[1]) * 1024
-                elif line.startswith("Pss:"):
-                    pss = int(line.split()[1]) * 1024
-                    break
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
     except OSError:
         pass
-    return rss, pss
+    return 0
 
 
 @dataclass(frozen=True)
 class Mark:
     cpu: dict[str, float]
     t0: float
+    machine_busy: float
+    sampler: float
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds the whole machine spent not idle (all CPUs), since boot."""
+    t = psutil.cpu_times()
+    return sum(t) - t.idle - getattr(t, "iowait", 0.0)
 
 
 class Meter:
@@ -168,32 +186,37 @@ class Meter:
                     out[m.label] -= self._sampler_cpu
         return out
 
-    def _sample(self) -> dict[str, tuple[int, int]]:
-        sample = {}
-        for m in self.members:
-            pairs = [_memory(p.pid) for p in m.find()]
-            sample[m.label] = (sum(r for r, _ in pairs), sum(s for _, s in pairs))
-        return sample
+    def _sample(self, pids: dict[str, list[int]], with_pss: bool) -> dict[str, tuple[int, int | None]]:
+        return {
+            label: (sum(map(_rss, found)), sum(map(_pss, found)) if with_pss else None)
+            for label, found in pids.items()
+        }
 
-    def _record(self, sample: dict[str, tuple[int, int]]) -> None:
+    def _record(self, sample: dict[str, tuple[int, int | None]]) -> None:
         """Fold one sample into the peaks: per label, per group, and of the sum of all."""
         if self._peak is None:
             return
-        sums: dict[str, list[int]] = {}
-        for m in self.members:
-            rss, pss = sample[m.label]
-            for key in (m.label, f"group:{m.group}", "total"):
-                acc = sums.setdefault(key, [0, 0])
-                acc[0] += rss
-                acc[1] += pss
-        for key, (rss, pss) in sums.items():
-            self._peak["rss"][key] = max(self._peak["rss"].get(key, 0), rss)
-            self._peak["pss"][key] = max(self._peak["pss"].get(key, 0), pss)
+        for kind, index in (("rss", 0), ("pss", 1)):
+            if sample and next(iter(sample.values()))[index] is None:
+                continue
+            sums: dict[str, int] = {}
+            for m in self.members:
+                value = sample[m.label][index] or 0
+                for key in (m.label, f"group:{m.group}", "total"):
+                    sums[key] = sums.get(key, 0) + value
+            peak = self._peak[kind]
+            for key, value in sums.items():
+                peak[key] = max(peak.get(key, 0), value)
 
     def _loop(self) -> None:
         start = time.thread_time()
-        while not self._stop.is_set():
-            sample = self._sample()
+        pids: dict[str, list[int]] = {}
+        for n in itertools.count():
+            if self._stop.is_set():
+                return
+            if n % REFRESH_EVERY == 0:  # process trees change rarely (PostgreSQL backends)
+                pids = {m.label: [p.pid for p in m.find()] for m in self.members}
+            sample = self._sample(pids, with_pss=n % PSS_EVERY == 0)
             with self._lock:
                 self._sampler_cpu = time.thread_time() - start
                 self._record(sample)
@@ -203,10 +226,13 @@ class Meter:
         with self._lock:
             self._peak = {"rss": {}, "pss": {}}
         time.sleep(SAMPLE_SECONDS * 1.5)  # at least one sample inside the phase
-        return Mark(self.cpu(), time.perf_counter())
+        with self._lock:
+            sampler = self._sampler_cpu
+        return Mark(self.cpu(), time.perf_counter(), machine_busy_seconds(), sampler)
 
     def end(self, mark: Mark) -> dict[str, Any]:
         cpu1 = self.cpu()
+        busy = machine_busy_seconds() - mark.machine_busy
         elapsed = time.perf_counter() - mark.t0
         time.sleep(SAMPLE_SECONDS * 1.5)
         with self._lock:
@@ -215,8 +241,15 @@ class Meter:
         by_group: dict[str, float] = {}
         for m in self.members:
             by_group[m.group] = round(by_group.get(m.group, 0.0) + by_label[m.label], 3)
+        with self._lock:
+            sampler = self._sampler_cpu - mark.sampler
+        measured = sum(by_label.values())
         return {
             "measured_s": elapsed,
+            "members": {m.label: m.group for m in self.members},
+            "sampler_cpu_s": round(sampler, 3),  # not billed to anyone
+            # CPU the machine spent on anything but the measured processes (other work, kernel)
+            "other_cpu_s": round(busy - measured - sampler, 3),
             "cpu_s": {"total": round(sum(by_label.values()), 3), "groups": by_group, "labels": by_label},
             "peak_mb": {kind: {k: round(v / MB, 1) for k, v in d.items()} for kind, d in peak.items()},
         }
@@ -269,6 +302,23 @@ class Batch:
     submit_s: float
     wall_s: float
     errors: list[str]
+
+
+class System(Protocol):
+    """What run.py drives: rq_baseline.RqBaseline and switchyard_bench.SwitchyardBench."""
+
+    name: str
+    durable: bool  # keeps a durable per-node record
+    nodes_per_run: int
+
+    def prepare(self) -> None: ...
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+    def members(self) -> list[Member]: ...
+    def one(self) -> tuple[float, list[int], list[str]]: ...  # seconds, run ids, errors
+    def batch(self, n: int) -> Batch: ...
+    def phase_begin(self) -> None: ...
+    def phase_end(self, batch: Batch, nodes: int) -> dict[str, Any]: ...
 
 
 def redis_reset_stats(conn: Any) -> None:

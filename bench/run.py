@@ -31,11 +31,12 @@ REPO = BENCH.parent
 sys.path[1:1] = [str(REPO), str(REPO / "scripts")]  # sys.path[0] is bench/ already
 
 import harness  # noqa: E402
-from harness import Batch, Meter, log  # noqa: E402
+from harness import Batch, Meter, System, log  # noqa: E402
 
 SERVICES_DIR = REPO / ".data" / "bench"
 RESULTS_DIR = BENCH / "results"
 IDLE_S = 10.0
+BUSY_CPUS = 0.25  # CPUs' worth of unattributed work during a phase that makes its figures suspect
 PAUSE_S = 1.0
 PEERS = "/work/shared/peers-bench/RESULTS-2026-11-22.md"
 # Headline of PEERS (median of 3 trials there); CPU per 1k nodes = "CPU s @N=2000" / 8.
@@ -87,7 +88,7 @@ def baseline_redis_url(redis_url: str) -> str:
 
 
 def run_phase(
-    system: Any, meter: Meter, name: str, runs: int, body: Callable[[], Batch], rates: bool = True
+    system: System, meter: Meter, name: str, runs: int, body: Callable[[], Batch], rates: bool = True
 ) -> dict[str, Any]:
     system.phase_begin()
     mark = meter.begin()
@@ -105,7 +106,7 @@ def run_phase(
     return record
 
 
-def latency_phase(system: Any, meter: Meter, n: int) -> dict[str, Any]:
+def latency_phase(system: System, meter: Meter, n: int) -> dict[str, Any]:
     latencies: list[float] = []
 
     def body() -> Batch:
@@ -126,7 +127,7 @@ def latency_phase(system: Any, meter: Meter, n: int) -> dict[str, Any]:
     return record
 
 
-def throughput_phase(system: Any, meter: Meter, n: int) -> dict[str, Any]:
+def throughput_phase(system: System, meter: Meter, n: int) -> dict[str, Any]:
     record = run_phase(system, meter, f"n{n}", n, lambda: system.batch(n))
     log(
         f"{system.name} N={n}: {record.get('runs_per_s', 0):.1f} runs/s, wall {record['wall_s']:.2f} s "
@@ -135,14 +136,18 @@ def throughput_phase(system: Any, meter: Meter, n: int) -> dict[str, Any]:
     return record
 
 
-def idle_phase(system: Any, meter: Meter) -> dict[str, Any]:
-    record = run_phase(system, meter, "idle", 0, lambda: (time.sleep(IDLE_S), Batch([], 0.0, IDLE_S, []))[1])
+def idle_phase(system: System, meter: Meter) -> dict[str, Any]:
+    def body() -> Batch:
+        time.sleep(IDLE_S)
+        return Batch([], 0.0, IDLE_S, [])
+
+    record = run_phase(system, meter, "idle", 0, body)
     record["cpu_s_per_s"] = {g: v / record["measured_s"] for g, v in record["cpu_s"]["groups"].items()}
     record["redis_cmds_per_s"] = record["redis_cmds"] / record["measured_s"]
     return record
 
 
-def warm_up(system: Any, n: int) -> None:
+def warm_up(system: System, n: int) -> None:
     for _ in range(3):
         _, _, errors = system.one()
         if errors:
@@ -152,7 +157,7 @@ def warm_up(system: Any, n: int) -> None:
         raise RuntimeError(f"warm-up batch failed: {batch.errors[:5]}")
 
 
-def measure(system: Any, args: argparse.Namespace) -> dict[str, Any]:
+def measure(system: System, args: argparse.Namespace) -> dict[str, Any]:
     """Prepare, start, warm up, then idle + (latency, N...) x REPS; always stop the processes."""
     out: dict[str, Any] = {"reps": [], "durable_node_record": system.durable}
     meter = None
@@ -209,21 +214,22 @@ def summarize(result: dict[str, Any], sizes: list[int]) -> dict[str, Any]:
     s["idle_start_p50_ms"] = med("latency", "start_ms", "p50")
     s["idle_finish_p50_ms"] = med("latency", "finish_ms", "p50")
     s["idle_hops_over_500ms"] = med("latency", "hops_over_500ms")
-    nodes = max(sizes) * 4  # fallback only; phases record their node count
-    cpu = reps[0][big]["cpu_s"] if reps and big in reps[0] else {"groups": {}, "labels": {}}
-    s["cpu_s_per_1k_nodes"] = _per_1k(med(big, "cpu_s", "total"), med(big, "nodes") or nodes)
-    s["cpu_s_per_1k_nodes_by"] = {
-        k: _per_1k(med(big, "cpu_s", kind, k), med(big, "nodes") or nodes)
-        for kind in ("groups", "labels")
-        for k in cpu[kind]
-    }
+    nodes = med(big, "nodes") or max(sizes) * 4
+    members = dig(reps[0] if reps else None, big, "members") or {}
+    groups = sorted({g for g in members.values() if list(members.values()).count(g) > 1})
+    s["cpu_s_per_1k_nodes"] = _per_1k(med(big, "cpu_s", "total"), nodes)
+    by = {k: med(big, "cpu_s", "labels", k) for k in members}
+    by |= {f"group:{g}": med(big, "cpu_s", "groups", g) for g in groups}
+    s["cpu_s_per_1k_nodes_by"] = {k: _per_1k(v, nodes) for k, v in by.items()}
     s["peak_rss_mb_sum"] = med(big, "peak_mb", "rss", "total")
     s["peak_pss_mb_sum"] = med(big, "peak_mb", "pss", "total")
-    labels = reps[0][big]["peak_mb"]["rss"] if reps and big in reps[0] else {}
-    s["peak_rss_mb_by"] = {k: med(big, "peak_mb", "rss", k) for k in labels}
+    keys = [*members, *(f"group:{g}" for g in groups)]
+    s["peak_rss_mb_by"] = {k: med(big, "peak_mb", "rss", k) for k in keys}
     for phase in ("latency", big):
         s[f"redis_cmds_per_node_{phase}"] = med(phase, "redis_cmds_per_node")
         s[f"pg_xacts_per_node_{phase}"] = med(phase, "pg_xacts_per_node")
+    others = [p["other_cpu_s"] / p["measured_s"] for rep in reps for p in rep.values()]
+    s["other_cpus_max"] = max(others, default=None)
     s["idle_redis_cmds_per_s"] = dig(result, "idle", "redis_cmds_per_s")
     s["idle_pg_xacts_per_s"] = dig(result, "idle", "pg_xacts_per_s")
     s["idle_cpu_s_per_s"] = dig(result, "idle", "cpu_s_per_s")
@@ -302,6 +308,11 @@ def print_details(summaries: dict[str, dict[str, Any]], sizes: list[int]) -> Non
         ("idle: Redis cmds/s", lambda s: s.get("idle_redis_cmds_per_s"), 1),
         ("idle: PG transactions/s", lambda s: s.get("idle_pg_xacts_per_s"), 1),
         (f"peak PSS MB (sum) @N={max(sizes)}", lambda s: s.get("peak_pss_mb_sum"), 0),
+        (
+            "CPU not attributed to measured processes, max over phases (CPUs)",
+            lambda s: s.get("other_cpus_max"),
+            2,
+        ),
     ]
     labels = sorted({k for s in summaries.values() for k in s.get("peak_rss_mb_by", {})}, key=_label_order)
     for k in labels:
@@ -361,6 +372,12 @@ def report(results: dict[str, Any], sizes: list[int]) -> None:
             "backend (see PSS).\n"
         )
     print_published()
+    for name, s in summaries.items():
+        if (s.get("other_cpus_max") or 0) > BUSY_CPUS:
+            print(
+                f"\n**The machine was busy during {name}**: other processes and kernel threads used up "
+                f"to {s['other_cpus_max']:.2f} CPUs in a phase (of {os.cpu_count()}); rerun before quoting."
+            )
     for name, r in results["systems"].items():
         if r.get("error"):
             print(f"\n**{name} FAILED**: {r['error']}")

@@ -243,9 +243,9 @@ class SwitchyardBench:
         submit_s = time.perf_counter() - t0
         missing = self.finishes.wait(ids, max(120.0, n * 0.5))
         errors = [f"run {i}: no finish message" for i in missing]
-        arrivals = [self.finishes.seen[i] for i in ids if i in self.finishes.seen]
-        errors += [f"run {i}: {s}" for i, (_, s) in zip(ids, arrivals, strict=False) if s != "succeeded"]
-        last = max((at for at, _ in arrivals), default=float("nan"))
+        arrivals = {i: self.finishes.seen[i] for i in ids if i in self.finishes.seen}
+        errors += [f"run {i}: {status}" for i, (_, status) in arrivals.items() if status != "succeeded"]
+        last = max((at for at, _ in arrivals.values()), default=float("nan"))
         wall_s = time.perf_counter() - t0 if missing else last - t0
         return Batch(ids, submit_s, wall_s, errors)
 

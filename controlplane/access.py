@@ -7,7 +7,10 @@ instead. Every action names the least role and the scope it needs.
     viewer    see workflows, runs, traces, dead letters, metrics
     operator  + start, cancel runs; replay and discard dead letters
     editor    + create and change versions, publish, activate (roll back)
-    admin     + API keys, users, workflow deletion
+    admin     + API keys, users, workflow deletion, webhook triggers and subscriptions
+
+An API key acts for its owner: it may do what its scopes allow *and* its owner's role allows
+(`api_key_can`), so a key never outlives a demotion or does more than the person holding it.
 """
 
 from __future__ import annotations
@@ -24,10 +27,12 @@ ACTIONS: dict[str, tuple[str, str]] = {
     "cancel_run": (OPERATOR, "operate"),
     "replay": (OPERATOR, "operate"),
     "discard": (OPERATOR, "operate"),
+    "pause_workflow": (OPERATOR, "operate"),
     "edit": (EDITOR, "edit"),
     "publish": (EDITOR, "edit"),
     "manage_keys": (ADMIN, "admin"),
     "delete_workflow": (ADMIN, "admin"),
+    "manage_webhooks": (ADMIN, "admin"),
 }
 SCOPES = ("read", "run", "edit", "operate", "admin")
 
@@ -57,3 +62,8 @@ def key_can(scopes: list[str] | tuple[str, ...], action: str) -> bool:
     """Return whether an API key with these scopes may perform `action`; admin implies all."""
     needed = ACTIONS[action][1]
     return needed in scopes or "admin" in scopes
+
+
+def api_key_can(key: Any, action: str) -> bool:
+    """Return whether an API key may perform `action`: its scopes and its owner's role must allow it."""
+    return key_can(key.scopes, action) and can(key.owner, action)

@@ -1,4 +1,9 @@
-"""ASGI entry point for Daphne: HTTP through Django, websockets through Channels."""
+"""ASGI entry point for Daphne: HTTP through Django, websockets through Channels.
+
+Websockets pass the allowed-hosts origin check and the session authentication; every
+consumer then decides with controlplane.access. Static files are served by Django itself
+when SWITCHYARD_SERVE_STATIC is on (the default: `make run` has no separate web server).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +14,20 @@ from django.core.asgi import get_asgi_application
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
 django_asgi = get_asgi_application()
 
-from channels.routing import ProtocolTypeRouter  # noqa: E402  (after Django is set up)
+# After Django is set up: these import models.
+from channels.auth import AuthMiddlewareStack  # noqa: E402
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+from django.conf import settings  # noqa: E402
+from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
-application = ProtocolTypeRouter({"http": django_asgi})
+from monitoring.routing import websocket_urlpatterns  # noqa: E402
+
+http = ASGIStaticFilesHandler(django_asgi) if settings.SERVE_STATIC else django_asgi
+
+application = ProtocolTypeRouter(
+    {
+        "http": http,
+        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+    }
+)

@@ -12,6 +12,16 @@ from django.core.checks import Error, register
 def refuse_default_secret_key(app_configs: Any, **kwargs: Any) -> list[Error]:
     """Refuse to run with the development secret key when DEBUG is off, outside local use."""
     local = {"localhost", "127.0.0.1", "[::1]"}
-    if settings.SECRET_KEY == settings.DEV_SECRET_KEY and not settings.DEBUG and set(settings.ALLOWED_HOSTS) - local:
-        return [Error("SECRET_KEY is the development default.", hint="Set SECRET_KEY in the environment.", id="sy.E001")]
+    if (
+        settings.SECRET_KEY == settings.DEV_SECRET_KEY
+        and not settings.DEBUG
+        and set(settings.ALLOWED_HOSTS) - local
+    ):
+        return [
+            Error(
+                "SECRET_KEY is the development default.",
+                hint="Set SECRET_KEY in the environment.",
+                id="sy.E001",
+            )
+        ]
     return []

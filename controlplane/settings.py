@@ -70,7 +70,9 @@ def database_from_url(url: str) -> dict[str, object]:
         "PASSWORD": parts.password or "",
         "HOST": parts.hostname or "",
         "PORT": str(parts.port or ""),
-        "CONN_MAX_AGE": env_int("DB_CONN_MAX_AGE", 600),
+        # 0: Daphne runs each request in a thread of its own; kept connections would exhaust
+        # Postgres. Workers and schedulers keep theirs anyway (no request boundaries).
+        "CONN_MAX_AGE": env_int("DB_CONN_MAX_AGE", 0),
         "CONN_HEALTH_CHECKS": True,
         "OPTIONS": {"connect_timeout": 5},
     }
@@ -147,7 +149,11 @@ CHANNEL_LAYERS = {
 SWITCHYARD = {
     # Modules whose import registers node handlers (the only code a definition may name).
     "HANDLER_MODULES": [
-        m for m in env_str("SWITCHYARD_HANDLER_MODULES", "workflows.handlers.builtin,workflows.handlers.demo").split(",") if m
+        m
+        for m in env_str(
+            "SWITCHYARD_HANDLER_MODULES", "workflows.handlers.builtin,workflows.handlers.demo"
+        ).split(",")
+        if m
     ],
     "MAX_INPUT_BYTES": env_int("SWITCHYARD_MAX_INPUT_BYTES", 256 * 1024),
     "MAX_OUTPUT_BYTES": env_int("SWITCHYARD_MAX_OUTPUT_BYTES", 256 * 1024),
@@ -161,13 +167,22 @@ SWITCHYARD = {
     "LLM_BASE_URL": env_str("LLM_BASE_URL", "http://127.0.0.1:11434/v1"),
     "LLM_API_KEY": env_str("LLM_API_KEY", ""),
     "LLM_MODEL": env_str("LLM_MODEL", "gpt-4o-mini"),
+    # REST API: requests per minute per API key (and per inbound trigger); 0 turns it off.
+    "API_RATE_LIMIT_PER_MINUTE": env_int("SWITCHYARD_API_RATE_LIMIT_PER_MINUTE", 600),
+    # Webhooks: signed timestamps older (or newer) than this are refused as replays.
+    "WEBHOOK_TOLERANCE_SECONDS": env_int("SWITCHYARD_WEBHOOK_TOLERANCE_SECONDS", 300),
+    "WEBHOOK_TIMEOUT_SECONDS": env_float("SWITCHYARD_WEBHOOK_TIMEOUT_SECONDS", 10.0),
+    "WEBHOOK_MAX_ATTEMPTS": env_int("SWITCHYARD_WEBHOOK_MAX_ATTEMPTS", 8),
+    "WEBHOOK_BACKOFF_SECONDS": env_float("SWITCHYARD_WEBHOOK_BACKOFF_SECONDS", 10.0),
 }
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
-LOGIN_URL = "/admin/login/"
+LOGIN_URL = "/accounts/login/"
+LOGIN_REDIRECT_URL = "/"
+LOGOUT_REDIRECT_URL = "/accounts/login/"
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -177,16 +192,40 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = BASE_DIR / ".data" / "staticfiles"
+# Daphne serves /static/ itself (from the apps and static/, no collectstatic) unless a
+# front server does: `make run` and the browser tests have none.
+SERVE_STATIC = env_bool("SWITCHYARD_SERVE_STATIC", True)
+
+# The live dashboard (monitoring/): one broadcaster pushes snapshots to the websockets.
+MONITOR = {
+    # Seconds between two broadcaster ticks: at most one message per topic per tick.
+    "INTERVAL_SECONDS": env_float("SWITCHYARD_MONITOR_INTERVAL_SECONDS", 0.25),
+    # Websockets check the user's role before each send against a decision at most this old
+    # (shared by a user's connections in one process); 0 asks the database every time.
+    "RECHECK_SECONDS": env_float("SWITCHYARD_MONITOR_RECHECK_SECONDS", 1.0),
+    # Bearer token that may read /metrics (besides admins logged in); empty: admins only.
+    "METRICS_TOKEN": env_str("SWITCHYARD_METRICS_TOKEN", ""),
+    # OpenTelemetry: spans of every node attempt are exported here (OTLP over HTTP) when set.
+    "OTLP_ENDPOINT": env_str("OTEL_EXPORTER_OTLP_ENDPOINT", ""),
+    "OTEL_SERVICE_NAME": env_str("OTEL_SERVICE_NAME", "switchyard"),
+}
 
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_SAMESITE = "Lax"
 X_FRAME_OPTIONS = "DENY"
 
+# SWITCHYARD_LOG_FORMAT=json: one JSON object a line, with run and node ids when a record has them.
+LOG_FORMAT = env_str("SWITCHYARD_LOG_FORMAT", "plain")
+if LOG_FORMAT not in {"plain", "json"}:
+    raise ImproperlyConfigured(f"SWITCHYARD_LOG_FORMAT must be plain or json, got {LOG_FORMAT!r}.")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "json": {"()": "monitoring.logging.JsonFormatter"},
+    },
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     "loggers": {"rq.worker": {"level": env_str("RQ_LOG_LEVEL", "WARNING")}},
 }

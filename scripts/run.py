@@ -3,8 +3,8 @@
 
 `make run` calls this. It starts the embedded PostgreSQL and Valkey (unless DATABASE_URL and
 REDIS_URL are both set), migrates, bootstraps the admin login and demo workflows, then keeps
-Daphne, the scheduler and the workers running: a child that dies is restarted (at most
-RESTARTS_PER_MINUTE times a minute). Ctrl-C or SIGTERM stops everything it started.
+Daphne, the scheduler, the dashboard's broadcaster and the workers running: a child that dies
+is restarted (at most RESTARTS_PER_MINUTE times a minute). Ctrl-C or SIGTERM stops everything it started.
 
 Environment: PORT (web server, default 8000), WORKERS (RQ workers, default 2), and anything
 the settings read. Variables from a `.env` file in the checkout apply unless already set.
@@ -244,6 +244,7 @@ def long_running(env: dict[str, str], port: int, workers: int) -> list[Child]:
     children = [
         Child("web", lambda: daphne, env),
         Child("scheduler", lambda: [python, "manage.py", "runscheduler"], env),
+        Child("broadcaster", lambda: [python, "manage.py", "runbroadcaster"], env),
     ]
     children += [Child(f"worker-{n}", worker_argv(n), env) for n in range(1, workers + 1)]
     return children

@@ -6,6 +6,8 @@ completion notices and counters, and the reconciler rebuilds those from here.
 
 from __future__ import annotations
 
+import uuid
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
@@ -205,3 +207,131 @@ class AuditEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.actor_label} {self.action} {self.target_type}:{self.target_id}"
+
+
+# --------------------------------------------------------------------------- integrations
+# API keys, inbound triggers and outbound webhooks (workflows/keys.py, workflows/webhooks.py).
+
+
+class ApiKey(models.Model):
+    """A bearer credential for the REST API: `sy_<prefix>_<secret>`, stored as a sha256 hash.
+
+    A key acts for its owner: it needs the scope an action names *and* its owner the role
+    (controlplane/access.py), so a key never does more than the person who holds it.
+    """
+
+    name = models.CharField(max_length=100)
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_keys")
+    prefix = models.CharField(max_length=8, unique=True)
+    hash = models.CharField(max_length=64)
+    scopes = models.JSONField(default=list)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+        verbose_name = "API key"
+
+    def __str__(self) -> str:
+        return f"api key sy_{self.prefix}…"
+
+
+class Trigger(models.Model):
+    """An inbound webhook: a signed POST to /api/v1/hooks/<id> starts a run of the workflow."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="triggers")
+    name = models.CharField(max_length=100)
+    # HMAC key: kept in clear because verifying a signature needs it; shown once at creation.
+    secret = models.CharField(max_length=100)
+    active = models.BooleanField(default=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["workflow", "created_at"]
+
+    def __str__(self) -> str:
+        return f"trigger {self.name} of {self.workflow_id}"
+
+
+class WebhookSubscription(models.Model):
+    """An outbound webhook: run and dead-letter events of one workflow, POSTed signed to `url`."""
+
+    workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="subscriptions")
+    url = models.URLField(max_length=2000)
+    events = models.JSONField(default=list)
+    secret = models.CharField(max_length=100)
+    active = models.BooleanField(default=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["workflow", "id"]
+
+    def __str__(self) -> str:
+        return f"subscription {self.pk} of {self.workflow_id} -> {self.url}"
+
+
+class WebhookDelivery(models.Model):
+    """One event sent (or being sent) to one subscription: the delivery log and its retry state."""
+
+    PENDING, SENDING, SUCCEEDED, FAILED = "pending", "sending", "succeeded", "failed"
+    STATUSES = (PENDING, SENDING, SUCCEEDED, FAILED)
+
+    subscription = models.ForeignKey(WebhookSubscription, on_delete=models.CASCADE, related_name="deliveries")
+    # The RunEvent it reports; not a foreign key, so the log outlives deleted runs.
+    event_id = models.BigIntegerField()
+    event_type = models.CharField(max_length=40)
+    payload = models.JSONField(default=dict)
+    status = models.CharField(max_length=16, choices=[(s, s) for s in STATUSES], default=PENDING)
+    attempts = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField()
+    enqueued_at = models.DateTimeField(null=True, blank=True)
+    last_attempt_at = models.DateTimeField(null=True, blank=True)
+    response_status = models.PositiveIntegerField(null=True, blank=True)
+    response_body = models.TextField(blank=True)
+    error = models.TextField(blank=True)
+    duration_ms = models.FloatField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    delivered_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["subscription", "event_id"], name="delivery_subscription_event_unique"
+            )
+        ]
+        indexes = [
+            models.Index(
+                fields=["next_attempt_at"],
+                condition=Q(status__in=["pending", "sending"]),
+                name="delivery_due_idx",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"delivery {self.pk} ({self.event_type}, {self.status})"
+
+
+class WebhookCursor(models.Model):
+    """How far the outbound dispatcher has read RunEvent ids.
+
+    `checkpoints` keeps [unix time, highest id] pairs of recent scans: each scan starts from
+    the newest checkpoint that is a few seconds old, so an event whose transaction took its
+    id early but committed late is still seen (deliveries are unique per event).
+    """
+
+    name = models.CharField(max_length=40, unique=True)
+    checkpoints = models.JSONField(default=list)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"cursor {self.name}"

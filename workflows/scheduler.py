@@ -20,7 +20,7 @@ import redis
 from django.conf import settings
 from django.db import close_old_connections
 
-from workflows import advancing, bus, versions
+from workflows import advancing, bus, versions, webhooks
 from workflows.reconciler import Reconciler
 
 log = logging.getLogger(__name__)
@@ -127,6 +127,7 @@ class Scheduler:
         done = self.handle(bus.claim_abandoned(self.name, ABANDONED_AFTER_MS))
         if bus.client().set(bus.RECONCILER_LOCK, self.name, nx=True, px=int(RECONCILE_SECONDS * 3000)):
             repaired = self.reconciler.run(self.workers)
+            webhooks.dispatch()  # outbound deliveries: run events read as an outbox
             bus.client().delete(bus.RECONCILER_LOCK)
             if any(repaired.values()):
                 log.warning("reconciler repaired %s", repaired)

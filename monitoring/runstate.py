@@ -1,0 +1,96 @@
+"""One run as the run page shows it: header, node table, DAG states and trace spans.
+
+The page's first load and the websocket consumer both build it here, and both render its
+fragments with the same templates.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.template.loader import render_to_string
+
+from controlplane import access
+from workflows import engine
+from workflows.models import DeadLetter, NodeRun, Run, RunEvent
+
+FRAGMENTS = {
+    "run-header": "monitoring/fragments/run_header.html",
+    "run-nodes": "monitoring/fragments/run_nodes.html",
+}
+
+
+def epoch(value: Any) -> float | None:
+    return value.timestamp() if value is not None else None
+
+
+def load(run: Run, user: Any, after_span: int = 0) -> dict[str, Any]:
+    """Return the run page's context: run, nodes, open letters, spans after `after_span`."""
+    nodes = list(run.nodes.order_by("id"))
+    spans = list(
+        RunEvent.objects.filter(run=run, kind="node.attempt", id__gt=after_span)
+        .order_by("id")
+        .values("id", "node_id", "attempt", "started_at", "at", "worker", "data")
+    )
+    letters = list(DeadLetter.objects.filter(run=run).order_by("-id").values("id", "node_id", "status"))
+    return {
+        "run": run,
+        "nodes": nodes,
+        "letters": letters,
+        "spans": spans,
+        "can_cancel": access.can(user, "cancel_run")
+        and run.status in (engine.RUN_RUNNING, engine.RUN_WAITING),
+        "finished": run.status not in (engine.RUN_RUNNING, engine.RUN_WAITING),
+    }
+
+
+def live_data(ctx: dict[str, Any]) -> dict[str, Any]:
+    """The part of the context the page's scripts draw: node states, spans, run timing."""
+    run = ctx["run"]
+    return {
+        "run": {
+            "id": run.pk,
+            "status": run.status,
+            "created": epoch(run.created_at),
+            "finished": epoch(run.finished_at),
+        },
+        "nodes": {
+            n.node_id: {
+                "status": n.status,
+                "attempt": n.attempt,
+                "started": epoch(n.started_at) if n.status == engine.RUNNING else None,
+            }
+            for n in ctx["nodes"]
+        },
+        "spans": [
+            {
+                "id": s["id"],
+                "node": s["node_id"],
+                "attempt": s["attempt"],
+                "start": epoch(s["started_at"]),
+                "end": epoch(s["at"]),
+                "status": (s["data"] or {}).get("status", ""),
+                "worker": s["worker"],
+            }
+            for s in ctx["spans"]
+        ],
+    }
+
+
+def render(ctx: dict[str, Any]) -> dict[str, str]:
+    return {target: render_to_string(name, ctx) for target, name in FRAGMENTS.items()}
+
+
+def node_detail(run: Run, node_id: str) -> dict[str, Any]:
+    """A node of a run: its input (run input and upstream outputs), output, error, attempts."""
+    from workflows.versions import load_graph
+
+    node = NodeRun.objects.get(run=run, node_id=node_id)
+    predecessors = load_graph(run.version_id).predecessors(node_id)
+    upstream = dict(
+        NodeRun.objects.filter(run=run, node_id__in=predecessors, status=engine.SUCCEEDED).values_list(
+            "node_id", "output"
+        )
+    )
+    attempts = RunEvent.objects.filter(run=run, node_id=node_id).order_by("id")
+    return {"run": run, "node": node, "upstream": upstream, "attempts": attempts}

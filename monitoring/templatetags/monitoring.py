@@ -1,0 +1,61 @@
+"""Template helpers of the dashboard: roles, durations, JSON, status names."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from django import template
+from django.utils import timezone
+
+from controlplane import access
+
+register = template.Library()
+
+
+@register.filter
+def role(user: Any) -> str:
+    """The user's highest role, or an empty string."""
+    return access.role_of(user) or ""
+
+
+@register.filter
+def can(user: Any, action: str) -> bool:
+    """Whether the user may perform an action (a key of access.ACTIONS)."""
+    return access.can(user, action)
+
+
+@register.filter
+def millis(value: float | None) -> str:
+    """Format milliseconds readably: 840 ms, 3.2 s, 4 min 10 s."""
+    if value is None or value == "":
+        return "–"
+    ms = float(value)
+    if ms < 1000:
+        return f"{ms:.0f} ms" if ms >= 10 else f"{ms:.1f} ms"
+    if ms < 60_000:
+        return f"{ms / 1000:.1f} s"
+    return f"{int(ms // 60_000)} min {int(ms % 60_000 // 1000)} s"
+
+
+@register.filter
+def span_ms(start: datetime | None, end: datetime | None) -> str:
+    if start is None:
+        return "–"
+    return millis(((end or timezone.now()) - start).total_seconds() * 1000)
+
+
+@register.filter
+def pretty_json(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, default=str)
+
+
+@register.filter
+def first_line(value: str) -> str:
+    return (value or "").strip().splitlines()[0] if (value or "").strip() else ""
+
+
+@register.filter
+def human(status: str) -> str:
+    return (status or "").replace("_", " ")

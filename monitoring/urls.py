@@ -1,0 +1,22 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from monitoring import metrics, views
+
+urlpatterns = [
+    path("", views.overview, name="overview"),
+    path("workers/", views.workers, name="workers"),
+    path("workflows/<slug:slug>/live/", views.workflow_live, name="workflow_live"),
+    path("workflows/<slug:slug>/live/nodes/<str:node_id>/", views.workflow_node, name="workflow_node"),
+    path("runs/", views.runs_list, name="runs"),
+    path("runs/<int:run_id>/", views.run_detail, name="run_detail"),
+    path("runs/<int:run_id>/nodes/<str:node_id>/", views.run_node, name="run_node"),
+    path("runs/<int:run_id>/cancel/", views.run_cancel, name="run_cancel"),
+    path("dead-letters/", views.deadletters_list, name="deadletters"),
+    path("dead-letters/bulk/", views.deadletters_bulk, name="deadletters_bulk"),
+    path("dead-letters/<int:letter_id>/", views.deadletter_detail, name="deadletter_detail"),
+    path("dead-letters/<int:letter_id>/replay/", views.deadletter_replay, name="deadletter_replay"),
+    path("dead-letters/<int:letter_id>/discard/", views.deadletter_discard, name="deadletter_discard"),
+    path("metrics", metrics.metrics, name="metrics"),
+]

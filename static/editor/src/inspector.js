@@ -1,0 +1,232 @@
+// The side panel's Inspect tab: edits the selected node or edge, or the workflow itself.
+// It is rebuilt when the selection changes (or undo/redo), never while a field is being
+// typed in; issues and test-run results are refreshed in place.
+import { h, replaceChildren } from "./dom.js";
+import { getPath } from "./model.js";
+import { configFields, field, nextFieldId, numberInput } from "./schemaform.js";
+
+const RETRY_FIELDS = [
+  ["max_attempts", "max attempts", true, 1, "Attempts in all, the first included (1 = no retry)."],
+  ["backoff_seconds", "backoff (s)", false, 1, "Wait after the first failure; doubles each time."],
+  ["backoff_max_seconds", "backoff cap (s)", false, 300, "Longest wait between attempts."],
+  ["jitter", "jitter (0–1)", false, 0.1, "Spread each wait by up to this fraction."],
+];
+const JOIN_HELP = {
+  all_success: "Runs when every predecessor succeeded.",
+  any_success: "Runs when at least one predecessor succeeded.",
+  all_done: "Runs when every predecessor finished, whatever the outcome.",
+};
+const CONDITION_HELP =
+  "Optional. An expression over output (this edge's source output) and input (the run input): " +
+  'output.score > 0.5, output.label == "positive", "error" not in output. Blank: always follow.';
+
+export class Inspector {
+  constructor(root, app) {
+    this.root = root;
+    this.app = app;
+    this.nodeUid = null;
+  }
+
+  render() {
+    const { nodes, edges } = this.app.selection;
+    this.nodeUid = null;
+    if (nodes.size === 1 && edges.size === 0) return this.renderNode(this.app.doc.nodes.get([...nodes][0]));
+    if (edges.size === 1 && nodes.size === 0) return this.renderEdge(this.app.doc.edges.get([...edges][0]));
+    if (nodes.size + edges.size > 1) return this.renderMany(nodes.size, edges.size);
+    return this.renderWorkflow();
+  }
+
+  disabled() {
+    return !this.app.canEdit;
+  }
+
+  renderWorkflow() {
+    const doc = this.app.doc;
+    const area = h("textarea", { rows: 3, disabled: this.disabled() });
+    area.value = doc.description;
+    area.addEventListener("input", () => this.app.editDescription(area.value));
+    area.addEventListener("blur", () => this.app.undo.breakCoalescing());
+    replaceChildren(
+      this.root,
+      h("h3", { text: "Workflow" }),
+      h("p", { class: "ed-muted", text: `${doc.nodes.size} nodes, ${doc.edges.size} edges.` }),
+      field("description", area, { key: "description" }),
+      h(
+        "div",
+        { class: "ed-help ed-keys" },
+        h("p", { text: "Click a handler in the palette (or drag it here) to add a node." }),
+        h("p", { text: "Drag from a node's right port to another node to connect them." }),
+        h("p", { text: "Shift-click or shift-drag to select several; drag the background to pan; wheel to zoom." }),
+        h("p", { text: "Delete removes the selection; Ctrl+Z / Ctrl+Shift+Z undo and redo; F fits the view." }),
+      ),
+    );
+  }
+
+  renderMany(nodeCount, edgeCount) {
+    replaceChildren(
+      this.root,
+      h("h3", { text: "Selection" }),
+      h("p", { text: `${nodeCount} nodes and ${edgeCount} edges selected.` }),
+      this.app.canEdit
+        ? h("button", { type: "button", class: "ed-danger", onclick: () => this.app.deleteSelection(), text: "Delete selection" })
+        : null,
+    );
+  }
+
+  renderNode(node) {
+    this.nodeUid = node.uid;
+    const app = this.app;
+    const data = node.data;
+    const disabled = this.disabled();
+    const edit = (path, value) => app.editNode(node.uid, path, value);
+    const handler = app.palette.get(data.handler);
+
+    const idInput = h("input", { type: "text", disabled, autocomplete: "off", spellcheck: "false" });
+    idInput.value = String(data.id ?? "");
+    idInput.addEventListener("input", () => edit(["id"], idInput.value));
+
+    const handlerSelect = h("select", { disabled });
+    if (!handler) {
+      handlerSelect.append(h("option", { value: "", text: `${data.handler ?? "(none)"} (not registered)` }));
+    }
+    for (const name of app.palette.keys()) handlerSelect.append(h("option", { value: name, text: name }));
+    handlerSelect.value = handler ? data.handler : "";
+    handlerSelect.addEventListener("change", () => app.changeHandler(node.uid, handlerSelect.value));
+
+    const configSection = h(
+      "fieldset",
+      { class: "ed-config", dataset: { field: "config" } },
+      h("legend", { text: "config" }),
+      h("ul", { class: "ed-field-issues" }),
+      handler
+        ? configFields(handler.config_schema, data.config, {
+            disabled,
+            onChange: edit,
+            getConfig: () => app.doc.nodes.get(node.uid)?.data.config ?? {},
+          })
+        : h("p", { class: "ed-muted", text: "Choose a registered handler to configure this node." }),
+    );
+
+    const retry = h("fieldset", { class: "ed-retry" }, h("legend", { text: "retry policy" }));
+    for (const [key, label, integer, fallback, help] of RETRY_FIELDS) {
+      const input = numberInput(getPath(data, ["retry", key]), integer, disabled, (v) => edit(["retry", key], v));
+      input.placeholder = String(fallback);
+      retry.append(field(label, input, { key: `retry.${key}`, help }));
+    }
+
+    const timeout = numberInput(data.timeout_seconds, false, disabled, (v) => edit(["timeout_seconds"], v));
+    timeout.placeholder = "300";
+
+    const queue = h("select", { disabled });
+    const queues = [...app.config.queues];
+    if (data.queue && !queues.includes(data.queue)) queues.push(data.queue);
+    for (const name of queues) queue.append(h("option", { value: name, text: name }));
+    queue.value = data.queue ?? "default";
+    queue.addEventListener("change", () => edit(["queue"], queue.value === "default" ? undefined : queue.value));
+
+    const join = h("select", { disabled });
+    for (const rule of app.config.joinRules) join.append(h("option", { value: rule, text: rule }));
+    join.value = data.join ?? "all_success";
+    const joinHelp = h("p", { class: "ed-help", text: JOIN_HELP[join.value] ?? "" });
+    join.addEventListener("change", () => {
+      joinHelp.textContent = JOIN_HELP[join.value] ?? "";
+      edit(["join"], join.value === "all_success" ? undefined : join.value);
+    });
+    const joinField = field("join rule", join, { key: "join" });
+    joinField.append(joinHelp);
+
+    replaceChildren(
+      this.root,
+      h("h3", {}, "Node ", h("code", { text: String(data.id ?? "") })),
+      h("ul", { class: "ed-node-issues" }),
+      field("id", idInput, { key: "id", help: "Letters, digits, '_' and '-'; starts with a letter or '_'." }),
+      field("handler", handlerSelect, { key: "handler", help: handler ? handler.doc : "" }),
+      configSection,
+      retry,
+      field("timeout (s)", timeout, { key: "timeout_seconds", help: "Each attempt is stopped after this long." }),
+      field("queue", queue, { key: "queue", help: "Workers listening on this queue run the node." }),
+      joinField,
+      h("section", { class: "ed-node-run" }),
+      this.app.canEdit
+        ? h("button", { type: "button", class: "ed-danger", onclick: () => this.app.deleteSelection(), text: "Delete node" })
+        : null,
+    );
+    this.root.querySelectorAll("input, textarea").forEach((el) =>
+      el.addEventListener("blur", () => app.undo.breakCoalescing()),
+    );
+    this.showIssues();
+    this.showRun();
+  }
+
+  renderEdge(edge) {
+    const app = this.app;
+    const source = app.doc.nodes.get(edge.source)?.data.id ?? "?";
+    const target = app.doc.nodes.get(edge.target)?.data.id ?? "?";
+    const when = h("textarea", { rows: 3, disabled: this.disabled(), spellcheck: "false", id: nextFieldId() });
+    when.value = typeof edge.data.when === "string" ? edge.data.when : "";
+    when.addEventListener("input", () => app.editEdge(edge.uid, when.value));
+    when.addEventListener("blur", () => app.undo.breakCoalescing());
+    this.edgeUid = edge.uid;
+    replaceChildren(
+      this.root,
+      h("h3", {}, "Edge ", h("code", { text: source }), " → ", h("code", { text: target })),
+      h("ul", { class: "ed-node-issues" }),
+      field("condition (when)", when, { key: "when", help: CONDITION_HELP }),
+      this.app.canEdit
+        ? h("button", { type: "button", class: "ed-danger", onclick: () => this.app.deleteSelection(), text: "Delete edge" })
+        : null,
+    );
+    this.showIssues();
+  }
+
+  // Put each issue of the selected node or edge under its field (or at the top).
+  showIssues() {
+    const { nodes, edges } = this.app.selection;
+    let issues = [];
+    if (nodes.size === 1 && edges.size === 0) issues = this.app.nodeIssues.get([...nodes][0]) ?? [];
+    else if (edges.size === 1 && nodes.size === 0) issues = this.app.edgeIssues.get([...edges][0]) ?? [];
+    const fields = [...this.root.querySelectorAll("[data-field]")];
+    for (const el of fields) {
+      const list = el.querySelector(":scope > .ed-field-issues");
+      if (list) list.replaceChildren();
+      el.classList.remove("ed-invalid");
+    }
+    const top = this.root.querySelector(".ed-node-issues");
+    if (top) top.replaceChildren();
+    for (const issue of issues) {
+      const target = bestField(fields, issue.target.field);
+      const list = target?.querySelector(":scope > .ed-field-issues") ?? top;
+      target?.classList.add("ed-invalid");
+      list?.append(h("li", { text: issue.message }));
+    }
+  }
+
+  // Show the last test run's result for the selected node.
+  showRun() {
+    const section = this.root.querySelector(".ed-node-run");
+    if (!section || !this.nodeUid) return;
+    const node = this.app.doc.nodes.get(this.nodeUid);
+    const state = node && this.app.runState?.nodes?.[node.data.id];
+    if (!state) return section.replaceChildren();
+    replaceChildren(
+      section,
+      h("h4", { text: `Test run ${this.app.runState.id}` }),
+      h("p", {}, "status ", h("span", { class: `ed-status-pill run-${state.status}`, text: state.status }), ` · attempt ${state.attempt}`),
+      state.error ? h("pre", { class: "ed-error-text", text: state.error }) : null,
+      state.output !== null ? h("pre", { class: "ed-output", text: state.output }) : null,
+    );
+  }
+}
+
+// The field whose key is the issue's field or its longest prefix ("config.headers" for
+// "config.headers.accept"); null when none matches.
+function bestField(fields, key) {
+  let best = null;
+  for (const el of fields) {
+    const candidate = el.dataset.field;
+    if (!candidate) continue;
+    const matches = key === candidate || key.startsWith(`${candidate}.`) || key.startsWith(`${candidate}[`);
+    if (matches && (!best || candidate.length > best.dataset.field.length)) best = el;
+  }
+  return best;
+}

@@ -1,0 +1,160 @@
+// Form fields generated from a handler's config JSON schema: strings, numbers, integers,
+// booleans and enums get their own input; anything else (objects, arrays, untyped values)
+// is edited as JSON text. Each field is tagged with the issue path it answers for
+// (`config.url`, `config["content-type"]`), so server issues land next to their field.
+import { h } from "./dom.js";
+
+const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/;
+const LONG_TEXT = /prompt|system|body|template|message|text/i;
+
+function fieldKey(parts) {
+  let key = "";
+  for (const part of parts) {
+    if (typeof part === "number") key += `[${part}]`;
+    else if (IDENTIFIER.test(part)) key += key ? `.${part}` : part;
+    else key += `[${JSON.stringify(part)}]`;
+  }
+  return key;
+}
+
+let fieldCounter = 0;
+export const nextFieldId = () => `ed-field-${++fieldCounter}`;
+
+// A labelled field; `control` is the input, `extra` goes under it (help, issues).
+export function field(label, control, { key, help, required } = {}) {
+  const id = control.id || (control.id = nextFieldId());
+  return h(
+    "div",
+    { class: "ed-field", dataset: { field: key ?? "" } },
+    h("label", { for: id }, label, required ? h("span", { class: "ed-required", title: "required" }, " *") : null),
+    control,
+    help ? h("p", { class: "ed-help", text: help }) : null,
+    h("ul", { class: "ed-field-issues" }),
+  );
+}
+
+function jsonText(value) {
+  return value === undefined ? "" : JSON.stringify(value, null, 2);
+}
+
+// A textarea holding JSON; calls onValue(parsed | undefined) when the text parses, and marks
+// itself invalid (without calling) when it does not.
+function jsonArea(value, { disabled, onValue, rows = 3, placeholder }) {
+  const area = h("textarea", { class: "ed-json", rows, spellcheck: "false", disabled, placeholder });
+  area.value = jsonText(value);
+  area.addEventListener("input", () => {
+    const text = area.value.trim();
+    if (!text) {
+      area.setCustomValidity("");
+      area.title = "";
+      return onValue(undefined);
+    }
+    try {
+      const parsed = JSON.parse(text);
+      area.setCustomValidity("");
+      area.title = "";
+      onValue(parsed);
+    } catch (err) {
+      area.setCustomValidity(`Not valid JSON: ${err.message}`);
+      area.title = `Not valid JSON: ${err.message}`;
+    }
+  });
+  return area;
+}
+
+// `getConfig` returns the node's config as it is now (the form outlives single edits).
+export function configFields(schema, config, { disabled, onChange, getConfig }) {
+  config = config && typeof config === "object" && !Array.isArray(config) ? config : {};
+  const properties = schema && typeof schema.properties === "object" ? schema.properties : null;
+  if (!properties) {
+    const area = jsonArea(config, { disabled, rows: 5, onValue: (v) => onChange(["config"], v ?? {}) });
+    return [field("config (JSON)", area, { key: "config", help: "This handler takes any JSON object." })];
+  }
+  const required = new Set(Array.isArray(schema.required) ? schema.required : []);
+  const fields = Object.entries(properties).map(([name, prop]) =>
+    propertyField(name, prop || {}, config[name], required.has(name), { disabled, onChange }),
+  );
+  const known = new Set(Object.keys(properties));
+  const others = Object.fromEntries(Object.entries(config).filter(([name]) => !known.has(name)));
+  if (Object.keys(others).length || schema.additionalProperties !== false) {
+    const area = jsonArea(Object.keys(others).length ? others : undefined, {
+      disabled,
+      placeholder: schema.additionalProperties === false ? "" : '{"key": "value"}',
+      onValue: (value) => onChange(["config"], { ...pick(getConfig(), known), ...(value ?? {}) }),
+    });
+    const help =
+      schema.additionalProperties === false
+        ? "This handler accepts none of these keys: remove them."
+        : "Keys the form above does not list, as a JSON object.";
+    fields.push(field("other keys (JSON)", area, { key: "config", help }));
+  }
+  return fields;
+}
+
+function pick(obj, keys) {
+  return Object.fromEntries(Object.entries(obj).filter(([name]) => keys.has(name)));
+}
+
+function propertyField(name, prop, value, required, { disabled, onChange }) {
+  const key = fieldKey(["config", name]);
+  const path = ["config", name];
+  const help = [prop.description, prop.default !== undefined ? `Default: ${JSON.stringify(prop.default)}.` : ""]
+    .filter(Boolean)
+    .join(" ");
+  const opts = { key, help, required };
+  if (Array.isArray(prop.enum)) return field(name, enumSelect(prop, value, required, disabled, (v) => onChange(path, v)), opts);
+  const type = Array.isArray(prop.type) ? null : prop.type;
+  if (type === "string") {
+    const long = LONG_TEXT.test(name);
+    const input = long
+      ? h("textarea", { rows: 3, disabled, placeholder: prop.default ?? "" })
+      : h("input", { type: "text", disabled, placeholder: prop.default ?? "" });
+    input.value = typeof value === "string" ? value : value === undefined ? "" : JSON.stringify(value);
+    input.addEventListener("input", () => onChange(path, input.value === "" && !required ? undefined : input.value));
+    return field(name, input, opts);
+  }
+  if (type === "number" || type === "integer") {
+    const input = numberInput(value, type === "integer", disabled, (v) => onChange(path, v));
+    if (prop.default !== undefined) input.placeholder = String(prop.default);
+    return field(name, input, opts);
+  }
+  if (type === "boolean") return field(name, booleanSelect(prop, value, disabled, (v) => onChange(path, v)), opts);
+  const area = jsonArea(value, { disabled, onValue: (v) => onChange(path, v) });
+  return field(`${name} (JSON)`, area, opts);
+}
+
+export function numberInput(value, integer, disabled, onValue) {
+  const input = h("input", { type: "number", step: integer ? "1" : "any", disabled });
+  input.value = typeof value === "number" ? String(value) : "";
+  input.addEventListener("input", () => {
+    if (input.value === "") return onValue(undefined);
+    const number = Number(input.value);
+    if (Number.isFinite(number)) onValue(number);
+  });
+  return input;
+}
+
+function enumSelect(prop, value, required, disabled, onValue) {
+  const select = h("select", { disabled });
+  const values = prop.enum;
+  const optionText = (option) => (typeof option === "string" ? option : JSON.stringify(option));
+  if (!required || value === undefined) {
+    const unset = prop.default !== undefined ? `(default: ${optionText(prop.default)})` : "(not set)";
+    select.append(h("option", { value: "", text: unset }));
+  }
+  values.forEach((option, index) => select.append(h("option", { value: String(index), text: optionText(option) })));
+  const index = values.findIndex((option) => JSON.stringify(option) === JSON.stringify(value));
+  select.value = index >= 0 ? String(index) : "";
+  select.addEventListener("change", () => onValue(select.value === "" ? undefined : values[Number(select.value)]));
+  return select;
+}
+
+function booleanSelect(prop, value, disabled, onValue) {
+  const select = h("select", { disabled });
+  const label = prop.default !== undefined ? `(default: ${prop.default})` : "(not set)";
+  select.append(h("option", { value: "", text: label }), h("option", { value: "true", text: "true" }));
+  select.append(h("option", { value: "false", text: "false" }));
+  select.value = value === true ? "true" : value === false ? "false" : "";
+  select.addEventListener("change", () => onValue(select.value === "" ? undefined : select.value === "true"));
+  return select;
+}

@@ -1,0 +1,116 @@
+// The side panel's Test run tab: start a run of the open version with some input and light
+// up its nodes on the canvas. Polls every 500 ms until the run finishes (the dashboard's
+// websocket can replace the polling once it carries per-run node states).
+import { h, replaceChildren } from "./dom.js";
+
+const POLL_MS = 500;
+
+export class TestRunPanel {
+  constructor(root, app) {
+    this.root = root;
+    this.app = app;
+    this.timer = null;
+    this.input = h("textarea", { rows: 4, spellcheck: "false", id: "ed-run-input", class: "ed-json" });
+    this.input.value = "{}";
+    this.startButton = h("button", { type: "button", id: "ed-run-start", onclick: () => this.start(), text: "Start test run" });
+    this.explain = h("p", { class: "ed-help" });
+    this.result = h("div", { class: "ed-run-result", "aria-live": "polite" });
+    replaceChildren(
+      root,
+      h("h3", { text: "Test run" }),
+      this.explain,
+      h("label", { for: "ed-run-input", text: "input (JSON object)" }),
+      this.input,
+      h("div", { class: "ed-row" }, this.startButton, h("button", { type: "button", onclick: () => this.clear(), text: "Clear" })),
+      this.result,
+    );
+    this.refresh();
+  }
+
+  // Say what will run, and why the button is off when it is.
+  refresh() {
+    const app = this.app;
+    const v = app.version;
+    let reason = "";
+    if (!app.can.run) reason = "Your role may not start runs.";
+    else if (!v) reason = "Save the workflow first.";
+    else if (app.dirty) reason = "Save your changes first: a test run uses the saved version.";
+    else if (v.status === "draft" && !app.can.publish) reason = "Only editors can test-run a draft.";
+    this.startButton.disabled = Boolean(reason) || this.timer !== null;
+    let text = reason;
+    if (!reason && v.status === "draft") {
+      text = `Runs draft v${v.number} as it is saved. The draft is frozen into a published but inactive test snapshot; live runs keep using the active version.`;
+    } else if (!reason) {
+      text = `Runs v${v.number}${v.is_active ? " (the active version)" : " (not the active version; live runs are unaffected)"}.`;
+    }
+    this.explain.textContent = text;
+  }
+
+  async start() {
+    let input;
+    try {
+      input = JSON.parse(this.input.value || "{}");
+    } catch (err) {
+      return this.app.say(`The input is not valid JSON: ${err.message}`, "error");
+    }
+    this.startButton.disabled = true;
+    const res = await this.app.api.post("testRun", undefined, { version: this.app.version.number, input });
+    if (!res.ok) {
+      this.refresh();
+      return this.app.say(`Test run not started: ${res.data.error}`, "error");
+    }
+    this.app.say(`Test run ${res.data.id} started on v${res.data.version}.`, "ok");
+    if (res.data.version !== this.app.version.number) this.app.versionsPanel.refresh();
+    this.show(res.data);
+    this.poll(res.data.id);
+  }
+
+  poll(runId) {
+    clearTimeout(this.timer);
+    this.timer = setTimeout(async () => {
+      const res = await this.app.api.get("run", runId);
+      if (!res.ok) {
+        this.timer = null;
+        this.refresh();
+        return this.app.say(`Could not follow run ${runId}: ${res.data.error}`, "error");
+      }
+      this.show(res.data);
+      if (res.data.finished) {
+        this.timer = null;
+        this.refresh();
+        this.app.say(`Test run ${runId} ${res.data.status}.`, res.data.status === "succeeded" ? "ok" : "error");
+      } else {
+        this.poll(runId);
+      }
+    }, POLL_MS);
+  }
+
+  show(state) {
+    this.app.setRunState(state);
+    const items = Object.entries(state.nodes).map(([id, node]) =>
+      h(
+        "li",
+        { dataset: { node: id } },
+        h("span", { class: `ed-status-pill run-${node.status}`, text: node.status }),
+        " ",
+        h("code", { text: id }),
+        node.error ? h("div", { class: "ed-error-text", text: node.error }) : null,
+      ),
+    );
+    replaceChildren(
+      this.result,
+      h("p", {}, `Run ${state.id} on v${state.version}: `, h("strong", { class: `ed-run-status run-${state.status}`, text: state.status })),
+      h("ul", { class: "ed-run-nodes" }, items),
+    );
+    this.app.root.dataset.run = state.status;
+  }
+
+  clear() {
+    clearTimeout(this.timer);
+    this.timer = null;
+    this.result.replaceChildren();
+    this.app.setRunState(null);
+    delete this.app.root.dataset.run;
+    this.refresh();
+  }
+}

@@ -1,0 +1,290 @@
+"""Webhooks: signed inbound triggers (valid, wrong, stale, replayed) and outbound deliveries."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import threading
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from tests.api.conftest import Api, assert_problem, dead_letter
+from tests.integration.conftest import wait_finished
+from tests.integration.runtime import wait_for
+from workflows import advancing, runs, webhooks
+from workflows.models import AuditEntry, Run, RunEvent, WebhookDelivery
+
+pytestmark = pytest.mark.django_db
+
+
+def signed(secret: str, body: bytes, delivery: str = "d-1", at: float | None = None) -> dict[str, str]:
+    timestamp = str(int(time.time() if at is None else at))
+    digest = hmac.new(secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256).hexdigest()
+    return {
+        "X-Switchyard-Timestamp": timestamp,
+        "X-Switchyard-Delivery": delivery,
+        "X-Switchyard-Signature": f"sha256={digest}",
+    }
+
+
+@pytest.fixture
+def trigger(api, chain) -> dict[str, Any]:
+    response = api.post("workflows/chain/triggers", {"name": "crm"})
+    assert response.status_code == 201
+    return response.json()
+
+
+def send(trigger: dict[str, Any], body: bytes, headers: dict[str, str]) -> Any:
+    return Api(None).post(trigger["url"], raw=body, headers=headers)
+
+
+def test_a_trigger_shows_its_secret_once(api, trigger) -> None:
+    assert trigger["secret"].startswith("whsec_") and trigger["url"] == f"/api/v1/hooks/{trigger['id']}"
+    listed = api.get("workflows/chain/triggers").json()["items"]
+    assert [t["id"] for t in listed] == [trigger["id"]] and "secret" not in listed[0]
+    assert AuditEntry.objects.filter(action="trigger.create").exists()
+
+
+def test_a_signed_delivery_starts_one_run_and_a_resend_returns_it(trigger) -> None:
+    body = b'{"customer": "c-1"}'
+    first = send(trigger, body, signed(trigger["secret"], body))
+    assert first.status_code == 201
+    run = Run.objects.get(pk=first.json()["id"])
+    assert run.input == {"customer": "c-1"} and run.idempotency_key == f"hook:{trigger['id']}:d-1"
+    again = send(trigger, body, signed(trigger["secret"], body))  # re-signed a moment later, same id
+    assert (
+        again.status_code == 200 and again.json()["id"] == run.pk and again["Idempotent-Replayed"] == "true"
+    )
+    other = b'{"customer": "c-2"}'
+    assert_problem(send(trigger, other, signed(trigger["secret"], other)), 409)
+    assert Run.objects.count() == 1
+
+
+def test_a_wrong_signature_is_401_and_starts_nothing(trigger) -> None:
+    body = b'{"a": 1}'
+    headers = signed("whsec_not-the-secret", body)
+    body_error = assert_problem(send(trigger, body, headers), 401)
+    assert "Signature" in body_error["detail"]
+    tampered = signed(trigger["secret"], body)
+    assert_problem(send(trigger, b'{"a": 2}', tampered), 401)
+    assert not Run.objects.exists()
+
+
+@pytest.mark.parametrize("skew", [-301, 400, -3600])
+def test_a_stale_or_future_timestamp_is_refused(trigger, skew) -> None:
+    body = b"{}"
+    response = send(trigger, body, signed(trigger["secret"], body, at=time.time() + skew))
+    assert "tolerance is 300 s" in assert_problem(response, 401)["detail"]
+    assert not Run.objects.exists()
+
+
+def test_missing_or_malformed_signature_headers_are_400(trigger) -> None:
+    body = b"{}"
+    headers = signed(trigger["secret"], body)
+    for name in headers:
+        partial = {k: v for k, v in headers.items() if k != name}
+        assert_problem(send(trigger, body, partial), 400, name)
+    assert_problem(
+        send(trigger, body, {**headers, "X-Switchyard-Signature": "md5=abc"}), 400, "X-Switchyard-Signature"
+    )
+
+
+def test_a_signed_body_that_is_not_a_json_object_is_refused(trigger) -> None:
+    for body, status in ((b"[1, 2]", 422), (b"{nope", 400)):
+        assert_problem(send(trigger, body, signed(trigger["secret"], body)), status)
+
+
+def test_an_unknown_or_deleted_trigger_is_404(api, trigger) -> None:
+    body = b"{}"
+    assert api.delete(f"triggers/{trigger['id']}").status_code == 204
+    assert_problem(send(trigger, body, signed(trigger["secret"], body)), 404)
+    assert_problem(Api(None).post("hooks/not-a-uuid", raw=body), 404)
+
+
+def test_inbound_deliveries_are_rate_limited_per_trigger(settings, trigger) -> None:
+    settings.SWITCHYARD = {**settings.SWITCHYARD, "API_RATE_LIMIT_PER_MINUTE": 2}
+    body = b"{}"
+    codes = [send(trigger, body, signed(trigger["secret"], body, f"d-{n}")).status_code for n in range(3)]
+    assert codes == [201, 201, 429]
+
+
+# --------------------------------------------------------------------------- outbound
+
+
+class Receiver:
+    """A local HTTP server that records webhook deliveries and answers `status`."""
+
+    def __init__(self) -> None:
+        self.requests: list[tuple[dict[str, str], bytes]] = []
+        self.status = 200
+        receiver = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802 - the http.server protocol
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                receiver.requests.append(({k.lower(): v for k, v in self.headers.items()}, body))
+                self.send_response(receiver.status)
+                self.end_headers()
+                self.wfile.write(b"thanks")
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/hook"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    r = Receiver()
+    yield r
+    r.close()
+
+
+@pytest.fixture
+def subscription(api, chain, receiver) -> dict[str, Any]:
+    events = ["run.succeeded", "run.failed", "deadletter.created"]
+    response = api.post("workflows/chain/subscriptions", {"url": receiver.url, "events": events})
+    assert response.status_code == 201
+    return response.json()
+
+
+def finish(run: Run, status: str = "succeeded") -> None:
+    """Finish a run the way the scheduler does (its RunEvent is what webhooks read)."""
+    advancing.apply_finishes([(run.pk, run.epoch, status)])
+
+
+def test_a_subscription_shows_its_secret_once(api, subscription) -> None:
+    assert subscription["secret"].startswith("whsec_")
+    assert "secret" not in api.get(f"subscriptions/{subscription['id']}").json()
+    assert_problem(
+        api.post("workflows/chain/subscriptions", {"url": "ftp://x", "events": ["run.failed"]}), 422, "url"
+    )
+    assert_problem(
+        api.post("workflows/chain/subscriptions", {"url": "http://x", "events": ["run.lost"]}),
+        422,
+        "events[0]",
+    )
+
+
+def test_finished_runs_and_dead_letters_are_delivered_signed(chain, subscription, receiver) -> None:
+    ok, _ = runs.start_run(chain, {})
+    runs.start_run(chain, {"other": "workflow events are not delivered"})
+    finish(ok)
+    dead = dead_letter(chain)
+    assert webhooks.scan_events(timezone.now()) == 2
+    assert webhooks.scan_events(timezone.now()) == 0  # read twice, delivered once
+    for delivery in WebhookDelivery.objects.order_by("id"):
+        assert webhooks.send_delivery(delivery.pk) == "succeeded"
+    (h1, b1), (h2, b2) = receiver.requests
+    assert json.loads(b1)["type"] == "run.succeeded" and json.loads(b1)["data"]["run"]["id"] == ok.pk
+    assert (
+        json.loads(b2)["type"] == "deadletter.created"
+        and json.loads(b2)["data"]["dead_letter"]["node_id"] == "first"
+    )
+    assert json.loads(b2)["data"]["run"]["id"] == dead.pk
+    for headers, body in receiver.requests:
+        expected = webhooks.sign(subscription["secret"], headers["x-switchyard-timestamp"], body)
+        assert headers["x-switchyard-signature"] == expected
+        assert headers["x-switchyard-delivery"].isdigit() and headers["x-switchyard-event"]
+
+
+def test_a_failing_endpoint_is_retried_with_backoff_then_given_up(
+    settings, chain, subscription, receiver
+) -> None:
+    settings.SWITCHYARD = {**settings.SWITCHYARD, "WEBHOOK_MAX_ATTEMPTS": 2, "WEBHOOK_BACKOFF_SECONDS": 30}
+    receiver.status = 503
+    run, _ = runs.start_run(chain, {})
+    finish(run, "failed")
+    webhooks.scan_events(timezone.now())
+    delivery = WebhookDelivery.objects.get()
+    webhooks.send_delivery(delivery.pk)
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.attempts, delivery.response_status) == ("pending", 1, 503)
+    assert timedelta(seconds=23) <= delivery.next_attempt_at - timezone.now() <= timedelta(seconds=37)
+    assert webhooks.send_delivery(delivery.pk) == "not due"
+    WebhookDelivery.objects.filter(pk=delivery.pk).update(next_attempt_at=timezone.now())
+    webhooks.send_delivery(delivery.pk)
+    delivery.refresh_from_db()
+    assert (delivery.status, delivery.attempts, delivery.error) == ("failed", 2, "HTTP 503")
+    assert len(receiver.requests) == 2
+
+
+def test_an_unreachable_endpoint_is_logged_as_an_error(chain, subscription, receiver) -> None:
+    receiver.close()
+    run, _ = runs.start_run(chain, {})
+    finish(run)
+    webhooks.scan_events(timezone.now())
+    delivery = WebhookDelivery.objects.get()
+    webhooks.send_delivery(delivery.pk)
+    delivery.refresh_from_db()
+    assert (
+        delivery.status == "pending" and "ConnectError" in delivery.error and delivery.response_status is None
+    )
+
+
+def test_an_event_committed_late_is_still_delivered(chain, subscription) -> None:
+    run, _ = runs.start_run(chain, {})
+    finish(run)
+    late = RunEvent.objects.get(run=run, kind="run.succeeded")
+    # Pretend its transaction committed after a scan had read past it: only a scan
+    # started within SETTLE_SECONDS of that scan goes back far enough to see it.
+    RunEvent.objects.filter(pk=late.pk).update(kind="run.pending-commit")
+    now = timezone.now()
+    assert webhooks.scan_events(now) == 0
+    RunEvent.objects.filter(pk=late.pk).update(kind="run.succeeded")
+    assert webhooks.scan_events(now + timedelta(seconds=2)) == 1
+
+
+def test_events_before_the_subscription_are_not_delivered(api, chain, receiver) -> None:
+    run, _ = runs.start_run(chain, {})
+    finish(run)
+    api.post("workflows/chain/subscriptions", {"url": receiver.url, "events": ["run.succeeded"]})
+    assert webhooks.scan_events(timezone.now() + timedelta(seconds=60)) == 0
+
+
+def test_due_deliveries_are_enqueued_once_and_stuck_sends_come_back(chain, subscription) -> None:
+    run, _ = runs.start_run(chain, {})
+    finish(run)
+    now = timezone.now()
+    counts = webhooks.dispatch(now)
+    assert counts == {"created": 1, "reclaimed": 0, "enqueued": 1}
+    assert webhooks.dispatch(now)["enqueued"] == 0
+    WebhookDelivery.objects.update(status="sending", last_attempt_at=now - timedelta(minutes=5))
+    assert webhooks.dispatch(now)["reclaimed"] == 1
+
+
+def test_the_delivery_log_is_readable(api, chain, subscription) -> None:
+    run, _ = runs.start_run(chain, {})
+    finish(run)
+    webhooks.scan_events(timezone.now())
+    webhooks.send_delivery(WebhookDelivery.objects.get().pk)
+    log = api.get(f"subscriptions/{subscription['id']}/deliveries").json()["items"]
+    assert [(d["event_type"], d["status"], d["response_status"]) for d in log] == [
+        ("run.succeeded", "succeeded", 200)
+    ]
+    assert api.get(f"subscriptions/{subscription['id']}/deliveries", status="failed").json()["items"] == []
+    assert api.delete(f"subscriptions/{subscription['id']}").status_code == 204
+    assert_problem(api.get(f"subscriptions/{subscription['id']}"), 404)
+
+
+def test_a_real_worker_delivers_a_real_run(runtime, chain, subscription, receiver) -> None:
+    """End to end: scheduler and workers run the workflow; a worker sends the webhook (an RQ job)."""
+    run, _ = runs.start_run(chain, {})
+    assert wait_finished(run).status == "succeeded"
+    webhooks.dispatch()
+    wait_for(lambda: receiver.requests, 20, "the webhook delivery")
+    assert json.loads(receiver.requests[0][1])["data"]["run"]["id"] == run.pk
+    wait_for(lambda: WebhookDelivery.objects.filter(status="succeeded").exists(), 10, "the delivery log")

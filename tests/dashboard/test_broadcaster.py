@@ -1,0 +1,103 @@
+"""The broadcaster: folds run events into windows and sends one message per topic and tick."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+from django.utils import timezone
+
+from monitoring import counters, sources
+from monitoring.broadcaster import Broadcaster
+from monitoring.logging import JsonFormatter, log_context
+from monitoring.stats import Windows, percentile
+from tests.integration.conftest import node, publish
+from workflows import runs
+from workflows.models import NodeRun, RunEvent
+
+
+def test_percentile_is_nearest_rank() -> None:
+    assert percentile([], 50) is None
+    assert percentile([5.0], 95) == 5.0
+    assert percentile([float(n) for n in range(1, 101)], 95) == 95.0
+
+
+def test_windows_count_recent_outcomes_and_forget_old_ones() -> None:
+    windows = Windows()
+    windows.add_attempt(1, "a", 1000.2, True, 10.0)
+    windows.add_attempt(1, "a", 1000.7, False, 30.0)
+    windows.add_attempt(1, "a", 400.0, True, 99.0)  # older than the node window at t=1001
+    windows.add_run(1, 990.0, "succeeded")
+    windows.prune(1001.0)
+    assert windows.node_stats(1, 1001.0)["a"] == {"succeeded": 1, "failed": 1, "p50_ms": 10.0, "p95_ms": 30.0}
+    assert windows.run_counts(1, 1001.0) == {
+        "succeeded_1m": 1,
+        "failed_1m": 0,
+        "succeeded_1h": 1,
+        "failed_1h": 0,
+    }
+    assert windows.rate_series(1001.0)[-1] == 2
+
+
+def test_event_reader_remembers_ids_skipped_over_until_they_commit_or_expire() -> None:
+    reader = sources.EventReader(start_after=4)
+    reader.track_gaps([5, 8, 9], now=0.0)
+    assert (reader.high, sorted(reader.gaps), reader.cursor) == (9, [6, 7], 5)
+    reader.gaps.pop(6)
+    assert reader.cursor == 6
+
+
+def test_a_tick_sends_each_changed_topic_once_with_increasing_sequence_numbers(
+    db: None, redis_clean: None
+) -> None:
+    workflow = publish("bcast", {"nodes": [node("a"), node("b")], "edges": [{"source": "a", "target": "b"}]})
+    broadcaster = Broadcaster()
+    broadcaster.start()
+    run, _ = runs.start_run(workflow, {})
+    now = timezone.now()
+    a = NodeRun.objects.get(run=run, node_id="a")
+    NodeRun.objects.filter(pk=a.pk).update(status="succeeded", attempt=1, started_at=now, finished_at=now)
+    for n in range(3):  # many node events still make one message per topic
+        RunEvent.objects.create(
+            run=run, kind="node.attempt", node_id="a", attempt=1, at=now, started_at=now - timedelta(milliseconds=40),
+            data={"status": "succeeded", "duration_ms": 40.0 + n},
+        )  # fmt: skip
+    messages, more = broadcaster.tick()
+    topics = [m["topic"] for m in messages]
+    assert sorted(topics) == sorted(["overview", "workers", f"workflow:{workflow.pk}", "runs"])
+    overview = next(m for m in messages if m["topic"] == "overview")
+    row = next(w for w in overview["data"]["workflows"] if w["slug"] == "bcast")
+    assert row["running"] == 1 and overview["seq"] == 1
+    assert 'data-workflow="bcast"' in overview["html"]["overview-workflows"]
+    stats = next(m for m in messages if m["topic"] == f"workflow:{workflow.pk}")["data"]["nodes"]["a"]
+    assert (stats["succeeded"], stats["p50_ms"]) == (3, 41.0)
+    assert next(m for m in messages if m["topic"] == "runs")["data"]["runs"] == {str(run.pk): None}
+    assert counters.latest("overview")["seq"] == 1, "the last snapshot is kept for page loads"
+    assert counters.read_totals()[f"n|{workflow.pk}|succeeded|a"] == 3
+
+    again, _ = broadcaster.tick()
+    # Only the overview may move (its per-second chart slides); nothing else changed.
+    assert {m["topic"] for m in again} <= {"overview"}, "unchanged topics wait for the keepalive"
+
+
+def test_a_new_dead_letter_is_announced(db: None, redis_clean: None, dead_letter: Any) -> None:
+    broadcaster = Broadcaster()
+    broadcaster.start()
+    RunEvent.objects.create(
+        run=dead_letter.run, kind="node.dead", node_id="boom", attempt=1, at=timezone.now()
+    )
+    messages, _ = broadcaster.tick()
+    letters = next(m for m in messages if m["topic"] == "deadletters")
+    assert letters["data"]["open"] == 1
+
+
+def test_json_logs_carry_run_and_node_ids() -> None:
+    import logging
+
+    record = logging.LogRecord("sy", logging.WARNING, __file__, 1, "node %s failed", ("a",), None)
+    record.run_id = 7
+    with log_context(node_id="a", attempt=2):
+        line = json.loads(JsonFormatter().format(record))
+    assert line["message"] == "node a failed" and line["level"] == "WARNING"
+    assert (line["run_id"], line["node_id"], line["attempt"]) == (7, "a", 2)

@@ -1,0 +1,178 @@
+"""Who may see and do what on the dashboard's pages, and what the actions do."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.test import Client
+
+from workflows.models import AuditEntry, DeadLetter, Run
+
+PAGES = ["/", "/runs/", "/dead-letters/", "/workers/", "/workflows/drill/live/"]
+
+
+def page_urls(letter: DeadLetter) -> list[str]:
+    return [
+        *PAGES,
+        f"/runs/{letter.run_id}/",
+        f"/runs/{letter.run_id}/nodes/boom/",
+        f"/dead-letters/{letter.pk}/",
+        "/workflows/drill/live/nodes/boom/",
+    ]
+
+
+def test_anonymous_visitors_are_sent_to_the_login_page(dead_letter: DeadLetter) -> None:
+    for url in page_urls(dead_letter):
+        response = Client().get(url)
+        assert response.status_code == 302 and response.url.startswith("/accounts/login/?next="), url
+
+
+def test_users_without_a_role_are_refused(dead_letter: DeadLetter, client_as: Any) -> None:
+    client = client_as(None)
+    for url in page_urls(dead_letter):
+        assert client.get(url).status_code == 403, url
+
+
+@pytest.mark.parametrize("role", ["viewer", "operator", "editor", "admin"])
+def test_every_role_sees_every_page(dead_letter: DeadLetter, client_as: Any, role: str) -> None:
+    client = client_as(role)
+    for url in page_urls(dead_letter):
+        assert client.get(url).status_code == 200, url
+
+
+def test_live_fragments_answer_htmx_requests_alone(dead_letter: DeadLetter, client_as: Any) -> None:
+    client = client_as("viewer")
+    fragment = client.get("/?fragment=workflows", headers={"HX-Request": "true"})
+    assert fragment.status_code == 200
+    assert b"<html" not in fragment.content and b'data-workflow="drill"' in fragment.content
+    rows = client.get("/dead-letters/?status=open", headers={"HX-Request": "true"})
+    assert b"<html" not in rows.content and f'data-letter="{dead_letter.pk}"'.encode() in rows.content
+
+
+def test_viewer_sees_no_action_and_every_action_is_refused(dead_letter: DeadLetter, client_as: Any) -> None:
+    client = client_as("viewer")
+    assert b"data-action" not in client.get(f"/dead-letters/{dead_letter.pk}/").content
+    assert b'name="ids"' not in client.get("/dead-letters/").content
+    Run.objects.filter(pk=dead_letter.run_id).update(status="running")
+    assert b"data-action" not in client.get(f"/runs/{dead_letter.run_id}/").content
+    posts = [
+        (f"/dead-letters/{dead_letter.pk}/replay/", {}),
+        (f"/dead-letters/{dead_letter.pk}/discard/", {"reason": "x"}),
+        ("/dead-letters/bulk/", {"action": "replay", "ids": [dead_letter.pk]}),
+        ("/dead-letters/bulk/", {"action": "discard", "ids": [dead_letter.pk], "reason": "x"}),
+        (f"/runs/{dead_letter.run_id}/cancel/", {}),
+    ]
+    for url, data in posts:
+        assert client.post(url, data).status_code == 403, url
+    dead_letter.refresh_from_db()
+    assert dead_letter.status == "open"
+    assert not AuditEntry.objects.exists()
+
+
+def test_actions_need_post_and_csrf(dead_letter: DeadLetter, client_as: Any, role_user: Any) -> None:
+    assert client_as("operator").get(f"/dead-letters/{dead_letter.pk}/replay/").status_code == 405
+    strict = Client(enforce_csrf_checks=True)
+    strict.force_login(role_user("operator", "strict"))
+    assert strict.post(f"/dead-letters/{dead_letter.pk}/replay/").status_code == 403
+
+
+def test_operator_replays_a_letter_and_the_audit_trail_shows_it(
+    dead_letter: DeadLetter, client_as: Any
+) -> None:
+    client = client_as("operator")
+    page = client.get(f"/dead-letters/{dead_letter.pk}/")
+    assert b'data-action="replay"' in page.content
+    response = client.post(f"/dead-letters/{dead_letter.pk}/replay/", follow=True)
+    assert b"replayed: run" in response.content
+    assert b'data-audit="deadletter.replay"' in response.content
+    dead_letter.refresh_from_db()
+    assert dead_letter.status == "replayed" and dead_letter.resolved_by.username == "operator"
+    again = client.post(f"/dead-letters/{dead_letter.pk}/replay/", follow=True)
+    assert b"already replayed" in again.content, "a refused action is a message, not an error page"
+
+
+def test_discard_needs_a_reason(dead_letter: DeadLetter, client_as: Any) -> None:
+    client = client_as("operator")
+    refused = client.post(f"/dead-letters/{dead_letter.pk}/discard/", {"reason": " "}, follow=True)
+    assert b"say why" in refused.content
+    client.post(f"/dead-letters/{dead_letter.pk}/discard/", {"reason": "known outage"})
+    dead_letter.refresh_from_db()
+    assert (dead_letter.status, dead_letter.reason) == ("discarded", "known outage")
+    assert AuditEntry.objects.get(action="deadletter.discard").data == {"reason": "known outage"}
+
+
+def test_replay_matching_shows_the_count_first_then_replays(dead_letter: DeadLetter, client_as: Any) -> None:
+    client = client_as("operator")
+    confirm = client.post(
+        "/dead-letters/bulk/", {"action": "replay", "scope": "matching", "workflow": "drill"}
+    )
+    assert confirm.status_code == 200 and b"Replay 1 dead letter?" in confirm.content
+    dead_letter.refresh_from_db()
+    assert dead_letter.status == "open", "nothing happens before the confirmation"
+    done = client.post(
+        "/dead-letters/bulk/",
+        {"action": "replay", "scope": "matching", "workflow": "drill", "confirmed": "1"},
+        follow=True,
+    )
+    assert b"Replayed 1 dead letter" in done.content
+    dead_letter.refresh_from_db()
+    assert dead_letter.status == "replayed"
+
+
+def test_replay_matching_asks_again_when_the_count_changed(dead_letter: DeadLetter, client_as: Any) -> None:
+    client = client_as("operator")
+    stale = client.post("/dead-letters/bulk/", {"action": "replay", "scope": "matching", "confirmed": "7"})
+    assert b"Replay 1 dead letter?" in stale.content
+    dead_letter.refresh_from_db()
+    assert dead_letter.status == "open"
+
+
+def test_operator_discards_a_selection_with_a_reason(dead_letter: DeadLetter, client_as: Any) -> None:
+    client = client_as("operator")
+    client.post("/dead-letters/bulk/", {"action": "discard", "ids": [dead_letter.pk], "reason": "duplicate"})
+    dead_letter.refresh_from_db()
+    assert dead_letter.status == "discarded"
+
+
+def test_operator_cancels_a_running_run(dead_letter: DeadLetter, client_as: Any) -> None:
+    Run.objects.filter(pk=dead_letter.run_id).update(status="running")
+    client = client_as("operator")
+    assert b'data-action="cancel"' in client.get(f"/runs/{dead_letter.run_id}/").content
+    client.post(f"/runs/{dead_letter.run_id}/cancel/", {"reason": "drill"})
+    assert Run.objects.get(pk=dead_letter.run_id).status == "cancelled"
+    assert AuditEntry.objects.get(action="run.cancel").actor_label == "operator"
+
+
+def test_runs_list_filters_by_status_and_workflow(dead_letter: DeadLetter, client_as: Any) -> None:
+    client = client_as("viewer")
+    assert (
+        f'data-run="{dead_letter.run_id}"'.encode()
+        in client.get("/runs/?status=failed&workflow=drill").content
+    )
+    assert f'data-run="{dead_letter.run_id}"'.encode() not in client.get("/runs/?status=succeeded").content
+
+
+def test_output_is_escaped(dead_letter: DeadLetter, client_as: Any) -> None:
+    DeadLetter.objects.filter(pk=dead_letter.pk).update(error="<script>alert(1)</script>")
+    content = client_as("viewer").get(f"/dead-letters/{dead_letter.pk}/").content
+    assert b"<script>alert(1)" not in content and b"&lt;script&gt;" in content
+
+
+def test_admin_action_replays_selected_letters(dead_letter: DeadLetter, role_user: Any) -> None:
+    admin = role_user("admin", "boss")
+    admin.is_staff = admin.is_superuser = True
+    admin.save()
+    client = Client()
+    client.force_login(admin)
+    url = "/admin/workflows/deadletter/"
+    client.post(url, {"action": "discard_letters", "_selected_action": [dead_letter.pk]})
+    dead_letter.refresh_from_db()
+    assert dead_letter.status == "open", "discarding asks for a reason first"
+    client.post(
+        url,
+        {"action": "discard_letters", "_selected_action": [dead_letter.pk], "confirmed": "1", "reason": "r"},
+    )
+    dead_letter.refresh_from_db()
+    assert dead_letter.status == "discarded"
+    assert AuditEntry.objects.get(action="deadletter.discard").actor_label == "boss"

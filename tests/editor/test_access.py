@@ -1,0 +1,172 @@
+"""Who may do what in the editor: the permission matrix, CSRF, and role-aware pages."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import Group, User
+from django.test import Client
+
+from controlplane import access
+from tests.editor.conftest import CHAIN, ROLES_AND_NOBODY, JsonClient, add_draft, make_workflow, url
+from workflows import runs
+from workflows.models import Workflow
+
+CHANGED = {**CHAIN, "description": "changed"}
+
+
+@dataclass(frozen=True)
+class Action:
+    name: str
+    least: str  # the least role allowed
+    ok: int  # the status when allowed
+    page: bool  # HTML page: anonymous is redirected to the login, not answered 401
+    call: Callable[[JsonClient, dict[str, Any]], Any]
+
+
+def setup() -> dict[str, Any]:
+    """A workflow with v1 published and active, v2 a draft, and one run of v1."""
+    workflow = make_workflow("matrix")
+    add_draft(workflow, CHANGED)
+    run, _ = runs.start_run(workflow, {})
+    return {"slug": workflow.slug, "run": run.pk}
+
+
+ACTIONS = [
+    Action("list page", access.VIEWER, 200, True, lambda c, s: c.get("/workflows/")),
+    Action("editor page", access.VIEWER, 200, True, lambda c, s: c.get(url(s["slug"]))),
+    Action("history page", access.VIEWER, 200, True, lambda c, s: c.get(url(s["slug"], "history/"))),
+    Action("diff page", access.VIEWER, 200, True, lambda c, s: c.get(url(s["slug"], "diff/"))),
+    Action("history json", access.VIEWER, 200, False, lambda c, s: c.get(url(s["slug"], "api/versions"))),
+    Action("version json", access.VIEWER, 200, False, lambda c, s: c.get(url(s["slug"], "api/versions/2"))),
+    Action(
+        "diff json",
+        access.VIEWER,
+        200,
+        False,
+        lambda c, s: c.get(url(s["slug"], "api/diff"), **{"from": 1, "to": 2}),
+    ),
+    Action(
+        "validate",
+        access.VIEWER,
+        200,
+        False,
+        lambda c, s: c.post(url(s["slug"], "api/validate"), {"definition": CHAIN}),
+    ),
+    Action(
+        "run state", access.VIEWER, 200, False, lambda c, s: c.get(url(s["slug"], f"api/runs/{s['run']}"))
+    ),
+    Action(
+        "test-run active",
+        access.OPERATOR,
+        201,
+        False,
+        lambda c, s: c.post(url(s["slug"], "api/test-runs"), {"version": 1, "input": {}}),
+    ),
+    Action(
+        "test-run draft",
+        access.EDITOR,
+        201,
+        False,
+        lambda c, s: c.post(url(s["slug"], "api/test-runs"), {"version": 2, "input": {}}),
+    ),
+    Action(
+        "save",
+        access.EDITOR,
+        200,
+        False,
+        lambda c, s: c.post(url(s["slug"], "api/save"), {"base": 2, "revision": 1, "definition": CHAIN}),
+    ),
+    Action(
+        "publish", access.EDITOR, 200, False, lambda c, s: c.post(url(s["slug"], "api/versions/2/publish"))
+    ),
+    Action(
+        "activate", access.EDITOR, 200, False, lambda c, s: c.post(url(s["slug"], "api/versions/1/activate"))
+    ),
+    Action(
+        "create workflow",
+        access.EDITOR,
+        302,
+        True,
+        lambda c, s: c.client.post("/workflows/", {"slug": "brand-new", "title": "Brand new"}),
+    ),
+]
+
+
+def expected(action: Action, role: str) -> int:
+    if role == "anonymous":
+        return 302 if action.page else 401
+    if role == "norole" or access.ROLES.index(role) < access.ROLES.index(action.least):
+        return 403
+    return action.ok
+
+
+@pytest.mark.parametrize("role", ROLES_AND_NOBODY)
+@pytest.mark.parametrize("action", ACTIONS, ids=lambda a: a.name)
+def test_permission_matrix(action: Action, role: str, client_as: Callable[[str], JsonClient]) -> None:
+    state = setup()
+    response = action.call(client_as(role), state)
+    assert response.status_code == expected(action, role), response.content[:300]
+    if response.status_code in (401, 403) and not action.page:
+        assert "error" in response.json()
+
+
+def test_refused_changes_leave_nothing_behind(client_as: Callable[[str], JsonClient]) -> None:
+    state = setup()
+    viewer = client_as(access.VIEWER)
+    viewer.post(url(state["slug"], "api/save"), {"base": 2, "revision": 1, "definition": CHAIN})
+    viewer.post(url(state["slug"], "api/versions/2/publish"))
+    workflow = Workflow.objects.get(slug=state["slug"])
+    draft = workflow.versions.get(number=2)
+    assert (draft.status, draft.revision, workflow.active_version.number) == ("draft", 1, 1)
+
+
+def test_viewer_page_has_no_save_or_publish_buttons(client_as: Callable[[str], JsonClient]) -> None:
+    state = setup()
+    page = client_as(access.VIEWER).get(url(state["slug"])).content.decode()
+    assert 'data-cmd="save"' not in page and 'data-cmd="publish"' not in page
+    assert 'id="ed-palette-list"' not in page
+    assert "Read only" in page
+
+
+def test_editor_page_has_save_and_publish_buttons(editor: JsonClient) -> None:
+    state = setup()
+    page = editor.get(url(state["slug"])).content.decode()
+    assert 'data-cmd="save"' in page and 'data-cmd="publish"' in page
+    config = json.loads(page.split('id="editor-config" type="application/json">')[1].split("</script>")[0])
+    assert config["can"] == {"edit": True, "publish": True, "run": True}
+    assert config["version"] == 2  # the newest draft, newer than the active version
+
+
+def test_operator_page_offers_test_runs_but_no_editing(client_as: Callable[[str], JsonClient]) -> None:
+    state = setup()
+    page = client_as(access.OPERATOR).get(url(state["slug"])).content.decode()
+    config = json.loads(page.split('id="editor-config" type="application/json">')[1].split("</script>")[0])
+    assert config["can"] == {"edit": False, "publish": False, "run": True}
+    assert 'data-cmd="save"' not in page
+
+
+def test_posts_without_the_csrf_token_are_refused(db: None) -> None:
+    state = setup()
+    user = User.objects.create(username="csrf-editor")
+    user.groups.add(Group.objects.get_or_create(name=access.EDITOR)[0])
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(user)
+    body = json.dumps({"base": 2, "revision": 1, "definition": CHAIN})
+    save_url = url(state["slug"], "api/save")
+    refused = client.post(save_url, body, content_type="application/json")
+    assert refused.status_code == 403
+    client.get(url(state["slug"]))  # the page sets the csrftoken cookie
+    token = client.cookies["csrftoken"].value
+    accepted = client.post(save_url, body, content_type="application/json", headers={"X-CSRFToken": token})
+    assert accepted.status_code == 200
+
+
+def test_json_endpoints_refuse_other_methods(editor: JsonClient) -> None:
+    state = setup()
+    assert editor.get(url(state["slug"], "api/save")).status_code == 405
+    assert editor.post(url(state["slug"], "api/versions")).status_code == 405

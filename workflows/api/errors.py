@@ -1,0 +1,126 @@
+"""One error format for the whole API: RFC 9457 problem details (application/problem+json).
+
+Every refusal is a problem with `type`, `title`, `status`, `detail`, `instance` and
+`errors`: one entry per offending input, saying where it is (`in`: body, query, header,
+path), its JSON path (`definition.nodes[2].retry.max_attempts`) and what is wrong. `type`
+points at the docs page's section on that kind of problem. Domain errors
+(workflows/errors.py) carry their own status; their issues become `errors`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from http import HTTPStatus
+from typing import Any
+
+from django.core.serializers.json import DjangoJSONEncoder
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from workflows.errors import DomainError
+
+CONTENT_TYPE = "application/problem+json"
+DOCS_PATH = "/api/v1/docs"
+# "reason: say why..." -> the message names a field of the request body.
+FIELD_MESSAGE = re.compile(r"^([a-z_][a-z0-9_]*): (.+)$", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class FieldError:
+    location: str  # body, query, header, path
+    path: str
+    message: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"in": self.location, "path": self.path, "message": self.message}
+
+
+class ApiError(Exception):
+    """A refusal to answer with a problem document."""
+
+    def __init__(
+        self,
+        status: int,
+        detail: str,
+        errors: Iterable[FieldError] = (),
+        headers: Mapping[str, str] | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.errors = list(errors)
+        self.headers = dict(headers or {})
+        self.extra = dict(extra or {})
+
+    def response(self, request: HttpRequest) -> HttpResponse:
+        return problem(request, self.status, self.detail, self.errors, self.headers, self.extra)
+
+
+def problem_type(status: int) -> str:
+    return f"{DOCS_PATH}#problem-{status}"
+
+
+def problem(
+    request: HttpRequest,
+    status: int,
+    detail: str,
+    errors: Sequence[FieldError] = (),
+    headers: Mapping[str, str] | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> HttpResponse:
+    body = {
+        "type": problem_type(status),
+        "title": HTTPStatus(status).phrase,
+        "status": status,
+        "detail": detail,
+        "instance": request.path,
+        "errors": [e.as_dict() for e in errors],
+        **(extra or {}),
+    }
+    response = JsonResponse(body, status=status, content_type=CONTENT_TYPE, encoder=DjangoJSONEncoder)
+    for name, value in (headers or {}).items():
+        response[name] = value
+    return response
+
+
+def from_domain(exc: DomainError, prefix: str = "") -> ApiError:
+    """Turn a domain refusal into a problem; issue paths are put under `prefix` (a body field)."""
+    errors = [FieldError("body", join_path(prefix, issue.path), issue.message) for issue in exc.issues]
+    match = FIELD_MESSAGE.match(exc.message)
+    if not errors and match and not prefix:
+        errors = [FieldError("body", match[1], match[2])]
+    return ApiError(exc.http_status, exc.message, errors)
+
+
+def join_path(prefix: str, path: str) -> str:
+    if not prefix or not path:
+        return prefix or path
+    return f"{prefix}{path}" if path.startswith("[") else f"{prefix}.{path}"
+
+
+@contextmanager
+def issues_under(prefix: str) -> Iterator[None]:
+    """Report the domain's issue paths (relative to a definition) under a body field."""
+    try:
+        yield
+    except DomainError as exc:
+        if not exc.issues:
+            raise
+        raise from_domain(exc, prefix) from None
+
+
+def loc_path(loc: Sequence[str | int]) -> str:
+    """Join a location as a JSON path: ("nodes", 2, "id") -> "nodes[2].id"."""
+    path = ""
+    for part in loc:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]*", part):
+            path += f".{part}" if path else part
+        else:
+            path += f"[{json.dumps(part, ensure_ascii=False)}]"
+    return path

@@ -1,0 +1,233 @@
+"""What the API accepts: request bodies and query strings as pydantic models.
+
+The same classes validate requests (routing.py) and describe them in the OpenAPI document
+(openapi.py). Bodies are read strictly (JSON types as sent, unknown fields refused); query
+strings loosely (everything arrives as text), unknown parameters refused too.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field
+
+from workflows import engine
+from workflows.api.routing import MAX_ID
+from workflows.webhooks import EVENT_TYPES
+
+SLUG_PATTERN = r"^[-a-zA-Z0-9_]+$"
+
+
+def whole_number(value: Any) -> Any:
+    """Take 3.0 as 3: JSON Schema calls any number without a fraction an integer."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+RFC3339 = re.compile(r"(\d{4}-\d{2}-\d{2})[Tt](\d{2}:\d{2}:\d{2})(\.\d{1,6})?\d*([Zz]|[+-]\d{2}:\d{2})")
+
+
+def rfc3339(value: Any) -> Any:
+    """Read an RFC 3339 date-time, refusing what pydantic would also take (Unix seconds, no offset)."""
+    if isinstance(value, datetime):
+        return value
+    match = RFC3339.fullmatch(value) if isinstance(value, str) else None
+    if match is None:
+        raise ValueError("must be an RFC 3339 date-time with an offset, like 2026-01-31T09:30:00Z")
+    date, time, fraction, offset = match.groups()
+    return datetime.fromisoformat(f"{date}T{time}{fraction or ''}{'+00:00' if offset in 'Zz' else offset}")
+
+
+def to_utc(value: datetime) -> datetime:
+    """Store instants in UTC: PostgreSQL refuses offsets beyond 15:59 that RFC 3339 allows."""
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise ValueError("is out of range once converted to UTC") from None
+
+
+Int = Annotated[int, BeforeValidator(whole_number)]
+Moment = Annotated[AwareDatetime, BeforeValidator(rfc3339), AfterValidator(to_utc)]
+Slug = Annotated[str, Field(pattern=SLUG_PATTERN, min_length=1, max_length=100)]
+Id = Annotated[Int, Field(ge=1, le=MAX_ID)]
+Number = Annotated[Int, Field(ge=1, le=2**31 - 1)]
+Scope = Literal["read", "run", "edit", "operate", "admin"]
+EventType = Literal[EVENT_TYPES]  # type: ignore[valid-type]
+RunStatus = Literal[engine.RUN_STATUSES]  # type: ignore[valid-type]
+LetterStatus = Literal["open", "replayed", "discarded"]
+DeliveryStatus = Literal["pending", "sending", "succeeded", "failed"]
+Definition = Annotated[
+    dict[str, Any], Field(description="A workflow definition: nodes, edges, description (see the docs page).")
+]
+
+
+class Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Query(BaseModel):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class Page(Query):
+    limit: int = Field(50, ge=1, le=200, description="Items per page.")
+    cursor: str | None = Field(None, max_length=200, description="`next_cursor` of the previous page.")
+
+
+# --------------------------------------------------------------------------- workflows
+
+
+class WorkflowCreate(Body):
+    slug: Slug
+    title: str = Field(min_length=1, max_length=200)
+    description: str = Field("", max_length=10000)
+
+
+class WorkflowUpdate(Body):
+    title: str | None = Field(
+        None, min_length=1, max_length=200, description="Unchanged when absent or null."
+    )
+    description: str | None = Field(None, max_length=10000, description="Unchanged when absent or null.")
+
+
+class WorkflowQuery(Page):
+    q: str | None = Field(None, max_length=100, description="Text contained in the slug or title.")
+    paused: bool | None = None
+
+
+# --------------------------------------------------------------------------- versions
+
+
+class DraftCreate(Body):
+    definition: Definition
+    comment: str = Field("", max_length=2000)
+
+
+class DraftUpdate(Body):
+    definition: Definition
+    comment: str | None = Field(None, max_length=2000, description="Unchanged when absent or null.")
+
+
+class PublishIn(Body):
+    activate: bool = Field(True, description="Make it the version new runs use.")
+
+
+class ValidateIn(Body):
+    definition: Definition
+
+
+class DiffQuery(Query):
+    from_version: Number = Field(alias="from", description="Version number to compare from.")
+    to_version: Number = Field(alias="to", description="Version number to compare to.")
+
+
+class ExportQuery(Query):
+    version: Number | None = Field(None, description="Version number; the active version by default.")
+
+
+class ImportIn(Body):
+    """A workflow export, as GET /workflows/{slug}/export returns it."""
+
+    format: Literal["switchyard.workflow/v1"]
+    slug: Slug
+    title: str = Field(min_length=1, max_length=200)
+    description: str = Field("", max_length=10000)
+    version: Int | None = None
+    checksum: str | None = Field(None, max_length=80)
+    definition: Definition
+
+
+class ImportQuery(Query):
+    publish: bool = Field(False, description="Publish and activate the imported version.")
+
+
+# --------------------------------------------------------------------------- runs
+
+
+class StartRunIn(Body):
+    input: dict[str, Any] = Field(default_factory=dict, description="The run input, a JSON object.")
+
+
+class CancelIn(Body):
+    reason: str = Field("", max_length=1000)
+
+
+class RunQuery(Page):
+    workflow: Slug | None = None
+    status: RunStatus | None = None
+    version: Number | None = Field(None, description="Version number; needs `workflow`.")
+    created_after: Moment | None = None
+    created_before: Moment | None = None
+
+
+class EventQuery(Query):
+    limit: int = Field(500, ge=1, le=1000)
+    cursor: str | None = Field(None, max_length=200)
+
+
+# --------------------------------------------------------------------------- dead letters
+
+
+class LetterQuery(Page):
+    status: LetterStatus | None = None
+    workflow: Slug | None = None
+    run: Id | None = None
+    node_id: str | None = Field(None, max_length=64)
+    created_after: Moment | None = None
+    created_before: Moment | None = None
+
+
+class LetterFilterIn(Body):
+    """Which open dead letters a bulk action applies to; absent fields match any."""
+
+    workflow: Slug | None = None
+    run: Id | None = None
+    node_id: str | None = Field(None, max_length=64)
+    created_after: Moment | None = None
+    created_before: Moment | None = None
+
+
+class BulkReplayIn(Body):
+    filter: LetterFilterIn = Field(default_factory=LetterFilterIn)
+    dry_run: bool = Field(description="true: only count what would be replayed.")
+    limit: Int = Field(100, ge=1, le=1000, description="At most this many letters, oldest first.")
+
+
+class BulkDiscardIn(BulkReplayIn):
+    reason: str = Field(min_length=1, max_length=1000)
+
+
+class DiscardIn(Body):
+    reason: str = Field(min_length=1, max_length=1000)
+
+
+# --------------------------------------------------------------------------- keys and hooks
+
+
+class KeyCreate(Body):
+    name: str = Field(min_length=1, max_length=100)
+    scopes: list[Scope] = Field(min_length=1, max_length=5)
+    expires_at: Moment | None = None
+    owner: str | None = Field(
+        None, min_length=1, max_length=150, description="Username; the requesting key's owner by default."
+    )
+
+
+class TriggerCreate(Body):
+    name: str = Field(min_length=1, max_length=100)
+
+
+class SubscriptionCreate(Body):
+    url: str = Field(pattern=r"^https?://[^\s/?#]+[^\s]*$", max_length=2000)
+    events: list[EventType] = Field(min_length=1, max_length=len(EVENT_TYPES))
+
+
+class DeliveryQuery(Page):
+    status: DeliveryStatus | None = None
+
+
+class HookInput(BaseModel):
+    """Any JSON object: it becomes the run input."""
+
+    model_config = ConfigDict(extra="allow")

@@ -1,0 +1,581 @@
+"""What the API answers: plain functions from models to dicts, typed as TypedDicts.
+
+The TypedDicts are the response schemas of the OpenAPI document (pydantic turns them into
+JSON Schema), and mypy checks every serializer against its TypedDict, so the documented
+shape and the served one are the same code. Datetimes stay datetimes here; the JSON
+encoder writes them as RFC 3339.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, NotRequired
+
+from typing_extensions import TypedDict
+
+from workflows import drafts
+from workflows.graph import Issue
+from workflows.handlers.registry import Handler
+from workflows.models import (
+    ApiKey,
+    DeadLetter,
+    NodeRun,
+    Run,
+    RunEvent,
+    Trigger,
+    WebhookDelivery,
+    WebhookSubscription,
+    Workflow,
+    WorkflowVersion,
+)
+
+API = "/api/v1"
+
+
+# --------------------------------------------------------------------------- shapes
+
+
+# "in" is a Python keyword: the functional syntax names it.
+ProblemError = TypedDict("ProblemError", {"in": str, "path": str, "message": str})
+
+
+class WorkflowOut(TypedDict):
+    slug: str
+    title: str
+    description: str
+    paused: bool
+    active_version: int | None
+    created_at: datetime
+    updated_at: datetime
+    url: str
+
+
+class VersionSummary(TypedDict):
+    id: int
+    workflow: str
+    number: int
+    status: str
+    checksum: str
+    revision: int
+    etag: str
+    comment: str
+    active: bool
+    created_by: str | None
+    created_at: datetime
+    published_at: datetime | None
+    url: str
+
+
+class VersionOut(VersionSummary):
+    definition: dict[str, Any]
+
+
+class Problem(TypedDict):
+    type: str
+    title: str
+    status: int
+    detail: str
+    instance: str
+    errors: list[ProblemError]
+    current: NotRequired[VersionOut]
+
+
+class RunSummary(TypedDict):
+    id: int
+    workflow: str
+    version: int
+    version_id: int
+    status: str
+    idempotency_key: str | None
+    created_at: datetime
+    finished_at: datetime | None
+    url: str
+
+
+class NodeOut(TypedDict):
+    node_id: str
+    status: str
+    attempt: int
+    tries: int
+    queue: str
+    worker: str
+    queued_at: datetime | None
+    started_at: datetime | None
+    finished_at: datetime | None
+    duration_ms: float | None
+    output: Any
+    error: str
+    traceback: str
+
+
+class RunOut(RunSummary):
+    input: dict[str, Any]
+    nodes: list[NodeOut]
+    dead_letters: list[int]
+
+
+class EventOut(TypedDict):
+    id: int
+    kind: str
+    node_id: str
+    attempt: int
+    at: datetime
+    started_at: datetime | None
+    worker: str
+    data: dict[str, Any]
+
+
+class SpanOut(TypedDict):
+    node_id: str
+    attempt: int
+    status: str
+    worker: str
+    start: datetime | None
+    end: datetime
+    duration_ms: float | None
+    error: str
+
+
+class TraceOut(TypedDict):
+    run: int
+    spans: list[SpanOut]
+
+
+class DeadLetterSummary(TypedDict):
+    id: int
+    run: int
+    workflow: str
+    node_id: str
+    attempt: int
+    status: str
+    error: str
+    created_at: datetime
+    resolved_at: datetime | None
+    resolved_by: str | None
+    reason: str
+    url: str
+
+
+class DeadLetterOut(DeadLetterSummary):
+    traceback: str
+    input_snapshot: dict[str, Any]
+    attempts: list[SpanOut]
+
+
+class RefusedOut(TypedDict):
+    id: int
+    reason: str
+
+
+class BulkOut(TypedDict):
+    matched: int
+    dry_run: bool
+    done: list[int]
+    refused: list[RefusedOut]
+    sample: list[int]
+
+
+class HandlerOut(TypedDict):
+    name: str
+    summary: str
+    doc: str
+    config_schema: dict[str, Any] | None
+    batchable: bool
+
+
+class IssueOut(TypedDict):
+    path: str
+    message: str
+
+
+class ValidationOut(TypedDict):
+    valid: bool
+    issues: list[IssueOut]
+
+
+class FieldChangeOut(TypedDict):
+    field: str
+    old: Any
+    new: Any
+
+
+class NodeChangeOut(TypedDict):
+    node_id: str
+    changes: list[FieldChangeOut]
+
+
+class EdgeOut(TypedDict):
+    source: str
+    target: str
+
+
+class EdgeChangeOut(EdgeOut):
+    changes: list[FieldChangeOut]
+
+
+class GraphDiffOut(TypedDict):
+    nodes_added: list[str]
+    nodes_removed: list[str]
+    nodes_changed: list[NodeChangeOut]
+    edges_added: list[EdgeOut]
+    edges_removed: list[EdgeOut]
+    edges_changed: list[EdgeChangeOut]
+
+
+class DiffOut(TypedDict):
+    workflow: str
+    from_version: int
+    to_version: int
+    empty: bool
+    diff: GraphDiffOut
+
+
+class ExportOut(TypedDict):
+    format: str
+    slug: str
+    title: str
+    description: str
+    version: int
+    checksum: str
+    definition: dict[str, Any]
+
+
+class ResumeOut(TypedDict):
+    workflow: WorkflowOut
+    started: int
+
+
+class KeyOut(TypedDict):
+    id: int
+    name: str
+    owner: str
+    prefix: str
+    scopes: list[str]
+    created_at: datetime
+    expires_at: datetime | None
+    revoked_at: datetime | None
+    last_used_at: datetime | None
+
+
+class KeyCreated(KeyOut):
+    key: str
+
+
+class TriggerOut(TypedDict):
+    id: str
+    workflow: str
+    name: str
+    active: bool
+    url: str
+    created_at: datetime
+
+
+class TriggerCreated(TriggerOut):
+    secret: str
+
+
+class SubscriptionOut(TypedDict):
+    id: int
+    workflow: str
+    url: str
+    events: list[str]
+    active: bool
+    created_at: datetime
+
+
+class SubscriptionCreated(SubscriptionOut):
+    secret: str
+
+
+class DeliveryOut(TypedDict):
+    id: int
+    subscription: int
+    event_id: int
+    event_type: str
+    status: str
+    attempts: int
+    next_attempt_at: datetime
+    last_attempt_at: datetime | None
+    delivered_at: datetime | None
+    response_status: int | None
+    response_body: str
+    error: str
+    duration_ms: float | None
+    payload: dict[str, Any]
+    created_at: datetime
+
+
+class CheckOut(TypedDict):
+    ok: bool
+    detail: str
+
+
+class HealthOut(TypedDict):
+    status: str
+    checks: dict[str, CheckOut]
+
+
+class WorkflowPage(TypedDict):
+    items: list[WorkflowOut]
+    next_cursor: str | None
+
+
+class VersionList(TypedDict):
+    items: list[VersionSummary]
+
+
+class RunPage(TypedDict):
+    items: list[RunSummary]
+    next_cursor: str | None
+
+
+class EventPage(TypedDict):
+    items: list[EventOut]
+    next_cursor: str | None
+
+
+class DeadLetterPage(TypedDict):
+    items: list[DeadLetterSummary]
+    next_cursor: str | None
+
+
+class KeyPage(TypedDict):
+    items: list[KeyOut]
+    next_cursor: str | None
+
+
+class DeliveryPage(TypedDict):
+    items: list[DeliveryOut]
+    next_cursor: str | None
+
+
+class HandlerList(TypedDict):
+    items: list[HandlerOut]
+
+
+class TriggerList(TypedDict):
+    items: list[TriggerOut]
+
+
+class SubscriptionList(TypedDict):
+    items: list[SubscriptionOut]
+
+
+# --------------------------------------------------------------------------- functions
+
+
+def workflow(wf: Workflow) -> WorkflowOut:
+    active = wf.active_version
+    return {
+        "slug": wf.slug,
+        "title": wf.title,
+        "description": wf.description,
+        "paused": wf.paused,
+        "active_version": active.number if active is not None else None,
+        "created_at": wf.created_at,
+        "updated_at": wf.updated_at,
+        "url": f"{API}/workflows/{wf.slug}",
+    }
+
+
+def version_summary(v: WorkflowVersion) -> VersionSummary:
+    slug = v.workflow.slug
+    return {
+        "id": v.pk,
+        "workflow": slug,
+        "number": v.number,
+        "status": v.status,
+        "checksum": v.checksum,
+        "revision": v.revision,
+        "etag": drafts.etag(v),
+        "comment": v.comment,
+        "active": v.workflow.active_version_id == v.pk,
+        "created_by": v.created_by.username if v.created_by else None,
+        "created_at": v.created_at,
+        "published_at": v.published_at,
+        "url": f"{API}/workflows/{slug}/versions/{v.number}",
+    }
+
+
+def version(v: WorkflowVersion) -> VersionOut:
+    return {**version_summary(v), "definition": v.definition}  # type: ignore[typeddict-item]
+
+
+def run_summary(r: Run) -> RunSummary:
+    return {
+        "id": r.pk,
+        "workflow": r.workflow.slug,
+        "version": r.version.number,
+        "version_id": r.version_id,
+        "status": r.status,
+        "idempotency_key": r.idempotency_key,
+        "created_at": r.created_at,
+        "finished_at": r.finished_at,
+        "url": f"{API}/runs/{r.pk}",
+    }
+
+
+def node(n: NodeRun) -> NodeOut:
+    return {
+        "node_id": n.node_id,
+        "status": n.status,
+        "attempt": n.attempt,
+        "tries": n.tries,
+        "queue": n.queue,
+        "worker": n.worker,
+        "queued_at": n.queued_at,
+        "started_at": n.started_at,
+        "finished_at": n.finished_at,
+        "duration_ms": millis(n.started_at, n.finished_at),
+        "output": n.output,
+        "error": n.error,
+        "traceback": n.traceback,
+    }
+
+
+def run(r: Run, nodes: list[NodeRun], letters: list[int]) -> RunOut:
+    return {  # type: ignore[typeddict-item]
+        **run_summary(r),
+        "input": r.input,
+        "nodes": [node(n) for n in nodes],
+        "dead_letters": letters,
+    }
+
+
+def millis(start: datetime | None, end: datetime | None) -> float | None:
+    if start is None or end is None:
+        return None
+    return round((end - start).total_seconds() * 1000, 3)
+
+
+def event(e: RunEvent) -> EventOut:
+    return {
+        "id": e.pk,
+        "kind": e.kind,
+        "node_id": e.node_id,
+        "attempt": e.attempt,
+        "at": e.at,
+        "started_at": e.started_at,
+        "worker": e.worker,
+        "data": e.data if isinstance(e.data, dict) else {"value": e.data},
+    }
+
+
+def span(e: RunEvent) -> SpanOut:
+    data = e.data if isinstance(e.data, dict) else {}
+    return {
+        "node_id": e.node_id,
+        "attempt": e.attempt,
+        "status": str(data.get("status", "")),
+        "worker": e.worker,
+        "start": e.started_at,
+        "end": e.at,
+        "duration_ms": millis(e.started_at, e.at),
+        "error": str(data.get("error", "")),
+    }
+
+
+def letter_summary(d: DeadLetter) -> DeadLetterSummary:
+    return {
+        "id": d.pk,
+        "run": d.run_id,
+        "workflow": d.run.workflow.slug,
+        "node_id": d.node_id,
+        "attempt": d.attempt,
+        "status": d.status,
+        "error": d.error,
+        "created_at": d.created_at,
+        "resolved_at": d.resolved_at,
+        "resolved_by": d.resolved_by.username if d.resolved_by else None,
+        "reason": d.reason,
+        "url": f"{API}/deadletters/{d.pk}",
+    }
+
+
+def letter(d: DeadLetter, attempts: list[RunEvent]) -> DeadLetterOut:
+    return {  # type: ignore[typeddict-item]
+        **letter_summary(d),
+        "traceback": d.traceback,
+        "input_snapshot": d.input_snapshot,
+        "attempts": [span(e) for e in attempts],
+    }
+
+
+def bulk(result: Any) -> BulkOut:
+    return {
+        "matched": result.matched,
+        "dry_run": result.dry_run,
+        "done": result.done,
+        "refused": result.refused,
+        "sample": result.sample,
+    }
+
+
+def handler(h: Handler) -> HandlerOut:
+    return {
+        "name": h.name,
+        "summary": h.summary(),
+        "doc": h.doc,
+        "config_schema": h.config_schema,
+        "batchable": h.batchable,
+    }
+
+
+def validation(issues: list[Issue]) -> ValidationOut:
+    return {"valid": not issues, "issues": [{"path": i.path, "message": i.message} for i in issues]}
+
+
+def api_key(k: ApiKey) -> KeyOut:
+    return {
+        "id": k.pk,
+        "name": k.name,
+        "owner": k.owner.username,
+        "prefix": k.prefix,
+        "scopes": list(k.scopes),
+        "created_at": k.created_at,
+        "expires_at": k.expires_at,
+        "revoked_at": k.revoked_at,
+        "last_used_at": k.last_used_at,
+    }
+
+
+def trigger(t: Trigger) -> TriggerOut:
+    return {
+        "id": str(t.pk),
+        "workflow": t.workflow.slug,
+        "name": t.name,
+        "active": t.active,
+        "url": f"{API}/hooks/{t.pk}",
+        "created_at": t.created_at,
+    }
+
+
+def subscription(s: WebhookSubscription) -> SubscriptionOut:
+    return {
+        "id": s.pk,
+        "workflow": s.workflow.slug,
+        "url": s.url,
+        "events": list(s.events),
+        "active": s.active,
+        "created_at": s.created_at,
+    }
+
+
+def delivery(d: WebhookDelivery) -> DeliveryOut:
+    return {
+        "id": d.pk,
+        "subscription": d.subscription_id,
+        "event_id": d.event_id,
+        "event_type": d.event_type,
+        "status": d.status,
+        "attempts": d.attempts,
+        "next_attempt_at": d.next_attempt_at,
+        "last_attempt_at": d.last_attempt_at,
+        "delivered_at": d.delivered_at,
+        "response_status": d.response_status,
+        "response_body": d.response_body,
+        "error": d.error,
+        "duration_ms": d.duration_ms,
+        "payload": d.payload,
+        "created_at": d.created_at,
+    }

@@ -1,0 +1,443 @@
+"""Webhooks: signed inbound triggers that start runs, and signed outbound event deliveries.
+
+Signature (both directions): `X-Switchyard-Signature: sha256=<hex>`, the HMAC-SHA256 with
+the trigger's or subscription's secret of `<X-Switchyard-Timestamp>.<raw body>`, the
+timestamp in Unix seconds; `X-Switchyard-Delivery` names the delivery.
+
+Inbound: a timestamp more than WEBHOOK_TOLERANCE_SECONDS away from now is refused, so a
+captured request cannot be replayed later; within that window a delivery id is used once:
+the same id with the same body answers the run it started the first time (idempotent, no
+second run), the same id with another body is refused. The delivery id is stored as the
+run's idempotency key (`hook:<trigger>:<delivery>`), unique per workflow and so per trigger.
+
+Outbound, why a scan of RunEvent rather than a hook in the engine: the events that matter
+(`run.succeeded`, `run.failed`, `run.cancelled`, `node.dead`) are already written in the
+same transactions that change the runs, so they are a transactional outbox. `dispatch()`
+reads them past a cursor kept in Postgres, writes one WebhookDelivery per subscription and
+event (unique, so reading an event twice is harmless) and enqueues an ordinary RQ job per
+delivery. A crash anywhere loses nothing: an event not yet read is read next time, a
+delivery whose job was lost is enqueued again, a delivery whose worker died mid-send is
+retried. Pub/sub (`bus.RUNS_CHANNEL`) or an on_commit hook would lose events on a crash.
+The cost is latency: up to one dispatcher interval (a second) after the event.
+
+`dispatch()` runs once a second from `manage.py runwebhooks` (or from the scheduler's
+reconcile step); any number may run, the cursor row is locked while it is read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import random
+import secrets
+import time
+from datetime import datetime, timedelta
+from typing import Any
+
+import django_rq
+import httpx
+from django.conf import settings
+from django.db import close_old_connections, connection, transaction
+from django.db.models import F, Max
+from django.utils import timezone
+
+from workflows import audit, runs
+from workflows.catalog import person_of
+from workflows.errors import DomainError, Invalid, NotFound
+from workflows.models import (
+    DeadLetter,
+    Run,
+    RunEvent,
+    Trigger,
+    WebhookCursor,
+    WebhookDelivery,
+    WebhookSubscription,
+    Workflow,
+)
+
+log = logging.getLogger(__name__)
+
+EVENT_TYPES = ("run.succeeded", "run.failed", "run.cancelled", "deadletter.created")
+EVENT_OF_KIND = {
+    "run.succeeded": "run.succeeded",
+    "run.failed": "run.failed",
+    "run.cancelled": "run.cancelled",
+    "node.dead": "deadletter.created",
+}
+DELIVERY_JOB = "workflows.webhooks.deliver"
+QUEUE = "default"
+CURSOR = "events"
+SETTLE_SECONDS = 10  # how late a transaction may commit an event and still be read
+CHECKPOINT_EVERY = 1.0
+SCAN_LIMIT = 5000
+REQUEUE_AFTER = timedelta(minutes=2)  # enqueued but never picked up: enqueue again
+MAX_BACKOFF_SECONDS = 3600
+RESPONSE_EXCERPT = 1000
+
+
+class SignatureRefused(DomainError):
+    """A delivery's signature or timestamp does not hold (401)."""
+
+    http_status = 401
+
+
+# --------------------------------------------------------------------------- signing
+
+
+def new_secret() -> str:
+    return f"whsec_{secrets.token_urlsafe(32)}"
+
+
+def sign(secret: str, timestamp: int | str, body: bytes) -> str:
+    digest = hmac.new(secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256).hexdigest()
+    return f"sha256={digest}"
+
+
+def signed_headers(secret: str, delivery_id: str, body: bytes, now: float | None = None) -> dict[str, str]:
+    """Return the headers that sign `body`, as a sender puts them on the request."""
+    timestamp = int(time.time() if now is None else now)
+    return {
+        "X-Switchyard-Timestamp": str(timestamp),
+        "X-Switchyard-Delivery": delivery_id,
+        "X-Switchyard-Signature": sign(secret, timestamp, body),
+    }
+
+
+# --------------------------------------------------------------------------- inbound
+
+
+def create_trigger(workflow: Workflow, name: str, actor: Any = None) -> Trigger:
+    with transaction.atomic():
+        trigger = Trigger.objects.create(
+            workflow=workflow, name=name, secret=new_secret(), created_by=person_of(actor)
+        )
+        audit.record(actor, "trigger.create", trigger, workflow=workflow.slug, name=name)
+    return trigger
+
+
+def delete_trigger(trigger_id: Any, actor: Any = None) -> None:
+    with transaction.atomic():
+        trigger = get_trigger(trigger_id)
+        audit.record(actor, "trigger.delete", trigger, workflow=trigger.workflow.slug, name=trigger.name)
+        trigger.delete()
+
+
+def get_trigger(trigger_id: Any) -> Trigger:
+    try:
+        return Trigger.objects.select_related("workflow").get(pk=trigger_id)
+    except Trigger.DoesNotExist:
+        raise NotFound(f"No trigger with id {trigger_id}.") from None
+
+
+def verify_delivery(trigger_id: Any, timestamp: str, signature: str, body: bytes, now: float) -> Trigger:
+    """Return the trigger if the delivery is signed with its secret and fresh; raise otherwise."""
+    trigger = get_trigger(trigger_id)
+    if not trigger.active:
+        raise NotFound(f"Trigger {trigger_id} is disabled.")
+    if not timestamp.isdigit():
+        raise SignatureRefused("X-Switchyard-Timestamp: give the signing time in Unix seconds.")
+    tolerance = settings.SWITCHYARD["WEBHOOK_TOLERANCE_SECONDS"]
+    age = now - int(timestamp)
+    if abs(age) > tolerance:
+        raise SignatureRefused(
+            f"X-Switchyard-Timestamp: the signature is {abs(age):.0f} s {'old' if age > 0 else 'in the future'}; "
+            f"the tolerance is {tolerance} s. Sign each delivery when it is sent."
+        )
+    if not hmac.compare_digest(sign(trigger.secret, timestamp, body), signature):
+        raise SignatureRefused(
+            "X-Switchyard-Signature: does not match; sign timestamp + '.' + the raw body with the "
+            "trigger's secret (HMAC-SHA256, hex, prefixed 'sha256=')."
+        )
+    return trigger
+
+
+def start_from_delivery(trigger: Trigger, delivery_id: str, run_input: Any) -> tuple[Run, bool]:
+    """Start the trigger's workflow once per delivery id; return (run, created)."""
+    if not isinstance(run_input, dict):
+        raise Invalid("The body must be a JSON object: it becomes the run input.")
+    key = f"hook:{trigger.pk}:{delivery_id}"
+    return runs.start_run(trigger.workflow, run_input, idempotency_key=key)
+
+
+# --------------------------------------------------------------------------- subscriptions
+
+
+def create_subscription(
+    workflow: Workflow, url: str, events: list[str], actor: Any = None
+) -> WebhookSubscription:
+    unknown = sorted(set(events) - set(EVENT_TYPES))
+    if unknown or not events:
+        raise Invalid(f"events: choose from {', '.join(EVENT_TYPES)}; got {events}.")
+    with transaction.atomic():
+        ensure_cursor()  # events from now on are delivered, none from before
+        subscription = WebhookSubscription.objects.create(
+            workflow=workflow,
+            url=url,
+            events=sorted(set(events)),
+            secret=new_secret(),
+            created_by=person_of(actor),
+        )
+        audit.record(actor, "subscription.create", subscription, workflow=workflow.slug, url=url)
+    return subscription
+
+
+def delete_subscription(subscription_id: int, actor: Any = None) -> None:
+    with transaction.atomic():
+        subscription = get_subscription(subscription_id)
+        audit.record(actor, "subscription.delete", subscription, url=subscription.url)
+        subscription.delete()
+
+
+def get_subscription(subscription_id: int) -> WebhookSubscription:
+    try:
+        return WebhookSubscription.objects.select_related("workflow").get(pk=subscription_id)
+    except WebhookSubscription.DoesNotExist:
+        raise NotFound(f"No webhook subscription with id {subscription_id}.") from None
+
+
+# --------------------------------------------------------------------------- dispatching
+
+
+def dispatch(now: datetime | None = None) -> dict[str, int]:
+    """Do one round: read new events, retry stuck sends, enqueue what is due."""
+    now = now or timezone.now()
+    return {"created": scan_events(now), "reclaimed": reclaim_stuck(now), "enqueued": enqueue_due(now)}
+
+
+def ensure_cursor() -> WebhookCursor:
+    top = RunEvent.objects.aggregate(top=Max("id"))["top"] or 0
+    cursor, _ = WebhookCursor.objects.get_or_create(name=CURSOR, defaults={"checkpoints": [[0.0, top]]})
+    return cursor
+
+
+SCAN_SQL = """
+SELECT e.id, e.kind, e.run_id, e.node_id, e.attempt, e.at, s.id, s.events
+FROM workflows_runevent e
+JOIN workflows_run r ON r.id = e.run_id
+JOIN workflows_webhooksubscription s
+  ON s.workflow_id = r.workflow_id AND s.active AND s.created_at <= e.at
+WHERE e.id > %(since)s AND e.id <= %(upper)s AND e.kind = ANY(%(kinds)s)
+  AND NOT EXISTS (
+    SELECT 1 FROM workflows_webhookdelivery d WHERE d.subscription_id = s.id AND d.event_id = e.id)
+ORDER BY e.id
+LIMIT %(limit)s
+"""
+
+
+def scan_events(now: datetime) -> int:
+    """Create the deliveries for events written since the last scans; return how many."""
+    ensure_cursor()
+    with transaction.atomic():
+        cursor = WebhookCursor.objects.select_for_update().get(name=CURSOR)
+        upper = RunEvent.objects.aggregate(top=Max("id"))["top"] or 0
+        since = scan_start(cursor.checkpoints, now.timestamp())
+        rows = []
+        if WebhookSubscription.objects.filter(active=True).exists():
+            with connection.cursor() as cur:
+                cur.execute(
+                    SCAN_SQL,
+                    {"since": since, "upper": upper, "kinds": list(EVENT_OF_KIND), "limit": SCAN_LIMIT},
+                )
+                rows = cur.fetchall()
+            if len(rows) == SCAN_LIMIT:
+                upper = rows[-1][0]  # the rest next round
+        deliveries = build_deliveries(rows, now)
+        WebhookDelivery.objects.bulk_create(deliveries, ignore_conflicts=True)
+        cursor.checkpoints = add_checkpoint(cursor.checkpoints, now.timestamp(), upper)
+        cursor.save(update_fields=["checkpoints", "updated_at"])
+    return len(deliveries)
+
+
+def scan_start(checkpoints: list[list[float]], now: float) -> int:
+    """Start from the newest checkpoint old enough that every event below it has committed."""
+    settled = [int(position) for at, position in checkpoints if now - at >= SETTLE_SECONDS]
+    return settled[-1] if settled else int(checkpoints[0][1])
+
+
+def add_checkpoint(checkpoints: list[list[float]], now: float, upper: int) -> list[list[float]]:
+    kept = list(checkpoints)
+    settled = [i for i, (at, _) in enumerate(kept) if now - at >= SETTLE_SECONDS]
+    if settled:
+        kept = kept[settled[-1] :]  # older settled ones are never read again
+    if now - kept[-1][0] >= CHECKPOINT_EVERY:
+        kept.append([now, upper])
+    return kept
+
+
+def build_deliveries(rows: list[tuple[Any, ...]], now: datetime) -> list[WebhookDelivery]:
+    wanted = [row for row in rows if EVENT_OF_KIND[row[1]] in row[7]]
+    run_ids = {row[2] for row in wanted}
+    run_map = {r.pk: r for r in Run.objects.filter(pk__in=run_ids).select_related("workflow", "version")}
+    letters = {
+        (d.run_id, d.node_id, d.attempt): d
+        for d in DeadLetter.objects.filter(run_id__in={row[2] for row in wanted if row[1] == "node.dead"})
+    }
+    deliveries = []
+    for event_id, kind, run_id, node_id, attempt, at, subscription_id, _ in wanted:
+        letter = letters.get((run_id, node_id, attempt))
+        payload = event_payload(event_id, kind, at, run_map[run_id], letter)
+        deliveries.append(
+            WebhookDelivery(
+                subscription_id=subscription_id,
+                event_id=event_id,
+                event_type=EVENT_OF_KIND[kind],
+                payload=payload,
+                next_attempt_at=now,
+            )
+        )
+    return deliveries
+
+
+def event_payload(
+    event_id: int, kind: str, at: datetime, run: Run, letter: DeadLetter | None
+) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "run": {
+            "id": run.pk,
+            "status": run.status,
+            "workflow": run.workflow.slug,
+            "version": run.version.number,
+            "created_at": run.created_at.isoformat(),
+            "finished_at": run.finished_at.isoformat() if run.finished_at else None,
+            "url": f"/api/v1/runs/{run.pk}",
+        }
+    }
+    if letter is not None:
+        data["dead_letter"] = {
+            "id": letter.pk,
+            "node_id": letter.node_id,
+            "attempt": letter.attempt,
+            "error": letter.error[:2000],
+            "url": f"/api/v1/deadletters/{letter.pk}",
+        }
+    return {"id": f"evt_{event_id}", "type": EVENT_OF_KIND[kind], "created_at": at.isoformat(), "data": data}
+
+
+def reclaim_stuck(now: datetime) -> int:
+    """Put back deliveries whose worker died mid-send (no outcome long after the timeout)."""
+    lost_before = now - timedelta(seconds=settings.SWITCHYARD["WEBHOOK_TIMEOUT_SECONDS"] + 60)
+    return WebhookDelivery.objects.filter(
+        status=WebhookDelivery.SENDING, last_attempt_at__lt=lost_before
+    ).update(
+        status=WebhookDelivery.PENDING,
+        next_attempt_at=now,
+        enqueued_at=None,
+        error="worker lost during the attempt",
+    )
+
+
+DUE_SQL = """
+UPDATE workflows_webhookdelivery SET enqueued_at = %(now)s
+WHERE id IN (
+    SELECT id FROM workflows_webhookdelivery
+    WHERE status = 'pending' AND next_attempt_at <= %(now)s
+      AND (enqueued_at IS NULL OR enqueued_at < %(stale)s)
+    ORDER BY next_attempt_at LIMIT 500 FOR UPDATE SKIP LOCKED)
+RETURNING id
+"""
+
+
+def enqueue_due(now: datetime) -> int:
+    """Enqueue a delivery job for every pending delivery that is due (after commit)."""
+    with transaction.atomic(), connection.cursor() as cur:
+        cur.execute(DUE_SQL, {"now": now, "stale": now - REQUEUE_AFTER})
+        due = [row[0] for row in cur.fetchall()]
+        transaction.on_commit(lambda: enqueue_jobs(due))
+    return len(due)
+
+
+def enqueue_jobs(delivery_ids: list[int]) -> None:
+    queue = django_rq.get_queue(QUEUE)
+    for delivery_id in delivery_ids:
+        queue.enqueue(DELIVERY_JOB, delivery_id, result_ttl=600, failure_ttl=86400)
+
+
+# --------------------------------------------------------------------------- delivering
+
+
+def deliver(delivery_id: int) -> str:
+    """RQ job entry point: a long-lived worker drops a dead database connection first."""
+    close_old_connections()
+    return send_delivery(delivery_id)
+
+
+def send_delivery(delivery_id: int) -> str:
+    """Send one delivery once, if it is due; record the outcome and when to try again."""
+    delivery = claim(delivery_id, timezone.now())
+    if delivery is None:
+        return "not due"  # delivered already, or another job holds it
+    outcome = send(delivery)
+    record(delivery, outcome, timezone.now())
+    return delivery.status
+
+
+def claim(delivery_id: int, now: datetime) -> WebhookDelivery | None:
+    claimed = WebhookDelivery.objects.filter(
+        pk=delivery_id, status=WebhookDelivery.PENDING, next_attempt_at__lte=now
+    ).update(status=WebhookDelivery.SENDING, attempts=F("attempts") + 1, last_attempt_at=now)
+    if claimed != 1:
+        return None
+    return WebhookDelivery.objects.select_related("subscription").get(pk=delivery_id)
+
+
+def send(delivery: WebhookDelivery) -> dict[str, Any]:
+    """POST the signed payload; return what happened (never raises for HTTP or network trouble)."""
+    body = json.dumps(delivery.payload, separators=(",", ":"), ensure_ascii=False).encode()
+    subscription = delivery.subscription
+    headers = {
+        "Content-Type": "application/json",
+        "User-Agent": "Switchyard-Webhooks/1",
+        "X-Switchyard-Event": delivery.event_type,
+        **signed_headers(subscription.secret, str(delivery.pk), body),
+    }
+    started = time.monotonic()
+    timeout = settings.SWITCHYARD["WEBHOOK_TIMEOUT_SECONDS"]
+    try:
+        response = httpx.post(subscription.url, content=body, headers=headers, timeout=timeout)
+    except httpx.HTTPError as exc:
+        return {
+            "status": None,
+            "body": "",
+            "error": f"{type(exc).__name__}: {exc}"[:RESPONSE_EXCERPT],
+            "ms": (time.monotonic() - started) * 1000,
+        }
+    return {
+        "status": response.status_code,
+        "body": response.text[:RESPONSE_EXCERPT],
+        "error": "" if response.is_success else f"HTTP {response.status_code}",
+        "ms": (time.monotonic() - started) * 1000,
+    }
+
+
+def record(delivery: WebhookDelivery, outcome: dict[str, Any], now: datetime) -> None:
+    ok = outcome["status"] is not None and 200 <= outcome["status"] < 300
+    delivery.response_status, delivery.response_body = outcome["status"], outcome["body"]
+    delivery.error, delivery.duration_ms = outcome["error"], outcome["ms"]
+    if ok:
+        delivery.status, delivery.delivered_at = WebhookDelivery.SUCCEEDED, now
+    elif delivery.attempts >= settings.SWITCHYARD["WEBHOOK_MAX_ATTEMPTS"]:
+        delivery.status = WebhookDelivery.FAILED
+    else:
+        delivery.status, delivery.enqueued_at = WebhookDelivery.PENDING, None
+        delivery.next_attempt_at = now + timedelta(seconds=backoff(delivery.attempts, random.random()))
+    fields = [
+        "status",
+        "response_status",
+        "response_body",
+        "error",
+        "duration_ms",
+        "delivered_at",
+        "enqueued_at",
+        "next_attempt_at",
+    ]
+    WebhookDelivery.objects.filter(pk=delivery.pk, status=WebhookDelivery.SENDING).update(
+        **{name: getattr(delivery, name) for name in fields}
+    )
+
+
+def backoff(attempts: int, rand: float) -> float:
+    """Seconds before the next attempt: exponential from WEBHOOK_BACKOFF_SECONDS, capped, +/-20%."""
+    base = settings.SWITCHYARD["WEBHOOK_BACKOFF_SECONDS"] * 2 ** min(attempts - 1, 20)
+    return min(MAX_BACKOFF_SECONDS, base) * (0.8 + 0.4 * rand)

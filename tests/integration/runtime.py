@@ -56,9 +56,13 @@ class Runtime:
         LOGS.mkdir(parents=True, exist_ok=True)
 
     def start(self, name: str, *command: str) -> subprocess.Popen[bytes]:
+        """Start `manage.py <command>` as the process `name`."""
+        return self.spawn(name, [sys.executable, str(ROOT / "manage.py"), *command])
+
+    def spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
         log = open(LOGS / f"{name}.log", "ab")  # noqa: SIM115 - the process keeps it
         proc = subprocess.Popen(
-            [sys.executable, str(ROOT / "manage.py"), *command],
+            argv,
             cwd=ROOT,
             env=self.env,
             stdout=log,
@@ -98,17 +102,7 @@ class Runtime:
     def web(self, name: str, port: int) -> subprocess.Popen[bytes]:
         """Daphne serving the test database on 127.0.0.1:`port`, as `make run` starts it."""
         daphne = str(Path(sys.executable).parent / "daphne")
-        log = open(LOGS / f"{name}.log", "ab")  # noqa: SIM115 - the process keeps it
-        proc = subprocess.Popen(
-            [daphne, "-b", "127.0.0.1", "-p", str(port), "controlplane.asgi:application"],
-            cwd=ROOT,
-            env=self.env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        self.procs[name] = proc
-        return proc
+        return self.spawn(name, [daphne, "-b", "127.0.0.1", "-p", str(port), "controlplane.asgi:application"])
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
         proc = self.procs.pop(name)

@@ -17,18 +17,15 @@ version, and is reused while the draft stays unchanged (matched by checksum).
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
-from django.conf import settings
 from django.db import transaction
 
-from workflows import audit, bus, catalog, engine, handlers, versions
-from workflows.errors import Conflict, Invalid, NotFound
+from workflows import audit, catalog, engine, handlers, runs
+from workflows.errors import Invalid, NotFound
 from workflows.graph import canonical_json
 from workflows.graphdiff import diff_definitions
-from workflows.models import NodeRun, Run, RunEvent, Workflow, WorkflowVersion
-from workflows.runs import check_json_size
+from workflows.models import NodeRun, Run, Workflow, WorkflowVersion
 
 SNAPSHOT_PREFIX = "test-run snapshot of draft"
 RUN_FINISHED = frozenset({engine.RUN_SUCCEEDED, engine.RUN_FAILED, engine.RUN_CANCELLED})
@@ -132,10 +129,9 @@ def start_test_run(version: WorkflowVersion, run_input: Any, user: Any = None) -
     """Start a run pinned to ``version``, or to an immutable snapshot of it if it is a draft."""
     if not isinstance(run_input, dict):
         raise Invalid('input must be a JSON object, such as {} or {"user_id": "u-7"}.')
-    check_json_size(run_input, settings.SWITCHYARD["MAX_INPUT_BYTES"], "input")
     with transaction.atomic():
         pinned = version if version.is_published else freeze_draft(version, user)
-        run = create_pinned_run(pinned, run_input)
+        run, _ = runs.start_run(pinned.workflow, run_input, version=pinned)
         audit.record(user, "run.test_start", run, version=pinned.number, edited_version=version.number)
     return run
 
@@ -149,34 +145,6 @@ def freeze_draft(draft: WorkflowVersion, user: Any = None) -> WorkflowVersion:
     comment = f"{SNAPSHOT_PREFIX} v{draft.number} (revision {draft.revision})"
     snapshot = catalog.create_draft(draft.workflow, draft.definition, comment, actor=user)
     return catalog.publish(snapshot, activate=False, actor=user)
-
-
-def create_pinned_run(version: WorkflowVersion, run_input: dict[str, Any]) -> Run:
-    """Create a run of a published version, active or not, exactly as ``runs.create_run`` does.
-
-    ``runs.create_run`` always takes the active version; this is its one-line-different twin
-    for test runs (a ``version`` parameter there would make it unnecessary).
-    """
-    if not version.is_published:
-        raise Conflict(f"Version {version.number} is a draft; only published versions can run.")
-    graph = versions.load_graph(version.pk)
-    request_hash = hashlib.sha256(canonical_json(run_input).encode()).hexdigest()
-    with transaction.atomic():
-        paused = Workflow.objects.filter(pk=version.workflow_id, paused=True).exists()
-        run = Run.objects.create(
-            workflow_id=version.workflow_id,
-            version=version,
-            status=engine.RUN_WAITING if paused else engine.RUN_RUNNING,
-            input=run_input,
-            request_hash=request_hash,
-        )
-        NodeRun.objects.bulk_create(
-            NodeRun(run=run, node_id=node_id, queue=graph.nodes[node_id].queue) for node_id in graph.order
-        )
-        RunEvent.objects.create(run=run, kind="run.waiting" if paused else "run.started", at=run.created_at)
-        if not paused:
-            transaction.on_commit(lambda: bus.notify([run.pk]))
-    return run
 
 
 # --------------------------------------------------------------------------- watching

@@ -17,7 +17,7 @@ from django.utils import timezone
 from workflows import audit, bus, engine
 from workflows.errors import Conflict, Invalid, NotFound
 from workflows.graph import canonical_json
-from workflows.models import DeadLetter, NodeRun, Run, RunEvent, Workflow
+from workflows.models import DeadLetter, NodeRun, Run, RunEvent, Workflow, WorkflowVersion
 from workflows.versions import load_graph
 
 
@@ -43,8 +43,13 @@ def relax_commit(cursor: Any) -> None:
     cursor.execute("SET LOCAL synchronous_commit TO off")
 
 
-def start_run(workflow: Workflow, run_input: Any, idempotency_key: str | None = None) -> tuple[Run, bool]:
-    """Create a run pinned to the active version; return (run, created).
+def start_run(
+    workflow: Workflow,
+    run_input: Any,
+    idempotency_key: str | None = None,
+    version: WorkflowVersion | None = None,
+) -> tuple[Run, bool]:
+    """Create a run pinned to the active version (or to `version`, published); return (run, created).
 
     With an idempotency key, the same key and input return the run made the first time;
     the same key with another input is refused.
@@ -52,15 +57,18 @@ def start_run(workflow: Workflow, run_input: Any, idempotency_key: str | None = 
     if not isinstance(run_input, dict):
         raise Invalid("input must be a JSON object.")
     check_json_size(run_input, settings.SWITCHYARD["MAX_INPUT_BYTES"], "input")
-    if workflow.active_version_id is None:
+    version_id = version.pk if version is not None else workflow.active_version_id
+    if version_id is None:
         raise Conflict(f"Workflow {workflow.slug!r} has no active version: publish one first.")
+    if version is not None and not version.is_published:
+        raise Conflict(f"Version {version.number} is a draft; only published versions can run.")
     request_hash = hashlib.sha256(canonical_json(run_input).encode()).hexdigest()
     if idempotency_key:
         existing = find_idempotent_run(workflow, idempotency_key, request_hash)
         if existing is not None:
             return existing, False
     try:
-        return create_run(workflow, run_input, idempotency_key or None, request_hash), True
+        return create_run(workflow, version_id, run_input, idempotency_key or None, request_hash), True
     except IntegrityError:
         # Another request with the same key won the race: answer with its run.
         existing = find_idempotent_run(workflow, idempotency_key or "", request_hash)
@@ -103,12 +111,14 @@ SELECT id, status, created_at FROM run
 """
 
 
-def create_run(workflow: Workflow, run_input: dict[str, Any], key: str | None, request_hash: str) -> Run:
+def create_run(
+    workflow: Workflow, version_id: int, run_input: dict[str, Any], key: str | None, request_hash: str
+) -> Run:
     """Write the run, its node rows and its first event in one statement (the start hot path)."""
-    graph = load_graph(workflow.active_version_id)
+    graph = load_graph(version_id)
     params = {
         "workflow": workflow.pk,
-        "version": workflow.active_version_id,
+        "version": version_id,
         "input": json.dumps(run_input),
         "key": key,
         "hash": request_hash,
@@ -123,7 +133,7 @@ def create_run(workflow: Workflow, run_input: dict[str, Any], key: str | None, r
     run = Run(
         id=run_id,
         workflow=workflow,
-        version_id=workflow.active_version_id,
+        version_id=version_id,
         status=status,
         input=run_input,
         idempotency_key=key,

@@ -237,7 +237,8 @@ class Meter:
         time.sleep(SAMPLE_SECONDS * 1.5)
         with self._lock:
             peak, self._peak = self._peak or {"rss": {}, "pss": {}}, None
-        by_label = {k: round(cpu1[k] - mark.cpu.get(k, 0.0), 3) for k in cpu1}
+        # max(0, ...): the client's figure minus the sampler's can dip a hair below zero when idle
+        by_label = {k: round(max(0.0, cpu1[k] - mark.cpu.get(k, 0.0)), 3) for k in cpu1}
         by_group: dict[str, float] = {}
         for m in self.members:
             by_group[m.group] = round(by_group.get(m.group, 0.0) + by_label[m.label], 3)

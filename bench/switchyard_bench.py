@@ -176,7 +176,7 @@ class SwitchyardBench:
     def start(self) -> None:
         python = str(harness.VENV_BIN / "python")
         for i in range(1, WORKERS + 1):
-            cmd = [python, "manage.py", "rqworker", "--name", f"bench-w{i}", "default", "agents"]
+            cmd = [python, "manage.py", "rqworker", "-v", "0", "--name", f"bench-w{i}", "default", "agents"]
             self.procs.append(harness.spawn(cmd, f"bench-w{i}", "workers", self.env, self.logdir))
         cmd = [python, "manage.py", "runscheduler", "--name", SCHEDULER]
         self.procs.append(harness.spawn(cmd, "scheduler", "scheduler", self.env, self.logdir))

@@ -227,5 +227,5 @@ LOGGING = {
     },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"rq.worker": {"level": env_str("RQ_LOG_LEVEL", "WARNING")}},
+    # RQ's worker log level comes from `rqworker -v` (0: warnings only, as make run starts it).
 }

@@ -73,7 +73,7 @@ class Runtime:
         return proc
 
     def worker(self, name: str) -> subprocess.Popen[bytes]:
-        return self.start(name, "rqworker", "--name", name, *settings.SWITCHYARD_QUEUES)
+        return self.start(name, "rqworker", "-v", "0", "--name", name, *settings.SWITCHYARD_QUEUES)
 
     def scheduler(self, name: str) -> subprocess.Popen[bytes]:
         return self.start(name, "runscheduler", "--name", name)

@@ -50,6 +50,7 @@ RETURNING n.run_id, n.node_id, n.attempt, n.worker
 class Reconciler:
     def __init__(self) -> None:
         self.missing_since: dict[str, float] = {}
+        self.job_seen_at: dict[str, float] = {}  # job id -> when Redis last confirmed it
 
     def run(self, workers: int) -> dict[str, int]:
         """Do the three checks once; return what each one repaired."""
@@ -60,15 +61,28 @@ class Reconciler:
         }
 
     def requeue_lost_jobs(self, workers: int) -> int:
-        """Enqueue again the queued attempts whose job Redis no longer holds."""
-        cutoff = timezone.now() - timedelta(seconds=settings.SWITCHYARD["RECONCILE_AFTER_SECONDS"])
+        """Enqueue again the queued attempts whose job Redis no longer holds.
+
+        A job confirmed present is asked about again only after a reconcile window, so a long
+        backlog costs one EXISTS per job per window, not per second.
+        """
+        after = settings.SWITCHYARD["RECONCILE_AFTER_SECONDS"]
+        cutoff = timezone.now() - timedelta(seconds=after)
         rows = list(
             NodeRun.objects.filter(status=engine.QUEUED, queued_at__lt=cutoff).values_list(
                 "id", "attempt", "queue", "job_id"
             )[:SCAN_LIMIT]
         )
-        job_ids = sorted({row[3] for row in rows})  # a batched job holds many attempts: ask once
-        missing = {job_id for job_id, ok in zip(job_ids, jobs.jobs_exist(job_ids), strict=True) if not ok}
+        now = time.monotonic()
+        queued = {row[3] for row in rows}  # a batched job holds many attempts: ask once
+        self.job_seen_at = {j: t for j, t in self.job_seen_at.items() if j in queued and now - t < after}
+        job_ids = sorted(queued - self.job_seen_at.keys())
+        missing = set()
+        for job_id, ok in zip(job_ids, jobs.jobs_exist(job_ids), strict=True):
+            if ok:
+                self.job_seen_at[job_id] = now
+            else:
+                missing.add(job_id)
         return jobs.requeue(
             [(i, attempt, queue) for i, attempt, queue, job_id in rows if job_id in missing], workers
         )

@@ -2,7 +2,11 @@
 
 Every state change is a conditional UPDATE (`... WHERE status = <expected>`): a decision
 taken twice, by two schedulers or by a scheduler and the reconciler, changes a row once.
-Jobs are enqueued and runs announced only after the transaction commits.
+Each kind of decision is applied by one statement (dead letters: one transaction) that also
+appends its history events, so a plan needs no transaction around it: a scheduler that dies
+halfway leaves every change whole, and the rest is decided again from Postgres. Claims,
+skips and retry schedules commit relaxed (runs.RELAXED_COMMIT); dead nodes and finished
+runs synchronously. Jobs are enqueued and runs announced only after their statement commits.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from django.utils import timezone
 from workflows import bus, engine, jobs
 from workflows.graph import Graph
 from workflows.models import DeadLetter, NodeRun, RunEvent
-from workflows.runs import event, relax_commit
+from workflows.runs import RELAXED_COMMIT, event
 from workflows.versions import load_graph
 
 
@@ -111,15 +115,11 @@ def advance_runs(run_ids: Collection[int], workers: int = 1) -> int:
 
 
 def apply_plan(plan: Plan, workers: int) -> None:
-    with transaction.atomic():
-        if not (plan.kills or plan.finishes):
-            with connection.cursor() as cur:
-                relax_commit(cur)
-        jobs.claim_and_enqueue(plan.ready, workers)
-        apply_skips(plan.skips)
-        apply_retries(plan.retries)
-        apply_kills(plan.kills)
-        apply_finishes(plan.finishes)
+    jobs.claim_and_enqueue(plan.ready, workers)
+    apply_skips(plan.skips)
+    apply_retries(plan.retries)
+    apply_kills(plan.kills)
+    apply_finishes(plan.finishes)
 
 
 def apply_skips(skips: list[tuple[int, str]]) -> None:
@@ -127,14 +127,16 @@ def apply_skips(skips: list[tuple[int, str]]) -> None:
         return
     with connection.cursor() as cur:
         cur.execute(
-            """UPDATE workflows_noderun n SET status = v.status, finished_at = now()
-               FROM unnest(%s::bigint[], %s::text[]) AS v(id, status)
-               WHERE n.id = v.id AND n.status = 'pending'
-               RETURNING n.run_id, n.node_id, n.status""",
+            f"""WITH done AS (
+                   UPDATE workflows_noderun n SET status = v.status, finished_at = now()
+                   FROM unnest(%s::bigint[], %s::text[]) AS v(id, status), {RELAXED_COMMIT}
+                   WHERE n.id = v.id AND n.status = 'pending'
+                   RETURNING n.run_id, n.node_id, n.status
+               )
+               INSERT INTO workflows_runevent (run_id, kind, node_id, attempt, at, worker, data)
+               SELECT run_id, 'node.' || status, node_id, 0, now(), '', '{{}}' FROM done""",
             [[s[0] for s in skips], [s[1] for s in skips]],
         )
-        rows = cur.fetchall()
-    RunEvent.objects.bulk_create(event(f"node.{status}", run_id, node_id) for run_id, node_id, status in rows)
 
 
 def apply_retries(retries: list[tuple[int, int, float]]) -> None:
@@ -142,24 +144,38 @@ def apply_retries(retries: list[tuple[int, int, float]]) -> None:
         return
     with connection.cursor() as cur:
         cur.execute(
-            """UPDATE workflows_noderun n
-               SET status = 'retrying', due_at = now() + v.delay * interval '1 second'
-               FROM unnest(%s::bigint[], %s::int[], %s::float8[]) AS v(id, tries, delay)
-               WHERE n.id = v.id AND n.status = 'failed' AND n.tries = v.tries
-               RETURNING n.run_id, n.node_id, n.attempt, v.delay""",
+            f"""WITH done AS (
+                   UPDATE workflows_noderun n
+                   SET status = 'retrying', due_at = now() + v.delay * interval '1 second'
+                   FROM unnest(%s::bigint[], %s::int[], %s::float8[]) AS v(id, tries, delay),
+                        {RELAXED_COMMIT}
+                   WHERE n.id = v.id AND n.status = 'failed' AND n.tries = v.tries
+                   RETURNING n.run_id, n.node_id, n.attempt, v.delay
+               )
+               INSERT INTO workflows_runevent (run_id, kind, node_id, attempt, at, worker, data)
+               SELECT run_id, 'node.retry_scheduled', node_id, attempt, now(), '',
+                      jsonb_build_object('delay_seconds', round(delay::numeric, 3))
+               FROM done""",
             [[r[0] for r in retries], [r[1] for r in retries], [r[2] for r in retries]],
         )
-        events = [
-            event("node.retry_scheduled", run_id, node_id, attempt, {"delay_seconds": round(delay, 3)})
-            for run_id, node_id, attempt, delay in cur.fetchall()
-        ]
-    RunEvent.objects.bulk_create(events)
 
 
 def apply_kills(kills: list[tuple[int, int]]) -> None:
     """Mark nodes dead and file a dead letter for each, with what it was given."""
     if not kills:
         return
+    with transaction.atomic():
+        dead_ids = mark_dead(kills)
+        letters = [
+            dead_letter(node) for node in NodeRun.objects.filter(id__in=dead_ids).select_related("run")
+        ]
+        DeadLetter.objects.bulk_create(letters)
+        RunEvent.objects.bulk_create(
+            event("node.dead", d.run_id, d.node_id, d.attempt, {"error": d.error[:500]}) for d in letters
+        )
+
+
+def mark_dead(kills: list[tuple[int, int]]) -> list[int]:
     with connection.cursor() as cur:
         cur.execute(
             """UPDATE workflows_noderun n SET status = 'dead', finished_at = now()
@@ -168,25 +184,19 @@ def apply_kills(kills: list[tuple[int, int]]) -> None:
                RETURNING n.id""",
             [[k[0] for k in kills], [k[1] for k in kills]],
         )
-        dead_ids = [row[0] for row in cur.fetchall()]
-    letters, events = [], []
-    for node in NodeRun.objects.filter(id__in=dead_ids).select_related("run"):
-        letters.append(
-            DeadLetter(
-                run_id=node.run_id,
-                node_run=node,
-                node_id=node.node_id,
-                attempt=node.attempt,
-                error=node.error,
-                traceback=node.traceback,
-                input_snapshot=input_snapshot(node),
-            )
-        )
-        events.append(
-            event("node.dead", node.run_id, node.node_id, node.attempt, {"error": node.error[:500]})
-        )
-    DeadLetter.objects.bulk_create(letters)
-    RunEvent.objects.bulk_create(events)
+        return [row[0] for row in cur.fetchall()]
+
+
+def dead_letter(node: NodeRun) -> DeadLetter:
+    return DeadLetter(
+        run_id=node.run_id,
+        node_run=node,
+        node_id=node.node_id,
+        attempt=node.attempt,
+        error=node.error,
+        traceback=node.traceback,
+        input_snapshot=input_snapshot(node),
+    )
 
 
 def input_snapshot(node: NodeRun) -> dict[str, Any]:
@@ -205,14 +215,18 @@ def apply_finishes(finishes: list[tuple[int, int, str]]) -> None:
         return
     with connection.cursor() as cur:
         cur.execute(
-            """UPDATE workflows_run r SET status = v.status, finished_at = now()
-               FROM unnest(%s::bigint[], %s::int[], %s::text[]) AS v(id, epoch, status)
-               WHERE r.id = v.id AND r.status = 'running' AND r.epoch = v.epoch
-               RETURNING r.id, r.status""",
+            """WITH done AS (
+                   UPDATE workflows_run r SET status = v.status, finished_at = now()
+                   FROM unnest(%s::bigint[], %s::int[], %s::text[]) AS v(id, epoch, status)
+                   WHERE r.id = v.id AND r.status = 'running' AND r.epoch = v.epoch
+                   RETURNING r.id, r.status, r.finished_at
+               )
+               INSERT INTO workflows_runevent (run_id, kind, node_id, attempt, at, worker, data)
+               SELECT id, 'run.' || status, '', 0, finished_at, '', '{}' FROM done
+               RETURNING run_id, kind""",
             [[f[0] for f in finishes], [f[1] for f in finishes], [f[2] for f in finishes]],
         )
-        finished = cur.fetchall()
-    RunEvent.objects.bulk_create(event(f"run.{status}", run_id) for run_id, status in finished)
+        finished = [(run_id, kind.removeprefix("run.")) for run_id, kind in cur.fetchall()]
     transaction.on_commit(lambda: bus.publish_runs_finished(finished))
 
 
@@ -223,13 +237,11 @@ def enqueue_due_retries(workers: int, limit: int = 1000) -> int:
             "id", "node_id", "run__version_id"
         )[:limit]
     )
-    if due:
-        with transaction.atomic():
-            jobs.claim_and_enqueue(
-                [
-                    jobs.ready(noderun_id, load_graph(version_id).nodes[node_id])
-                    for noderun_id, node_id, version_id in due
-                ],
-                workers,
-            )
+    jobs.claim_and_enqueue(
+        [
+            jobs.ready(noderun_id, load_graph(version_id).nodes[node_id])
+            for noderun_id, node_id, version_id in due
+        ],
+        workers,
+    )
     return len(due)

@@ -22,8 +22,8 @@ NOTICES_MAXLEN = 200_000
 RUNS_CHANNEL = "sy:runs"  # pub/sub: runs that finished
 VERSIONS_CHANNEL = "sy:versions"  # pub/sub: versions published or activated
 RECONCILER_LOCK = "sy:reconciler"
-CANCEL_PREFIX = "sy:cancel:"
-WORKERS_ROSTER = "sy:workers"  # sorted set: worker name -> time of its last beat  # key per cancelled run, read by workers running its nodes
+CANCEL_PREFIX = "sy:cancel:"  # key per cancelled run, read by workers running its nodes
+WORKERS_ROSTER = "sy:workers"  # sorted set: worker name -> time of its last beat
 
 
 def worker_key(name: str) -> str:
@@ -40,13 +40,16 @@ def client() -> redis.Redis:
     return redis.Redis.from_url(settings.REDIS_URL, decode_responses=True, health_check_interval=30)
 
 
-def notify(run_ids: Iterable[int], pipe: Any = None) -> None:
-    """Tell the schedulers these runs changed."""
-    target = pipe if pipe is not None else client().pipeline(transaction=False)
-    for run_id in run_ids:
-        target.xadd(NOTICES, {"run": run_id}, maxlen=NOTICES_MAXLEN, approximate=True)
-    if pipe is None:
-        target.execute()
+def notify(run_ids: Iterable[int]) -> None:
+    """Tell the schedulers these runs changed: one stream entry listing them all."""
+    runs = ",".join(str(run_id) for run_id in sorted(set(run_ids)))
+    if runs:
+        client().xadd(NOTICES, {"runs": runs}, maxlen=NOTICES_MAXLEN, approximate=True)
+
+
+def parse_notices(messages: Iterable[tuple[str, dict[str, str]]]) -> list[tuple[str, list[int]]]:
+    """(message id, run ids) of each stream entry; entries trimmed away have no fields."""
+    return [(msg_id, [int(r) for r in fields["runs"].split(",")]) for msg_id, fields in messages if fields]
 
 
 def ensure_group() -> None:
@@ -58,7 +61,7 @@ def ensure_group() -> None:
             raise
 
 
-def read_notices(consumer: str, count: int, block_ms: int) -> list[tuple[str, int]]:
+def read_notices(consumer: str, count: int, block_ms: int) -> list[tuple[str, list[int]]]:
     """Read new notices for this consumer; recreate the group if Redis lost it."""
     try:
         reply = client().xreadgroup(GROUP, consumer, {NOTICES: ">"}, count=count, block=block_ms)
@@ -67,16 +70,16 @@ def read_notices(consumer: str, count: int, block_ms: int) -> list[tuple[str, in
             raise
         ensure_group()
         return []
-    return [(msg_id, int(fields["run"])) for _, messages in reply or [] for msg_id, fields in messages]
+    return [notice for _, messages in reply or [] for notice in parse_notices(messages)]
 
 
-def claim_abandoned(consumer: str, idle_ms: int, count: int = 500) -> list[tuple[str, int]]:
+def claim_abandoned(consumer: str, idle_ms: int, count: int = 500) -> list[tuple[str, list[int]]]:
     """Take over notices another scheduler read but never acknowledged (it died)."""
     try:
         _, messages, _ = client().xautoclaim(NOTICES, GROUP, consumer, idle_ms, "0-0", count=count)
     except redis.ResponseError:
         return []
-    return [(msg_id, int(fields["run"])) for msg_id, fields in messages if fields]
+    return parse_notices(messages)
 
 
 def ack(msg_ids: list[str]) -> None:

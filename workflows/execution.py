@@ -1,10 +1,12 @@
-"""Execute node attempts inside a worker: claim, run the handler, store the result, notify.
+"""Execute node attempts inside a worker: claim, run the handlers, store the results, notify.
 
-Per node, Postgres sees one claim statement (per job), one read of upstream outputs (per
-job, only if a node has predecessors) and one finish statement that stores the result and
-appends the attempt's span to the run history; Redis sees one XADD. The result is durable
-before the scheduler hears of it, so a crash between the two loses nothing: the reconciler
-finds the finished node and re-drives its run.
+A worker hands over a batch of attempts (one RQ job, or several popped together). Postgres
+sees one statement per batch that claims the attempts and reads their upstream outputs, a
+relaxed commit (see runs.RELAXED_COMMIT), then one statement per flush that stores the results and appends every attempt's span to the run history; Redis
+sees one XADD per flush. Results are flushed when the batch is done, or earlier once the
+oldest unflushed result has waited FLUSH_AFTER_SECONDS, so a long batch never holds back its
+first nodes' successors. The result is durable before the scheduler hears of it, so a crash
+between the two loses nothing: the reconciler finds the finished node and re-drives its run.
 """
 
 from __future__ import annotations
@@ -22,12 +24,12 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import connection
 from django.utils import timezone
 
 from workflows import bus, engine, handlers
 from workflows.errors import Invalid
-from workflows.runs import check_json_size, relax_commit
+from workflows.runs import RELAXED_COMMIT, check_json_size
 from workflows.versions import load_graph
 
 log = logging.getLogger(__name__)
@@ -58,69 +60,104 @@ class Outcome:
     traceback: str = ""
 
 
-CLAIM_SQL = """
-UPDATE workflows_noderun n SET status = 'running', worker = %s, started_at = now()
-FROM unnest(%s::bigint[], %s::int[]) AS v(id, attempt), workflows_run r
-WHERE n.id = v.id AND n.attempt = v.attempt AND n.status = 'queued'
-  AND r.id = n.run_id AND r.status = 'running'
-RETURNING n.id, n.run_id, n.node_id, n.attempt, r.version_id, r.input
-"""
-
-UPSTREAM_SQL = """
-SELECT run_id, node_id, output FROM workflows_noderun
-WHERE run_id = ANY(%s) AND node_id = ANY(%s) AND status = 'succeeded'
+# Claim the attempts and read their predecessors' outputs in one round trip: rows of kind
+# 'claim' carry the run's input, rows of kind 'output' a succeeded upstream node's output.
+CLAIM_SQL = f"""
+WITH claimed AS (
+    UPDATE workflows_noderun n SET status = 'running', worker = %s, started_at = now()
+    FROM unnest(%s::bigint[], %s::int[]) AS v(id, attempt), workflows_run r, {RELAXED_COMMIT}
+    WHERE n.id = v.id AND n.attempt = v.attempt AND n.status = 'queued'
+      AND r.id = n.run_id AND r.status = 'running'
+    RETURNING n.id, n.run_id, n.node_id, n.attempt, r.version_id, r.input
+)
+SELECT 'claim', id, run_id, node_id, attempt, version_id, input FROM claimed
+UNION ALL
+SELECT 'output', u.id, u.run_id, u.node_id, u.attempt, 0, u.output FROM workflows_noderun u
+WHERE u.run_id IN (SELECT run_id FROM claimed) AND u.node_id = ANY(%s) AND u.status = 'succeeded'
 """
 
 FINISH_SQL = """
-WITH done AS (
-    UPDATE workflows_noderun
-    SET status = %s, output = %s::jsonb, error = %s, traceback = %s, started_at = %s, finished_at = %s
-    WHERE id = %s AND attempt = %s AND status = 'running'
-    RETURNING run_id, node_id, attempt, worker, started_at, finished_at
+WITH v AS (
+    SELECT * FROM unnest(
+        %s::bigint[], %s::int[], %s::text[], %s::text[], %s::text[], %s::text[],
+        %s::timestamptz[], %s::timestamptz[], %s::text[]
+    ) AS v(id, attempt, status, output, error, traceback, started_at, finished_at, span)
+), done AS (
+    UPDATE workflows_noderun n
+    SET status = v.status, output = v.output::jsonb, error = v.error, traceback = v.traceback,
+        started_at = v.started_at, finished_at = v.finished_at
+    FROM v WHERE n.id = v.id AND n.attempt = v.attempt AND n.status = 'running'
+    RETURNING n.run_id, n.node_id, n.attempt, n.worker, n.started_at, n.finished_at, v.span
 )
 INSERT INTO workflows_runevent (run_id, kind, node_id, attempt, at, started_at, worker, data)
-SELECT run_id, 'node.attempt', node_id, attempt, finished_at, started_at, worker, %s::jsonb FROM done
+SELECT run_id, 'node.attempt', node_id, attempt, finished_at, started_at, worker, span::jsonb FROM done
 RETURNING run_id
 """
+FLUSH_AFTER_SECONDS = 0.02
+
+
+@dataclass(frozen=True)
+class Result:
+    claim: Claim
+    outcome: Outcome
+    started: datetime
+    finished: datetime
+
+    def span(self) -> str:
+        span = {
+            "status": self.outcome.status,
+            "duration_ms": round((self.finished - self.started).total_seconds() * 1000, 3),
+        }
+        if self.outcome.error:
+            span["error"] = self.outcome.error[:500]
+        return json.dumps(span)
 
 
 def from_json(value: Any) -> Any:
     return json.loads(value) if isinstance(value, str) else value
 
 
-def run_batch(items: list[tuple[int, int]], worker: str) -> int:
-    """Execute the claimable attempts among (noderun id, attempt); return how many ran."""
-    claims = claim(items, worker)
-    upstream = load_upstream(claims)
+def run_batch(items: list[tuple[int, int, int, str]], worker: str) -> int:
+    """Execute the claimable attempts among (noderun id, attempt, version id, node id).
+
+    Return how many ran.
+    """
+    claims, upstream = claim(items, worker)
+    results: list[Result] = []
+    oldest = 0.0
     for c in claims:
-        outcome, started, finished = execute(c, upstream.get(c.run_id, {}))
-        if finish(c, outcome, started, finished):
-            bus.notify([c.run_id])
+        results.append(Result(c, *execute(c, upstream.get(c.run_id, {}))))
+        if len(results) == 1:
+            oldest = time.monotonic()
+        if time.monotonic() - oldest >= FLUSH_AFTER_SECONDS:
+            bus.notify(finish(results))
+            results = []
+    if results:
+        bus.notify(finish(results))
     return len(claims)
 
 
-def claim(items: list[tuple[int, int]], worker: str) -> list[Claim]:
-    """Move queued attempts to running; stale, duplicate or cancelled ones are not returned."""
-    with transaction.atomic(), connection.cursor() as cur:
-        relax_commit(cur)
-        cur.execute(CLAIM_SQL, [worker, [i for i, _ in items], [a for _, a in items]])
-        rows = cur.fetchall()
-    order = {noderun_id: n for n, (noderun_id, _) in enumerate(items)}
-    claims = [Claim(r[0], r[1], r[2], r[3], r[4], from_json(r[5])) for r in rows]
-    return sorted(claims, key=lambda c: order[c.noderun_id])
+def claim(
+    items: list[tuple[int, int, int, str]], worker: str
+) -> tuple[list[Claim], dict[int, dict[str, Any]]]:
+    """Move queued attempts to running and read what they are given.
 
-
-def load_upstream(claims: list[Claim]) -> dict[int, dict[str, Any]]:
-    """Return run id -> {node id: output} of the claimed nodes' predecessors."""
-    wanted = {p for c in claims for p in load_graph(c.version_id).predecessors(c.node_id)}
-    if not wanted:
-        return {}
-    result: dict[int, dict[str, Any]] = {}
+    Return the claims (stale, duplicate or cancelled attempts are left out), in the order of
+    `items`, and run id -> {node id: output} of their succeeded predecessors.
+    """
+    wanted = {p for _, _, version_id, node_id in items for p in load_graph(version_id).predecessors(node_id)}
     with connection.cursor() as cur:
-        cur.execute(UPSTREAM_SQL, [list({c.run_id for c in claims}), list(wanted)])
-        for run_id, node_id, output in cur.fetchall():
-            result.setdefault(run_id, {})[node_id] = from_json(output)
-    return result
+        cur.execute(CLAIM_SQL, [worker, [i[0] for i in items], [i[1] for i in items], list(wanted)])
+        rows = cur.fetchall()
+    order = {item[0]: n for n, item in enumerate(items)}
+    claims = sorted(
+        (Claim(r[1], r[2], r[3], r[4], r[5], from_json(r[6])) for r in rows if r[0] == "claim"),
+        key=lambda c: order[c.noderun_id],
+    )
+    upstream: dict[int, dict[str, Any]] = {}
+    for _, _, run_id, node_id, _, _, output in (r for r in rows if r[0] == "output"):
+        upstream.setdefault(run_id, {})[node_id] = from_json(output)
+    return claims, upstream
 
 
 def execute(c: Claim, outputs: dict[str, Any]) -> tuple[Outcome, datetime, datetime]:
@@ -158,27 +195,27 @@ def execute(c: Claim, outputs: dict[str, Any]) -> tuple[Outcome, datetime, datet
     return outcome, started, timezone.now()
 
 
-def finish(c: Claim, outcome: Outcome, started: datetime, finished: datetime) -> bool:
-    """Store the attempt's result unless the attempt was taken away (cancel, lost worker)."""
-    span = {"status": outcome.status, "duration_ms": round((finished - started).total_seconds() * 1000, 3)}
-    if outcome.error:
-        span["error"] = outcome.error[:500]
+def finish(results: list[Result]) -> list[int]:
+    """Store the attempts' results, except those taken away meanwhile (cancel, lost worker).
+
+    Return the runs whose nodes finished here.
+    """
     with connection.cursor() as cur:
         cur.execute(
             FINISH_SQL,
             [
-                outcome.status,
-                outcome.output,
-                outcome.error,
-                outcome.traceback,
-                started,
-                finished,
-                c.noderun_id,
-                c.attempt,
-                json.dumps(span),
+                [r.claim.noderun_id for r in results],
+                [r.claim.attempt for r in results],
+                [r.outcome.status for r in results],
+                [r.outcome.output for r in results],
+                [r.outcome.error for r in results],
+                [r.outcome.traceback for r in results],
+                [r.started for r in results],
+                [r.finished for r in results],
+                [r.span() for r in results],
             ],
         )
-        return cur.fetchone() is not None
+        return [row[0] for row in cur.fetchall()]
 
 
 @contextmanager

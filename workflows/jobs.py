@@ -22,9 +22,11 @@ from rq.job import Job
 
 from workflows import handlers
 from workflows.graph import Node
+from workflows.runs import RELAXED_COMMIT
 
 TASK = "workflows.tasks.run_nodes"
 MAX_BATCH = 32
+BATCHABLE_PREFIX = "syb-"  # job ids of batchable nodes: a worker may pop several together
 FAILED_JOB_TTL = 86400
 
 
@@ -58,30 +60,39 @@ def pack(rows: list[Ready], workers: int) -> list[PackedJob]:
     packed = []
     for (queue, batchable), ids in groups.items():
         size = batch_size(len(ids), workers) if batchable else 1
+        prefix = BATCHABLE_PREFIX if batchable else "sy-"
         for start in range(0, len(ids), size):
-            packed.append(PackedJob(f"sy-{uuid.uuid4().hex}", queue, tuple(ids[start : start + size])))
+            packed.append(PackedJob(f"{prefix}{uuid.uuid4().hex}", queue, tuple(ids[start : start + size])))
     return packed
 
 
-CLAIM_SQL = """
+# Both return what a job item carries: (noderun id, attempt, version id, node id).
+CLAIM_SQL = f"""
 UPDATE workflows_noderun n
 SET status = 'queued', attempt = n.attempt + 1, tries = n.tries + 1, queued_at = now(),
     due_at = NULL, job_id = v.job_id, worker = ''
-FROM unnest(%s::bigint[], %s::text[]) AS v(id, job_id)
-WHERE n.id = v.id AND n.status IN ('pending', 'retrying')
-RETURNING n.id, n.attempt
+FROM unnest(%s::bigint[], %s::text[]) AS v(id, job_id), workflows_run r, {RELAXED_COMMIT}
+WHERE n.id = v.id AND n.status IN ('pending', 'retrying') AND r.id = n.run_id
+RETURNING n.id, n.attempt, r.version_id, n.node_id
 """
 
-REQUEUE_SQL = """
+REQUEUE_SQL = f"""
 UPDATE workflows_noderun n SET queued_at = now(), job_id = v.job_id
-FROM unnest(%s::bigint[], %s::int[], %s::text[]) AS v(id, attempt, job_id)
-WHERE n.id = v.id AND n.status = 'queued' AND n.attempt = v.attempt
-RETURNING n.id, n.attempt
+FROM unnest(%s::bigint[], %s::int[], %s::text[]) AS v(id, attempt, job_id), workflows_run r,
+     {RELAXED_COMMIT}
+WHERE n.id = v.id AND n.status = 'queued' AND n.attempt = v.attempt AND r.id = n.run_id
+RETURNING n.id, n.attempt, r.version_id, n.node_id
 """
+
+Item = tuple[int, int, int, str]  # a job's node attempt: (noderun id, attempt, version id, node id)
 
 
 def claim_and_enqueue(rows: list[Ready], workers: int) -> None:
-    """Move pending or retrying nodes to queued (new attempt); enqueue them after commit."""
+    """Move pending or retrying nodes to queued (new attempt) and enqueue them.
+
+    One autocommit statement with a relaxed commit: never call it inside a transaction
+    whose other changes must be durable at commit.
+    """
     if not rows:
         return
     packed = pack(rows, workers)
@@ -89,7 +100,7 @@ def claim_and_enqueue(rows: list[Ready], workers: int) -> None:
     job_ids = [job.job_id for job in packed for _ in job.noderun_ids]
     with connection.cursor() as cur:
         cur.execute(CLAIM_SQL, [ids, job_ids])
-        claimed = dict(cur.fetchall())
+        claimed = {row[0]: row for row in cur.fetchall()}
     transaction.on_commit(lambda: enqueue(packed, claimed))
 
 
@@ -101,10 +112,10 @@ def requeue(rows: list[tuple[int, int, str]], workers: int) -> int:
     packed = pack([Ready(noderun_id, queue, True) for noderun_id, _, queue in rows], workers)
     ids = [i for job in packed for i in job.noderun_ids]
     job_ids = [job.job_id for job in packed for _ in job.noderun_ids]
-    with transaction.atomic(), connection.cursor() as cur:
+    with connection.cursor() as cur:
         cur.execute(REQUEUE_SQL, [ids, [attempts[i] for i in ids], job_ids])
-        claimed = dict(cur.fetchall())
-        transaction.on_commit(lambda: enqueue(packed, claimed))
+        claimed = {row[0]: row for row in cur.fetchall()}
+    transaction.on_commit(lambda: enqueue(packed, claimed))
     return len(claimed)
 
 
@@ -113,11 +124,11 @@ def rq_queue(name: str) -> Queue:
     return django_rq.get_queue(name)
 
 
-def enqueue(packed: list[PackedJob], claimed: dict[int, int]) -> None:
+def enqueue(packed: list[PackedJob], claimed: dict[int, Item]) -> None:
     """Push the jobs of the claimed attempts to RQ in one pipeline."""
     pipe = rq_queue(packed[0].queue).connection.pipeline()
     for job in packed:
-        items = [(i, claimed[i]) for i in job.noderun_ids if i in claimed]
+        items = [claimed[i] for i in job.noderun_ids if i in claimed]
         if items:
             data = Queue.prepare_data(
                 TASK, (items,), timeout=-1, result_ttl=0, failure_ttl=FAILED_JOB_TTL, job_id=job.job_id

@@ -109,10 +109,10 @@ class Scheduler:
             done += self.reconcile()
         return done
 
-    def handle(self, notices: list[tuple[str, int]]) -> int:
+    def handle(self, notices: list[tuple[str, list[int]]]) -> int:
         if not notices:
             return 0
-        done = advancing.advance_runs({run_id for _, run_id in notices}, self.workers)
+        done = advancing.advance_runs({run_id for _, run_ids in notices for run_id in run_ids}, self.workers)
         bus.ack([msg_id for msg_id, _ in notices])
         return done
 

@@ -14,6 +14,12 @@ records every attempt: who claimed it, when, and how it ended. A node job is pop
 its queue, performed, and its key deleted. If the worker dies meanwhile, the reconciler sees
 the claimed attempts without a heartbeat and retries them. Every other job (webhook
 deliveries, say) goes through RQ's full path.
+
+Under a backlog the worker takes batchable node jobs in bulk: the jobs at the head of its
+first non-empty queue whose ids mark them batchable (short, CPU-only handlers) are taken,
+with their hashes, in one Lua call and executed as one batch (one claim, one result
+statement per flush). Idle, the call finds nothing and RQ's blocking pop takes the next job. RQ's own worker heartbeat
+and state, written by RQ around every job, are written at most once a second here.
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import atexit
 import logging
 import os
 import threading
+from functools import cached_property
 from typing import Any
 
 import redis
@@ -29,8 +36,10 @@ from django.conf import settings
 from django.db import close_old_connections
 from rq import Queue, SimpleWorker
 from rq.job import Job
+from rq.utils import as_text
+from rq.utils import now as utcnow
 
-from workflows import bus, jobs
+from workflows import bus, execution, jobs
 
 log = logging.getLogger(__name__)
 
@@ -64,20 +73,81 @@ def beat_forever(name: str) -> None:
             continue  # Redis away: the next beat may land
 
 
+# Take, from the first non-empty queue, the batchable jobs at its head (at most ARGV[1]) and
+# return {queue key, id, job hash, id, job hash, ...}, or {} when that head is not batchable.
+TAKE_BATCHABLE = """
+for _, queue in ipairs(KEYS) do
+    local ids = redis.call('LRANGE', queue, 0, tonumber(ARGV[1]) - 1)
+    if #ids > 0 then
+        local out = {queue}
+        for _, id in ipairs(ids) do
+            if string.sub(id, 1, #ARGV[2]) ~= ARGV[2] then break end
+            out[#out + 1] = id
+            out[#out + 1] = redis.call('HGETALL', ARGV[3] .. id)
+        end
+        if #out > 1 then redis.call('LTRIM', queue, (#out - 1) / 2, -1) end
+        return out
+    end
+end
+return {}
+"""
+TAKE_AT_MOST = 16  # jobs taken in one step, each of up to jobs.MAX_BATCH nodes
+BEAT_EVERY_SECONDS = 1.0
+
+
 class NodeWorker(SimpleWorker):
     """Execute jobs in-process and announce liveness from the moment the worker starts."""
+
+    companions: tuple[Job, ...] = ()  # batchable jobs taken with the one RQ popped
 
     def work(self, *args: Any, **kwargs: Any) -> bool:
         start_heartbeat(self.name)
         return super().work(*args, **kwargs)
 
+    @cached_property
+    def take_batchable(self) -> Any:
+        return self.connection.register_script(TAKE_BATCHABLE)
+
+    def heartbeat(self, timeout: int | None = None, pipeline: Any = None) -> None:
+        recent = self.last_heartbeat and (utcnow() - self.last_heartbeat).total_seconds() < BEAT_EVERY_SECONDS
+        if timeout is None and pipeline is None and recent:
+            return
+        super().heartbeat(timeout, pipeline)
+
+    def set_state(self, state: str, pipeline: Any = None) -> None:
+        if pipeline is None and state == getattr(self, "_state", None):
+            return
+        super().set_state(state, pipeline)
+
+    def dequeue_job_and_maintain_ttl(self, timeout: int | None, max_idle_time: int | None = None) -> Any:
+        """Take a run of batchable jobs if they wait at the head of a queue; else pop as RQ does.
+
+        The take never blocks: on an idle system it finds nothing and RQ's blocking pop
+        waits for the next job, which then runs alone.
+        """
+        reply = self.take_batchable(
+            keys=[q.key for q in self._ordered_queues],
+            args=[TAKE_AT_MOST, jobs.BATCHABLE_PREFIX, Job.redis_job_namespace_prefix],
+        )
+        taken = []
+        for job_id, fields in zip(reply[1::2], reply[2::2], strict=True):
+            if fields:  # a job whose hash is gone was deleted meanwhile
+                job = self.job_class(as_text(job_id), connection=self.connection, serializer=self.serializer)
+                job.restore(dict(zip(fields[::2], fields[1::2], strict=True)))
+                taken.append(job)
+        if not taken:
+            return super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
+        self.companions = tuple(taken[1:])
+        queue = next(q for q in self._ordered_queues if q.key == as_text(reply[0]))
+        return taken[0], queue
+
     def execute_job(self, job: Job, queue: Queue) -> None:
         if job.func_name != jobs.TASK:
             super().execute_job(job, queue)
             return
-        job.worker_name = self.name
+        batch, self.companions = [job, *self.companions], ()
         try:
-            job.perform()
+            execution.run_batch([item for j in batch for item in j.args[0]], self.name)
         except Exception:
             # Postgres or Redis failed under the task; the attempts it claimed are retried
             # by the reconciler (stuck or lost), the others were never claimed.
@@ -85,7 +155,7 @@ class NodeWorker(SimpleWorker):
             close_old_connections()  # a broken connection is replaced before the next job
         finally:
             with self.connection.pipeline() as pipe:
-                pipe.delete(job.key)
-                if len(self.queues) == 1:  # RQ moved the id to an intermediate list (LMOVE)
+                pipe.delete(*(j.key for j in batch))
+                if len(self.queues) == 1:  # RQ moved the first id to an intermediate list (LMOVE)
                     pipe.lrem(queue.intermediate_queue_key, 1, job.id)
                 pipe.execute()

@@ -1,0 +1,58 @@
+"""The worker's dequeue against real Redis: batchable jobs waiting together are taken together."""
+
+from __future__ import annotations
+
+import pytest
+
+from workflows import jobs
+from workflows.worker import TAKE_AT_MOST, NodeWorker
+
+pytestmark = pytest.mark.django_db
+
+
+def enqueue(*job_ids: str) -> None:
+    """Put node jobs on the default queue in this order; their items name no real node."""
+    packed = [jobs.PackedJob(job_id, "default", (n,)) for n, job_id in enumerate(job_ids, start=1)]
+    claimed = {n: (n, 1, 1, f"node-{n}") for n in range(1, len(job_ids) + 1)}
+    jobs.enqueue(packed, claimed)
+
+
+def take(worker: NodeWorker) -> list[str]:
+    """Dequeue as the worker's loop does; return the ids of the jobs it will run as one batch."""
+    job, _ = worker.dequeue_job_and_maintain_ttl(timeout=1)
+    return [job.id, *(j.id for j in worker.companions)]
+
+
+@pytest.fixture
+def worker(redis_clean: None) -> NodeWorker:
+    queue = jobs.rq_queue("default")
+    return NodeWorker([queue], connection=queue.connection)
+
+
+def test_batchable_jobs_at_the_head_of_the_queue_are_taken_together_up_to_another_kind(
+    worker: NodeWorker,
+) -> None:
+    enqueue("syb-a", "syb-b", "sy-c", "syb-d")
+
+    assert take(worker) == ["syb-a", "syb-b"]
+    worker.companions = ()
+    assert take(worker) == ["sy-c"]  # not batchable: RQ's own pop, alone
+    assert take(worker) == ["syb-d"]
+    assert jobs.rq_queue("default").count == 0
+
+
+def test_a_backlog_is_taken_at_most_take_at_most_jobs_at_a_time(worker: NodeWorker) -> None:
+    enqueue(*(f"syb-{n:02}" for n in range(TAKE_AT_MOST + 4)))
+
+    assert take(worker) == [f"syb-{n:02}" for n in range(TAKE_AT_MOST)]
+    assert jobs.rq_queue("default").count == 4
+
+
+def test_executing_a_batch_deletes_every_job_it_held(worker: NodeWorker) -> None:
+    enqueue("syb-a", "syb-b", "syb-c")
+    job, queue = worker.dequeue_job_and_maintain_ttl(timeout=1)
+
+    worker.execute_job(job, queue)  # the attempts name no node row: nothing is claimed
+
+    assert worker.companions == ()
+    assert not any(queue.connection.exists(f"rq:job:{i}") for i in ("syb-a", "syb-b", "syb-c"))

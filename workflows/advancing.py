@@ -5,7 +5,7 @@ taken twice, by two schedulers or by a scheduler and the reconciler, changes a r
 Each kind of decision is applied by one statement (dead letters: one transaction) that also
 appends its history events, so a plan needs no transaction around it: a scheduler that dies
 halfway leaves every change whole, and the rest is decided again from Postgres. Claims,
-skips and retry schedules commit relaxed (runs.RELAXED_COMMIT); dead nodes and finished
+skips and retry schedules commit relaxed (jobs.RELAXED_COMMIT); dead nodes and finished
 runs synchronously. Jobs are enqueued and runs announced only after their statement commits.
 """
 
@@ -22,8 +22,9 @@ from django.utils import timezone
 
 from workflows import bus, engine, jobs
 from workflows.graph import Graph
+from workflows.jobs import RELAXED_COMMIT
 from workflows.models import DeadLetter, NodeRun, RunEvent
-from workflows.runs import RELAXED_COMMIT, event
+from workflows.runs import event
 from workflows.versions import load_graph
 
 
@@ -128,13 +129,13 @@ def apply_skips(skips: list[tuple[int, str]]) -> None:
     with connection.cursor() as cur:
         cur.execute(
             f"""WITH done AS (
-                   UPDATE workflows_noderun n SET status = v.status, finished_at = now()
+                   UPDATE workflows_noderun n SET status = v.status, finished_at = clock_timestamp()
                    FROM unnest(%s::bigint[], %s::text[]) AS v(id, status), {RELAXED_COMMIT}
                    WHERE n.id = v.id AND n.status = 'pending'
                    RETURNING n.run_id, n.node_id, n.status
                )
                INSERT INTO workflows_runevent (run_id, kind, node_id, attempt, at, worker, data)
-               SELECT run_id, 'node.' || status, node_id, 0, now(), '', '{{}}' FROM done""",
+               SELECT run_id, 'node.' || status, node_id, 0, clock_timestamp(), '', '{{}}' FROM done""",
             [[s[0] for s in skips], [s[1] for s in skips]],
         )
 
@@ -153,7 +154,7 @@ def apply_retries(retries: list[tuple[int, int, float]]) -> None:
                    RETURNING n.run_id, n.node_id, n.attempt, v.delay
                )
                INSERT INTO workflows_runevent (run_id, kind, node_id, attempt, at, worker, data)
-               SELECT run_id, 'node.retry_scheduled', node_id, attempt, now(), '',
+               SELECT run_id, 'node.retry_scheduled', node_id, attempt, clock_timestamp(), '',
                       jsonb_build_object('delay_seconds', round(delay::numeric, 3))
                FROM done""",
             [[r[0] for r in retries], [r[1] for r in retries], [r[2] for r in retries]],
@@ -216,7 +217,7 @@ def apply_finishes(finishes: list[tuple[int, int, str]]) -> None:
     with connection.cursor() as cur:
         cur.execute(
             """WITH done AS (
-                   UPDATE workflows_run r SET status = v.status, finished_at = now()
+                   UPDATE workflows_run r SET status = v.status, finished_at = clock_timestamp()
                    FROM unnest(%s::bigint[], %s::int[], %s::text[]) AS v(id, epoch, status)
                    WHERE r.id = v.id AND r.status = 'running' AND r.epoch = v.epoch
                    RETURNING r.id, r.status, r.finished_at

@@ -2,7 +2,7 @@
 
 A worker hands over a batch of attempts (one RQ job, or several popped together). Postgres
 sees one statement per batch that claims the attempts and reads their upstream outputs, a
-relaxed commit (see runs.RELAXED_COMMIT), then one statement per flush that stores the results and appends every attempt's span to the run history; Redis
+relaxed commit (see jobs.RELAXED_COMMIT), then one statement per flush that stores the results and appends every attempt's span to the run history; Redis
 sees one XADD per flush. Results are flushed when the batch is done, or earlier once the
 oldest unflushed result has waited FLUSH_AFTER_SECONDS, so a long batch never holds back its
 first nodes' successors. The result is durable before the scheduler hears of it, so a crash
@@ -29,7 +29,8 @@ from django.utils import timezone
 
 from workflows import bus, engine, handlers
 from workflows.errors import Invalid
-from workflows.runs import RELAXED_COMMIT, check_json_size
+from workflows.jobs import RELAXED_COMMIT
+from workflows.runs import check_json_size
 from workflows.versions import load_graph
 
 log = logging.getLogger(__name__)

@@ -32,15 +32,6 @@ def check_json_size(value: Any, limit: int, what: str) -> str:
     return text
 
 
-# Joined into the FROM list of a single autocommit statement, this makes its commit skip the
-# wait for the WAL flush (`SET LOCAL` in a statement of its own costs two round trips more).
-# Only for changes that can be derived again from what is already durable: claims and
-# decisions. If Postgres itself crashes and loses them, the reconciler decides again and
-# the attempt runs again (delivery is at-least-once). Runs, results and dead letters are
-# always committed synchronously.
-RELAXED_COMMIT = "(SELECT set_config('synchronous_commit', 'off', true)) AS relaxed_commit"
-
-
 def start_run(
     workflow: Workflow,
     run_input: Any,

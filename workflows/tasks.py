@@ -11,7 +11,7 @@ from workflows import execution, worker
 
 
 def run_nodes(items: list[tuple[int, int]]) -> int:
-    """Execute a job's node attempts, given as (noderun id, attempt) pairs."""
+    """Execute a job's node attempts, given as (noderun id, attempt, version id, node id)."""
     job = get_current_job()
     name = (job.worker_name if job else None) or f"{socket.gethostname()}.{os.getpid()}"
     worker.start_heartbeat(name)

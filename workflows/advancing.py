@@ -66,13 +66,13 @@ class Plan:
 SNAPSHOT_SQL = """
 SELECT n.id, n.run_id, n.node_id, n.status, n.tries, r.version_id, r.epoch
 FROM workflows_noderun n JOIN workflows_run r ON r.id = n.run_id
-WHERE n.run_id = ANY(%s) AND r.status = 'running'
+WHERE r.id = ANY(%(runs)s::bigint[]) AND n.run_id = ANY(%(runs)s::bigint[]) AND r.status = 'running'
 """
 
 CONDITION_DATA_SQL = """
 SELECT n.run_id, n.node_id, n.output, r.input
 FROM workflows_noderun n JOIN workflows_run r ON r.id = n.run_id
-WHERE n.run_id = ANY(%s) AND n.status = 'succeeded'
+WHERE r.id = ANY(%(runs)s::bigint[]) AND n.run_id = ANY(%(runs)s::bigint[]) AND n.status = 'succeeded'
 """
 
 
@@ -80,7 +80,7 @@ def load_snapshots(run_ids: Collection[int]) -> dict[int, RunSnapshot]:
     """Read the state of every node of these runs (only runs still running)."""
     snaps: dict[int, RunSnapshot] = {}
     with connection.cursor() as cur:
-        cur.execute(SNAPSHOT_SQL, [list(run_ids)])
+        cur.execute(SNAPSHOT_SQL, {"runs": list(run_ids)})
         for noderun_id, run_id, node_id, status, tries, version_id, epoch in cur.fetchall():
             snap = snaps.setdefault(run_id, RunSnapshot(run_id, version_id, epoch))
             snap.ids[node_id] = noderun_id
@@ -94,7 +94,7 @@ def load_snapshots(run_ids: Collection[int]) -> dict[int, RunSnapshot]:
 def add_condition_data(snaps: dict[int, RunSnapshot], run_ids: list[int]) -> None:
     """Load outputs and input where edge conditions need them (only graphs that have any)."""
     with connection.cursor() as cur:
-        cur.execute(CONDITION_DATA_SQL, [run_ids])
+        cur.execute(CONDITION_DATA_SQL, {"runs": run_ids})
         for run_id, node_id, output, run_input in cur.fetchall():
             snap = snaps[run_id]
             snap.input = json.loads(run_input) if isinstance(run_input, str) else run_input

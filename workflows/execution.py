@@ -63,18 +63,21 @@ class Outcome:
 
 # Claim the attempts and read their predecessors' outputs in one round trip: rows of kind
 # 'claim' carry the run's input, rows of kind 'output' a succeeded upstream node's output.
+# `status || ''` keeps the planner off the status indexes, which at rest hold no queued
+# node or running run: a plan cached then would scan every queued row under load; these
+# statements are driven by primary keys.
 CLAIM_SQL = f"""
 WITH claimed AS (
-    UPDATE workflows_noderun n SET status = 'running', worker = %s, started_at = now()
-    FROM unnest(%s::bigint[], %s::int[]) AS v(id, attempt), workflows_run r, {RELAXED_COMMIT}
-    WHERE n.id = v.id AND n.attempt = v.attempt AND n.status = 'queued'
-      AND r.id = n.run_id AND r.status = 'running'
+    UPDATE workflows_noderun n SET status = 'running', worker = %(worker)s, started_at = now()
+    FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS v(id, attempt), workflows_run r, {RELAXED_COMMIT}
+    WHERE n.id = ANY(%(ids)s::bigint[]) AND n.id = v.id AND n.attempt = v.attempt AND n.status || '' = 'queued'
+      AND r.id = n.run_id AND r.status || '' = 'running'
     RETURNING n.id, n.run_id, n.node_id, n.attempt, r.version_id, r.input
 )
 SELECT 'claim', id, run_id, node_id, attempt, version_id, input FROM claimed
 UNION ALL
 SELECT 'output', u.id, u.run_id, u.node_id, u.attempt, 0, u.output FROM workflows_noderun u
-WHERE u.run_id IN (SELECT run_id FROM claimed) AND u.node_id = ANY(%s) AND u.status = 'succeeded'
+WHERE u.run_id IN (SELECT run_id FROM claimed) AND u.node_id = ANY(%(upstream)s) AND u.status = 'succeeded'
 """
 
 FINISH_SQL = """
@@ -87,7 +90,7 @@ WITH v AS (
     UPDATE workflows_noderun n
     SET status = v.status, output = v.output::jsonb, error = v.error, traceback = v.traceback,
         started_at = v.started_at, finished_at = v.finished_at
-    FROM v WHERE n.id = v.id AND n.attempt = v.attempt AND n.status = 'running'
+    FROM v WHERE n.id = ANY(%s::bigint[]) AND n.id = v.id AND n.attempt = v.attempt AND n.status || '' = 'running'
     RETURNING n.run_id, n.node_id, n.attempt, n.worker, n.started_at, n.finished_at, v.span
 )
 INSERT INTO workflows_runevent (run_id, kind, node_id, attempt, at, started_at, worker, data)
@@ -148,7 +151,15 @@ def claim(
     """
     wanted = {p for _, _, version_id, node_id in items for p in load_graph(version_id).predecessors(node_id)}
     with connection.cursor() as cur:
-        cur.execute(CLAIM_SQL, [worker, [i[0] for i in items], [i[1] for i in items], list(wanted)])
+        cur.execute(
+            CLAIM_SQL,
+            {
+                "worker": worker,
+                "ids": [i[0] for i in items],
+                "attempts": [i[1] for i in items],
+                "upstream": list(wanted),
+            },
+        )
         rows = cur.fetchall()
     order = {item[0]: n for n, item in enumerate(items)}
     claims = sorted(
@@ -214,6 +225,7 @@ def finish(results: list[Result]) -> list[int]:
                 [r.started for r in results],
                 [r.finished for r in results],
                 [r.span() for r in results],
+                [r.claim.noderun_id for r in results],
             ],
         )
         return [row[0] for row in cur.fetchall()]

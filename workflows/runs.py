@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from workflows import audit, bus, engine
@@ -52,23 +52,16 @@ def start_run(
     if version is not None and not version.is_published:
         raise Conflict(f"Version {version.number} is a draft; only published versions can run.")
     request_hash = hashlib.sha256(canonical_json(run_input).encode()).hexdigest()
-    if idempotency_key:
-        existing = find_idempotent_run(workflow, idempotency_key, request_hash)
-        if existing is not None:
-            return existing, False
-    try:
-        return create_run(workflow, version_id, run_input, idempotency_key or None, request_hash), True
-    except IntegrityError:
-        # Another request with the same key won the race: answer with its run.
-        existing = find_idempotent_run(workflow, idempotency_key or "", request_hash)
-        if existing is None:
-            raise
-        return existing, False
+    run = create_run(workflow, version_id, run_input, idempotency_key or None, request_hash)
+    if run is not None:
+        return run, True
+    # The key was taken (first, or by a concurrent request): answer with that run.
+    return find_idempotent_run(workflow, idempotency_key or "", request_hash), False
 
 
-def find_idempotent_run(workflow: Workflow, key: str, request_hash: str) -> Run | None:
-    run = Run.objects.filter(workflow=workflow, idempotency_key=key).first()
-    if run is not None and run.request_hash != request_hash:
+def find_idempotent_run(workflow: Workflow, key: str, request_hash: str) -> Run:
+    run = Run.objects.get(workflow=workflow, idempotency_key=key)
+    if run.request_hash != request_hash:
         raise Conflict(
             f"Idempotency-Key {key!r} was already used for run {run.pk} with a different input; "
             "use a new key for a new run."
@@ -84,6 +77,7 @@ run AS (
     SELECT %(workflow)s, %(version)s, CASE WHEN wf.paused THEN 'waiting' ELSE 'running' END,
            %(input)s::jsonb, %(key)s, %(hash)s, 0, now()
     FROM wf
+    ON CONFLICT (workflow_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id, status, created_at
 ),
 nodes AS (
@@ -102,8 +96,11 @@ SELECT id, status, created_at FROM run
 
 def create_run(
     workflow: Workflow, version_id: int, run_input: dict[str, Any], key: str | None, request_hash: str
-) -> Run:
-    """Write the run, its node rows and its first event in one statement (the start hot path)."""
+) -> Run | None:
+    """Write the run, its node rows and its first event in one statement (the start hot path).
+
+    Return None, writing nothing, when the idempotency key is already taken in this workflow.
+    """
     graph = load_graph(version_id)
     params = {
         "workflow": workflow.pk,
@@ -116,7 +113,10 @@ def create_run(
     }
     with connection.cursor() as cur:
         cur.execute(CREATE_RUN_SQL, params)
-        run_id, status, created_at = cur.fetchone()
+        row = cur.fetchone()
+    if row is None:
+        return None
+    run_id, status, created_at = row
     if status == engine.RUN_RUNNING:
         transaction.on_commit(lambda: bus.notify([run_id]))  # at once outside a transaction
     run = Run(

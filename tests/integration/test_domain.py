@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
+from django.db import connection
 
 from tests.integration.conftest import node, publish
 from workflows import runs, versions
@@ -128,3 +132,23 @@ def test_a_queue_without_workers_is_refused_naming_the_node() -> None:
     assert [(i.path, "'gpu' has no workers" in i.message) for i in caught.value.issues] == [
         ("nodes[1].queue", True)
     ]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_starts_with_one_idempotency_key_make_one_run() -> None:
+    workflow = publish("racy", DEMO_PROFILE)
+    barrier = threading.Barrier(4)
+
+    def start(_: int) -> int:
+        barrier.wait()
+        try:
+            return runs.start_run(workflow, {"user_id": "u-1"}, idempotency_key="same")[0].pk
+        finally:
+            connection.close()  # each thread has its own connection
+
+    with ThreadPoolExecutor(4) as pool:
+        ids = set(pool.map(start, range(4)))
+
+    assert len(ids) == 1
+    assert Run.objects.filter(workflow=workflow).count() == 1
+    assert NodeRun.objects.filter(run_id=ids.pop()).count() == 4

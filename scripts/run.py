@@ -192,24 +192,6 @@ def stop_all(children: list[Child]) -> None:
                 child.process.wait(5)
 
 
-def accepts(port: int) -> bool:
-    try:
-        with socket.create_connection((HOST, port), timeout=0.5):
-            return True
-    except OSError:
-        return False
-
-
-def port_is_free(port: int) -> bool:
-    with socket.socket() as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind((HOST, port))
-        except OSError:
-            return False
-    return True
-
-
 def load_dotenv(path: Path) -> None:
     """Apply KEY=VALUE lines of PATH to the environment, without overriding what is set."""
     if not path.is_file():
@@ -259,7 +241,7 @@ def supervise(children: list[Child], port: int, login_lines: list[str]) -> None:
         now = time.monotonic()
         for child in children:
             child.check(now)
-        if announce_by is not None and accepts(port):
+        if announce_by is not None and services.accepts(port):
             with _output_lock:
                 print(f"\nSwitchyard is running at http://{HOST}:{port}/", *login_lines, sep="\n  ")
                 print("Press Ctrl-C to stop.\n", flush=True)
@@ -291,7 +273,7 @@ def main() -> int:
     load_dotenv(REPO / ".env")
     port = env_int("PORT", 8000)
     workers = env_int("WORKERS", 2)
-    if not port_is_free(port):
+    if not services.port_is_free(port):
         print(f"Port {port} is already in use (another Switchyard?). Run with PORT=<free port>.")
         return 1
     given = [name for name in ("DATABASE_URL", "REDIS_URL") if os.environ.get(name)]

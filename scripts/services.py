@@ -208,7 +208,7 @@ def _running_postgres_port(data: Path) -> int | None:
     if len(lines) < 8 or lines[7].strip() != "ready" or not lines[3].strip().isdigit():
         return None
     port = int(lines[3])
-    return port if _postmaster_pid(data) and _accepts(port) else None
+    return port if _postmaster_pid(data) and accepts(port) else None
 
 
 def _wait_until_ready(data: Path) -> int | None:
@@ -546,7 +546,7 @@ def _remember(dir: Path, state: dict, server: str, **values: object) -> None:
 
 
 def _choose_port(remembered: int | None, avoid: int | None) -> int:
-    if remembered and _port_is_free(remembered):
+    if remembered and port_is_free(remembered):
         return remembered
     if remembered:
         log.info("port %s is taken by another program; picking a new one", remembered)
@@ -558,7 +558,7 @@ def _choose_port(remembered: int | None, avoid: int | None) -> int:
             return port
 
 
-def _port_is_free(port: int) -> bool:
+def port_is_free(port: int) -> bool:
     # SO_REUSEADDR as the servers use it: a port in TIME_WAIT from our last run is still ours.
     with socket.socket() as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -569,7 +569,7 @@ def _port_is_free(port: int) -> bool:
     return True
 
 
-def _accepts(port: int) -> bool:
+def accepts(port: int) -> bool:
     try:
         with socket.create_connection((HOST, port), timeout=1):
             return True

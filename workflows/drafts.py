@@ -10,8 +10,8 @@ from typing import Any
 
 from django.db import transaction
 
+from workflows.definition import checksum, normalise
 from workflows.errors import Conflict
-from workflows.graph import checksum, normalise
 from workflows.models import WorkflowVersion
 from workflows.versions import parse
 

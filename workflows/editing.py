@@ -22,8 +22,8 @@ from typing import Any
 from django.db import transaction
 
 from workflows import audit, catalog, engine, handlers, runs
+from workflows.definition import canonical_json
 from workflows.errors import Invalid, NotFound
-from workflows.graph import canonical_json
 from workflows.graphdiff import diff_definitions
 from workflows.models import NodeRun, Run, Workflow, WorkflowVersion
 

@@ -25,7 +25,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from controlplane import access
-from workflows import catalog, editing, graph, handlers, versions
+from workflows import catalog, editing, handlers, versions
+from workflows.definition import JOIN_RULES, validate_definition
 from workflows.drafts import StaleRevision
 from workflows.errors import Conflict, DomainError, Invalid, NotFound
 from workflows.models import Workflow
@@ -235,7 +236,7 @@ def editor_config(request: HttpRequest, workflow: Workflow, **extra: Any) -> dic
         },
         "palette": editing.palette(),
         "queues": list(settings.SWITCHYARD_QUEUES),
-        "joinRules": list(graph.JOIN_RULES),
+        "joinRules": list(JOIN_RULES),
         "maxNodes": versions.limits().max_nodes,
         "urls": {
             "list": reverse("editor:list"),
@@ -278,7 +279,7 @@ def validate(request: HttpRequest, slug: str) -> JsonResponse:
     """Validate ``{"definition": ...}`` with the graph core the engine uses; 200 either way."""
     versions.get_workflow(slug)
     definition = read_json(request).get("definition")
-    issues = graph.validate_definition(definition, handlers.schemas(), versions.limits())
+    issues = validate_definition(definition, handlers.schemas(), versions.limits())
     return JsonResponse(
         {"valid": not issues, "issues": [{"path": i.path, "message": i.message} for i in issues]}
     )

@@ -15,8 +15,8 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from workflows import audit, bus, engine
+from workflows.definition import canonical_json
 from workflows.errors import Conflict, Invalid, NotFound
-from workflows.graph import canonical_json
 from workflows.models import DeadLetter, NodeRun, Run, RunEvent, Workflow, WorkflowVersion
 from workflows.versions import load_graph
 

@@ -17,8 +17,9 @@ from django.db.models import Max
 from django.utils import timezone
 
 from workflows import bus, handlers
+from workflows.definition import DefinitionError, Limits, checksum, normalise, parse_definition
 from workflows.errors import Conflict, Invalid, NotFound
-from workflows.graph import DefinitionError, Graph, Limits, checksum, normalise, parse_definition
+from workflows.graph import Graph
 from workflows.models import Workflow, WorkflowVersion
 
 EXPORT_FORMAT = "switchyard.workflow/v1"

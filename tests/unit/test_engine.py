@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from workflows import engine
+from workflows.definition import parse_definition
 from workflows.engine import (
     DEAD,
     FAILED,
@@ -23,7 +24,7 @@ from workflows.engine import (
     RetryNode,
     SkipNode,
 )
-from workflows.graph import Graph, parse_definition
+from workflows.graph import Graph
 
 
 def dag(

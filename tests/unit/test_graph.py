@@ -9,21 +9,18 @@ from typing import Any
 import pytest
 
 from workflows.conditions import Condition
-from workflows.graph import (
+from workflows.definition import (
     JOIN_RULES,
     DefinitionError,
-    Edge,
-    Graph,
     Issue,
     Limits,
-    Node,
-    RetryPolicy,
     canonical_json,
     checksum,
     normalise,
     parse_definition,
     validate_definition,
 )
+from workflows.graph import Edge, Graph, Node, RetryPolicy
 
 HANDLERS: dict[str, dict[str, Any] | None] = {
     "demo.fetch_profile": None,

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from workflows.graph import DefinitionError
+from workflows.definition import DefinitionError
 from workflows.graphdiff import EdgeChange, FieldChange, GraphDiff, NodeChange, diff_definitions
 
 

@@ -14,6 +14,7 @@ import jsonschema
 import pytest
 
 from workflows import handlers
+from workflows.definition import parse_definition
 from workflows.handlers import builtin, demo
 from workflows.handlers.registry import Handler, Registry, UnknownHandlerError
 
@@ -387,7 +388,6 @@ def test_demo_definitions_name_only_registered_handlers_with_valid_configs(slug:
 
 @pytest.mark.parametrize("slug", sorted(demo.DEMO_WORKFLOWS))
 def test_demo_definitions_pass_the_graph_validator(slug: str) -> None:
-    graph = pytest.importorskip("workflows.graph")
     handlers.load_handler_modules(HANDLER_MODULES)
-    parsed = graph.parse_definition(demo.DEMO_WORKFLOWS[slug][1], handlers.schemas())
+    parsed = parse_definition(demo.DEMO_WORKFLOWS[slug][1], handlers.schemas())
     assert set(parsed.nodes) == {n["id"] for n in demo.DEMO_WORKFLOWS[slug][1]["nodes"]}

@@ -10,7 +10,13 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-PURE_MODULES = ["workflows.graph", "workflows.conditions", "workflows.graphdiff", "workflows.engine"]
+PURE_MODULES = [
+    "workflows.graph",
+    "workflows.definition",
+    "workflows.conditions",
+    "workflows.graphdiff",
+    "workflows.engine",
+]
 FORBIDDEN = ("django", "redis", "rq", "channels", "psycopg")
 CHECK = """
 import importlib, sys

@@ -10,8 +10,8 @@ from workflows import catalog, drafts, handlers, versions
 from workflows.api import serializers as s
 from workflows.api.errors import ApiError, FieldError, issues_under
 from workflows.api.routing import Call, render
+from workflows.definition import validate_definition
 from workflows.errors import NotFound
-from workflows.graph import validate_definition
 from workflows.graphdiff import diff_definitions
 from workflows.models import WorkflowVersion
 

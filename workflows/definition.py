@@ -1,0 +1,557 @@
+"""Turn a workflow definition (JSON) into a validated, immutable Graph.
+
+This module is part of the pure core: standard library, pydantic and jsonschema only (plus
+``workflows.graph`` and ``workflows.conditions``), so the same code runs in the web process,
+the scheduler and every worker, and tests run in milliseconds. ``validate_definition``
+reports every problem it can find at once, each with a JSON path
+(``nodes[2].retry.max_attempts``) that an editor can pin to a field; ``parse_definition``
+returns a ``workflows.graph.Graph`` or raises ``DefinitionError`` with those issues.
+
+Definition order matters to the Graph (it breaks ties in its roots and order and orders
+predecessors), so ``normalise`` and ``checksum`` keep list order and only canonicalise
+key order, number spelling (``30`` and ``30.0``) and defaults.
+"""
+
+from __future__ import annotations
+
+import difflib
+import graphlib
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
+
+import jsonschema
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from workflows.conditions import Condition, ConditionError
+from workflows.graph import Edge, Graph, Node, RetryPolicy
+
+if TYPE_CHECKING:
+    from pydantic_core import ErrorDetails
+
+JoinRule = Literal["all_success", "any_success", "all_done"]
+JOIN_RULES: Final = ("all_success", "any_success", "all_done")
+NODE_ID_PATTERN: Final = r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$"
+QUEUE_PATTERN: Final = r"^[a-z][a-z0-9_-]{0,39}$"
+MAX_CYCLES_REPORTED: Final = 5
+MAX_NESTING_DEPTH: Final = 64
+_JSON_TYPES: Final[Mapping[type, str]] = {
+    type(None): "null",
+    bool: "a boolean",
+    int: "a number",
+    float: "a number",
+    str: "a string",
+    list: "an array",
+    dict: "an object",
+}
+_PATTERN_HINTS: Final[Mapping[str, str]] = {
+    "id": "must start with a letter or '_' and contain only letters, digits, '_' and '-'"
+    " (at most 64 characters)",
+    "queue": "must start with a lowercase letter and contain only lowercase letters,"
+    " digits, '_' and '-' (at most 40 characters)",
+}
+
+HandlerSchemas = Mapping[str, Mapping[str, Any] | None]
+_ConfigValidator = jsonschema.Draft202012Validator | str
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Bound a definition: its size, so one request cannot exhaust a process, and the
+    queues it may name (those that have workers), when known."""
+
+    max_nodes: int = 2000
+    max_edges: int = 10000
+    max_config_bytes: int = 16384
+    max_definition_bytes: int = 1_048_576
+    queues: tuple[str, ...] | None = None
+
+
+DEFAULT_LIMITS: Final = Limits()
+
+
+@dataclass(frozen=True)
+class Issue:
+    """Describe one problem; ``path`` is a JSON path, or "" for the whole document."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" if self.path else self.message
+
+
+class DefinitionError(ValueError):
+    """Reject a definition, carrying every issue found."""
+
+    def __init__(self, issues: Sequence[Issue]) -> None:
+        self.issues: list[Issue] = list(issues)
+        super().__init__("; ".join(str(issue) for issue in self.issues))
+
+
+# --- schema -------------------------------------------------------------------------------
+
+_STRICT = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False, frozen=True)
+
+
+class RetrySpec(BaseModel):
+    """Validate a node's ``retry`` object."""
+
+    model_config = _STRICT
+    max_attempts: int = Field(default=1, ge=1, le=50)
+    backoff_seconds: float = Field(default=1.0, ge=0)
+    backoff_max_seconds: float = Field(default=300.0, ge=0)
+    jitter: float = Field(default=0.1, ge=0, le=1)
+
+
+class NodeSpec(BaseModel):
+    """Validate one entry of ``nodes``."""
+
+    model_config = _STRICT
+    id: str = Field(pattern=NODE_ID_PATTERN)
+    handler: str = Field(min_length=1, max_length=200)
+    config: dict[str, Any] = Field(default_factory=dict)
+    retry: RetrySpec = Field(default_factory=RetrySpec)
+    timeout_seconds: float = Field(default=300.0, gt=0, le=86400)
+    queue: str = Field(default="default", pattern=QUEUE_PATTERN)
+    join: JoinRule = "all_success"
+
+
+class EdgeSpec(BaseModel):
+    """Validate one entry of ``edges``; a blank ``when`` means no condition."""
+
+    model_config = _STRICT
+    source: str
+    target: str
+    when: str | None = None
+
+    @field_validator("when")
+    @classmethod
+    def _blank_is_none(cls, value: str | None) -> str | None:
+        return value if value and value.strip() else None
+
+
+class DocumentSpec(BaseModel):
+    """Validate the top level; items are validated one by one to report them all."""
+
+    model_config = _STRICT
+    nodes: list[Any]
+    edges: list[Any] = Field(default_factory=list)
+    description: str = ""
+
+
+_SpecT = TypeVar("_SpecT", bound=BaseModel)
+
+
+@dataclass
+class _Draft:
+    """Collect what could be read from a definition, valid parts and raw ids alike."""
+
+    description: str = ""
+    raw_nodes: list[Any] = field(default_factory=list)
+    raw_edges: list[Any] = field(default_factory=list)
+    nodes: dict[int, NodeSpec] = field(default_factory=dict)
+    edges: dict[int, EdgeSpec] = field(default_factory=dict)
+    conditions: dict[int, Condition] = field(default_factory=dict)
+
+
+# --- public entry points ------------------------------------------------------------------
+
+
+def validate_definition(
+    data: object, handlers: HandlerSchemas | None = None, limits: Limits = DEFAULT_LIMITS
+) -> list[Issue]:
+    """Return every problem with a definition; an empty list means it is valid.
+
+    ``handlers`` maps registered handler names to their config JSON schema (or None for
+    "any config"); when it is None, handler names and configs are not checked.
+    """
+    return _inspect(data, handlers, limits)[0]
+
+
+def parse_definition(
+    data: object, handlers: HandlerSchemas | None = None, limits: Limits = DEFAULT_LIMITS
+) -> Graph:
+    """Validate a definition and build its Graph, or raise DefinitionError."""
+    issues, draft = _inspect(data, handlers, limits)
+    if issues or draft is None:
+        raise DefinitionError(issues)
+    return _build_graph(draft)
+
+
+def normalise(data: object) -> dict[str, Any]:
+    """Return the definition as plain JSON with every default filled in.
+
+    Only the document and the schema are checked (a draft with a cycle still normalises,
+    and no size limit applies); a problem raises DefinitionError.
+    """
+    issues = _check_document(data, None)
+    if issues:
+        raise DefinitionError(issues)
+    issues, draft = _read_definition(data)
+    if issues:
+        raise DefinitionError(issues)
+    return {
+        "description": draft.description,
+        "nodes": [spec.model_dump(mode="json") for spec in draft.nodes.values()],
+        "edges": [spec.model_dump(mode="json") for spec in draft.edges.values()],
+    }
+
+
+def canonical_json(data: object) -> str:
+    """Serialise with sorted keys and compact separators; NaN and Infinity are refused."""
+    return json.dumps(data, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def checksum(data: object) -> str:
+    """Return "sha256:<hex>" of the normalised definition."""
+    digest = hashlib.sha256(canonical_json(normalise(data)).encode()).hexdigest()
+    return f"sha256:{digest}"
+
+
+# --- validation steps ---------------------------------------------------------------------
+
+
+def _inspect(
+    data: object, handlers: HandlerSchemas | None, limits: Limits
+) -> tuple[list[Issue], _Draft | None]:
+    """Run every check that applies and return the issues with the parsed draft."""
+    document_issues = _check_document(data, limits)
+    if document_issues:
+        return document_issues, None
+    issues, draft = _read_definition(data)
+    issues += _check_counts(draft, limits)
+    issues += _check_config_sizes(draft, limits)
+    issues += _check_node_ids(draft)
+    issues += _check_edges(draft)
+    issues += _check_cycles(draft)
+    issues += _check_conditions(draft)
+    if handlers is not None:
+        issues += _check_handlers(draft, handlers)
+    if limits.queues is not None:
+        issues += _check_queues(draft, limits.queues)
+    return issues, draft
+
+
+def _check_queues(draft: _Draft, queues: tuple[str, ...]) -> list[Issue]:
+    """Report nodes sent to a queue no worker listens on: they would wait forever."""
+    return [
+        Issue(
+            f"nodes[{index}].queue", f"queue {spec.queue!r} has no workers; use one of: {', '.join(queues)}"
+        )
+        for index, spec in draft.nodes.items()
+        if spec.queue not in queues
+    ]
+
+
+def _check_document(data: object, limits: Limits | None) -> list[Issue]:
+    """Refuse non-objects, over-nested or non-JSON values and oversized documents before parsing.
+
+    The depth check comes first: json and pydantic both give up on deep nesting with
+    errors of their own (RecursionError, "maximum depth exceeded").
+    """
+    if not isinstance(data, dict):
+        return [Issue("", f"definition must be a JSON object, not {_json_type(data)}")]
+    if _is_too_deep(data, MAX_NESTING_DEPTH):
+        return [Issue("", f"definition is nested more than {MAX_NESTING_DEPTH} levels deep")]
+    try:
+        size = len(canonical_json(data).encode())
+    except (TypeError, ValueError) as err:
+        return [Issue("", f"definition is not valid JSON: {err}")]
+    if limits is not None and size > limits.max_definition_bytes:
+        limit = limits.max_definition_bytes
+        return [Issue("", f"definition is {size} bytes; the limit is {limit} bytes")]
+    return []
+
+
+def _is_too_deep(data: object, max_depth: int) -> bool:
+    """Tell whether objects and arrays nest deeper than max_depth, without recursing."""
+    stack: list[tuple[object, int]] = [(data, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if depth > max_depth:
+            return True
+        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+    return False
+
+
+def _read_definition(data: object) -> tuple[list[Issue], _Draft]:
+    """Validate the schema, keeping every node and edge that is valid on its own."""
+    draft = _Draft()
+    if not isinstance(data, dict):
+        return [Issue("", f"definition must be a JSON object, not {_json_type(data)}")], draft
+    document, issues = _validate(DocumentSpec, data, ())
+    draft.description = document.description if document else ""
+    draft.raw_nodes = _list_field(data, "nodes")
+    draft.raw_edges = _list_field(data, "edges")
+    if "nodes" in data and not draft.raw_nodes and isinstance(data["nodes"], list):
+        issues.append(Issue("nodes", "must contain at least one node"))
+    issues += _read_items(draft.raw_nodes, NodeSpec, "nodes", draft.nodes)
+    issues += _read_items(draft.raw_edges, EdgeSpec, "edges", draft.edges)
+    return issues, draft
+
+
+def _list_field(data: Mapping[str, Any], key: str) -> list[Any]:
+    """Return a top-level list, or [] when it is absent or not a list."""
+    value = data.get(key)
+    return value if isinstance(value, list) else []
+
+
+def _read_items(raw_items: list[Any], model: type[BaseModel], name: str, into: dict[int, Any]) -> list[Issue]:
+    """Validate list items one by one, storing the valid ones by index."""
+    issues: list[Issue] = []
+    for index, raw in enumerate(raw_items):
+        spec, item_issues = _validate(model, raw, (name, index))
+        issues += item_issues
+        if spec is not None:
+            into[index] = spec
+    return issues
+
+
+def _validate(
+    model: type[_SpecT], raw: object, prefix: tuple[str | int, ...]
+) -> tuple[_SpecT | None, list[Issue]]:
+    """Validate raw data against a model, turning pydantic errors into issues."""
+    if not isinstance(raw, dict):
+        return None, [Issue(_format_path(prefix), f"must be an object, not {_json_type(raw)}")]
+    try:
+        return model.model_validate(raw), []
+    except ValidationError as err:
+        suffix = _node_suffix(raw) if prefix[:1] == ("nodes",) else ""
+        return None, [
+            Issue(_format_path(prefix + tuple(e["loc"])), _schema_message(e) + suffix) for e in err.errors()
+        ]
+
+
+def _schema_message(error: ErrorDetails) -> str:
+    """Word a pydantic error for a person, replacing regex patterns with a plain rule."""
+    field_name = error["loc"][-1] if error["loc"] else ""
+    if error["type"] == "string_pattern_mismatch" and field_name in _PATTERN_HINTS:
+        return f"{_PATTERN_HINTS[field_name]}, got {error['input']!r}"
+    if error["type"] == "missing":
+        return "is required"
+    if error["type"] == "extra_forbidden":
+        return f"unknown field '{field_name}'"
+    return str(error["msg"])
+
+
+def _node_suffix(raw: Mapping[str, Any]) -> str:
+    """Name the node an issue belongs to, when its id is readable."""
+    node_id = raw.get("id")
+    return f" (node '{node_id}')" if isinstance(node_id, str) and node_id else ""
+
+
+def _check_counts(draft: _Draft, limits: Limits) -> list[Issue]:
+    """Enforce the node and edge count limits."""
+    issues: list[Issue] = []
+    if len(draft.raw_nodes) > limits.max_nodes:
+        message = f"too many nodes: {len(draft.raw_nodes)}; the limit is {limits.max_nodes}"
+        issues.append(Issue("nodes", message))
+    if len(draft.raw_edges) > limits.max_edges:
+        message = f"too many edges: {len(draft.raw_edges)}; the limit is {limits.max_edges}"
+        issues.append(Issue("edges", message))
+    return issues
+
+
+def _check_config_sizes(draft: _Draft, limits: Limits) -> list[Issue]:
+    """Enforce the per-node config size limit (bytes of canonical JSON)."""
+    issues: list[Issue] = []
+    for index, raw in _dict_items(draft.raw_nodes):
+        config, path = raw.get("config"), f"nodes[{index}].config"
+        try:
+            size = len(canonical_json(config).encode())
+        except (TypeError, ValueError) as err:
+            issues.append(Issue(path, f"config is not valid JSON: {err}{_node_suffix(raw)}"))
+            continue
+        if size > limits.max_config_bytes:
+            message = f"config is {size} bytes; the limit is {limits.max_config_bytes}{_node_suffix(raw)}"
+            issues.append(Issue(path, message))
+    return issues
+
+
+def _dict_items(raw_items: list[Any]) -> list[tuple[int, dict[str, Any]]]:
+    """Return the items that are objects, with their index, whatever else is wrong with them."""
+    return [(index, raw) for index, raw in enumerate(raw_items) if isinstance(raw, dict)]
+
+
+def _raw_ids(draft: _Draft) -> dict[int, str]:
+    """Return readable node ids by index, even from nodes with other schema errors."""
+    return {index: raw["id"] for index, raw in _dict_items(draft.raw_nodes) if isinstance(raw.get("id"), str)}
+
+
+def _check_node_ids(draft: _Draft) -> list[Issue]:
+    """Report each repeated node id at its second (and later) occurrence."""
+    first_seen: dict[str, int] = {}
+    issues: list[Issue] = []
+    for index, node_id in _raw_ids(draft).items():
+        if node_id in first_seen:
+            message = f"duplicate node id '{node_id}' (first used by nodes[{first_seen[node_id]}])"
+            issues.append(Issue(f"nodes[{index}].id", message))
+        first_seen.setdefault(node_id, index)
+    return issues
+
+
+def _check_edges(draft: _Draft) -> list[Issue]:
+    """Report edges to unknown nodes, self-loops and repeated edges."""
+    known = set(_raw_ids(draft).values())
+    first_seen: dict[tuple[str, str], int] = {}
+    issues: list[Issue] = []
+    for index, edge in draft.edges.items():
+        issues += _check_edge_ends(index, edge, known)
+        pair = (edge.source, edge.target)
+        if edge.source == edge.target:
+            message = f"edge {edge.source} -> {edge.target} is a self-loop; a node cannot follow itself"
+            issues.append(Issue(f"edges[{index}]", message))
+        elif pair in first_seen:
+            message = (
+                f"duplicate edge {edge.source} -> {edge.target} (first given as edges[{first_seen[pair]}])"
+            )
+            issues.append(Issue(f"edges[{index}]", message))
+        first_seen.setdefault(pair, index)
+    return issues
+
+
+def _check_edge_ends(index: int, edge: EdgeSpec, known: set[str]) -> list[Issue]:
+    """Report an edge's source or target that names no node."""
+    return [
+        Issue(f"edges[{index}].{end}", f"{end} '{node_id}' is not a node in this definition")
+        for end, node_id in (("source", edge.source), ("target", edge.target))
+        if node_id not in known
+    ]
+
+
+def _check_cycles(draft: _Draft) -> list[Issue]:
+    """Report cycles as "a -> b -> a" paths, breaking each found cycle to look for more."""
+    order: dict[str, int] = {}
+    for index, node_id in _raw_ids(draft).items():
+        order.setdefault(node_id, index)
+    predecessors: dict[str, list[str]] = {node_id: [] for node_id in order}
+    for edge in draft.edges.values():
+        joins_two_nodes = edge.source != edge.target and {edge.source, edge.target} <= order.keys()
+        if joins_two_nodes and edge.source not in predecessors[edge.target]:
+            predecessors[edge.target].append(edge.source)
+    issues: list[Issue] = []
+    while len(issues) < MAX_CYCLES_REPORTED:
+        cycle = _find_cycle(predecessors)
+        if cycle is None:
+            break
+        cycle = _rotate_cycle(cycle, order)
+        issues.append(Issue("edges", "cycle: " + " -> ".join(cycle)))
+        predecessors[cycle[-1]].remove(cycle[-2])  # the edge back into the earliest node
+    return issues
+
+
+def _find_cycle(predecessors: Mapping[str, list[str]]) -> list[str] | None:
+    """Return one cycle as [a, b, ..., a] in edge direction, or None if acyclic."""
+    try:
+        graphlib.TopologicalSorter(predecessors).prepare()
+    except graphlib.CycleError as err:
+        return list(err.args[1])
+    return None
+
+
+def _rotate_cycle(cycle: list[str], order: Mapping[str, int]) -> list[str]:
+    """Start a cycle at its earliest-defined node so reports are stable."""
+    ring = cycle[:-1]
+    start = min(range(len(ring)), key=lambda i: order[ring[i]])
+    ring = ring[start:] + ring[:start]
+    return [*ring, ring[0]]
+
+
+def _check_conditions(draft: _Draft) -> list[Issue]:
+    """Parse every edge condition, keeping the parsed ones on the draft."""
+    issues: list[Issue] = []
+    for index, raw in _dict_items(draft.raw_edges):
+        when = raw.get("when")
+        if not isinstance(when, str) or not when.strip():
+            continue
+        try:
+            draft.conditions[index] = Condition(when)
+        except ConditionError as err:
+            issues.append(Issue(f"edges[{index}].when", str(err)))
+    return issues
+
+
+def _check_handlers(draft: _Draft, handlers: HandlerSchemas) -> list[Issue]:
+    """Report unregistered handlers and configs that break their handler's schema."""
+    issues: list[Issue] = []
+    validators: dict[str, _ConfigValidator] = {}
+    for index, raw in _dict_items(draft.raw_nodes):
+        handler, config = raw.get("handler"), raw.get("config", {})
+        if not isinstance(handler, str) or not handler:
+            continue
+        if handler not in handlers:
+            message = _unknown_handler(handler, handlers) + _node_suffix(raw)
+            issues.append(Issue(f"nodes[{index}].handler", message))
+            continue
+        schema = handlers[handler]
+        if schema is not None and isinstance(config, dict):
+            if handler not in validators:
+                validators[handler] = _config_validator(handler, schema)
+            issues += _check_config(index, raw, validators[handler])
+    return issues
+
+
+def _unknown_handler(handler: str, handlers: HandlerSchemas) -> str:
+    """Explain an unknown handler, suggesting close and registered names."""
+    if not handlers:
+        return f"unknown handler '{handler}'; no handlers are registered"
+    close = difflib.get_close_matches(handler, list(handlers), n=3)
+    known = close + [name for name in sorted(handlers) if name not in close]
+    more = f" and {len(known) - 5} more" if len(known) > 5 else ""
+    return f"unknown handler '{handler}'; registered handlers include {', '.join(known[:5])}{more}"
+
+
+def _config_validator(handler: str, schema: Mapping[str, Any]) -> _ConfigValidator:
+    """Build a Draft 2020-12 validator for a handler's schema, or say why the schema is broken."""
+    try:
+        jsonschema.Draft202012Validator.check_schema(schema)
+    except jsonschema.SchemaError as err:
+        return f"handler '{handler}' has an invalid config schema: {err.message}"
+    return jsonschema.Draft202012Validator(schema)
+
+
+def _check_config(index: int, raw: Mapping[str, Any], validator: _ConfigValidator) -> list[Issue]:
+    """Validate a node's config with its handler's validator."""
+    if isinstance(validator, str):
+        return [Issue(f"nodes[{index}].handler", validator)]
+    prefix: tuple[str | int, ...] = ("nodes", index, "config")
+    errors = sorted(validator.iter_errors(raw.get("config", {})), key=lambda e: _format_path(e.absolute_path))
+    return [
+        Issue(_format_path(prefix + tuple(e.absolute_path)), e.message + _node_suffix(raw)) for e in errors
+    ]
+
+
+def _build_graph(draft: _Draft) -> Graph:
+    """Turn a fully valid draft into a Graph."""
+    nodes = {spec.id: _build_node(spec) for spec in draft.nodes.values()}
+    edges = tuple(
+        Edge(edge.source, edge.target, draft.conditions.get(index)) for index, edge in draft.edges.items()
+    )
+    return Graph(nodes=nodes, edges=edges)
+
+
+def _build_node(spec: NodeSpec) -> Node:
+    """Turn a node spec into a Node."""
+    return Node(**spec.model_dump(exclude={"retry"}), retry=RetryPolicy(**spec.retry.model_dump()))
+
+
+def _format_path(parts: Iterable[str | int]) -> str:
+    """Join path parts as "nodes[2].retry.max_attempts"."""
+    path = ""
+    for part in parts:
+        if isinstance(part, int):
+            path += f"[{part}]"
+        elif part.isidentifier() or not part:
+            path += f".{part}" if path else part
+        else:
+            path += f"[{json.dumps(part, ensure_ascii=False)}]"
+    return path
+
+
+def _json_type(value: object) -> str:
+    """Name a value's JSON type for error messages."""
+    return _JSON_TYPES.get(type(value), type(value).__name__)

@@ -1,9 +1,9 @@
 """Execute node attempts inside a worker: claim, run the handlers, store the results, notify.
 
 A worker hands over a batch of attempts (one RQ job, or several popped together). Postgres
-sees one statement per batch that claims the attempts and reads their upstream outputs, a
-relaxed commit (see jobs.RELAXED_COMMIT), then one statement per flush that stores the results and appends every attempt's span to the run history; Redis
-sees one XADD per flush. Results are flushed when the batch is done, or earlier once the
+sees one statement per batch that claims the attempts and reads their upstream outputs
+(relaxed commit, see jobs.RELAXED_COMMIT), then one statement per flush that stores the
+results and appends every attempt's span to the run history; Redis sees one XADD per flush. Results are flushed when the batch is done, or earlier once the
 oldest unflushed result has waited FLUSH_AFTER_SECONDS, so a long batch never holds back its
 first nodes' successors. The result is durable before the scheduler hears of it, so a crash
 between the two loses nothing: the reconciler finds the finished node and re-drives its run.
@@ -29,7 +29,7 @@ from django.utils import timezone
 
 from workflows import bus, engine, handlers
 from workflows.errors import Invalid
-from workflows.jobs import RELAXED_COMMIT
+from workflows.jobs import RELAXED_COMMIT, Item
 from workflows.runs import check_json_size
 from workflows.versions import load_graph
 
@@ -121,7 +121,7 @@ def from_json(value: Any) -> Any:
     return json.loads(value) if isinstance(value, str) else value
 
 
-def run_batch(items: list[tuple[int, int, int, str]], worker: str) -> int:
+def run_batch(items: list[Item], worker: str) -> int:
     """Execute the claimable attempts among (noderun id, attempt, version id, node id).
 
     Return how many ran.
@@ -141,9 +141,7 @@ def run_batch(items: list[tuple[int, int, int, str]], worker: str) -> int:
     return len(claims)
 
 
-def claim(
-    items: list[tuple[int, int, int, str]], worker: str
-) -> tuple[list[Claim], dict[int, dict[str, Any]]]:
+def claim(items: list[Item], worker: str) -> tuple[list[Claim], dict[int, dict[str, Any]]]:
     """Move queued attempts to running and read what they are given.
 
     Return the claims (stale, duplicate or cancelled attempts are left out), in the order of

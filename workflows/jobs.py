@@ -114,12 +114,12 @@ def claim_and_enqueue(rows: list[Ready], workers: int) -> None:
     transaction.on_commit(lambda: enqueue(packed, claimed))
 
 
-def requeue(rows: list[tuple[int, int, str]], workers: int) -> int:
-    """Enqueue again queued attempts whose job Redis lost: (noderun id, attempt, queue)."""
+def requeue(rows: list[tuple[Ready, int]], workers: int) -> int:
+    """Enqueue again queued attempts whose job Redis lost: (the node, its attempt)."""
     if not rows:
         return 0
-    attempts = {noderun_id: attempt for noderun_id, attempt, _ in rows}
-    packed = pack([Ready(noderun_id, queue, True) for noderun_id, _, queue in rows], workers)
+    attempts = {ready.noderun_id: attempt for ready, attempt in rows}
+    packed = pack([ready for ready, _ in rows], workers)
     ids = [i for job in packed for i in job.noderun_ids]
     job_ids = [job.job_id for job in packed for _ in job.noderun_ids]
     with connection.cursor() as cur:

@@ -70,11 +70,11 @@ class Reconciler:
         cutoff = timezone.now() - timedelta(seconds=after)
         rows = list(
             NodeRun.objects.filter(status=engine.QUEUED, queued_at__lt=cutoff).values_list(
-                "id", "attempt", "queue", "job_id"
+                "id", "attempt", "job_id", "node_id", "run__version_id"
             )[:SCAN_LIMIT]
         )
         now = time.monotonic()
-        queued = {row[3] for row in rows}  # a batched job holds many attempts: ask once
+        queued = {row[2] for row in rows}  # a batched job holds many attempts: ask once
         self.job_seen_at = {j: t for j, t in self.job_seen_at.items() if j in queued and now - t < after}
         job_ids = sorted(queued - self.job_seen_at.keys())
         missing = set()
@@ -84,7 +84,12 @@ class Reconciler:
             else:
                 missing.add(job_id)
         return jobs.requeue(
-            [(i, attempt, queue) for i, attempt, queue, job_id in rows if job_id in missing], workers
+            [
+                (jobs.ready(i, load_graph(version_id).nodes[node_id]), attempt)
+                for i, attempt, job_id, node_id, version_id in rows
+                if job_id in missing
+            ],
+            workers,
         )
 
     def fail_lost_attempts(self) -> int:

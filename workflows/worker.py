@@ -18,8 +18,9 @@ deliveries, say) goes through RQ's full path.
 Under a backlog the worker takes batchable node jobs in bulk: the jobs at the head of its
 first non-empty queue whose ids mark them batchable (short, CPU-only handlers) are taken,
 with their hashes, in one Lua call and executed as one batch (one claim, one result
-statement per flush). Idle, the call finds nothing and RQ's blocking pop takes the next job. RQ's own worker heartbeat
-and state, written by RQ around every job, are written at most once a second here.
+statement per flush). Idle, the call finds nothing and RQ's blocking pop takes the next
+job. RQ's own worker heartbeat and state, written by RQ around every job, are written at
+most once a second here.
 """
 
 from __future__ import annotations

@@ -18,7 +18,6 @@ from functools import cache
 import django_rq
 from django.db import connection, transaction
 from rq import Queue
-from rq.job import Job
 
 from workflows import handlers
 from workflows.graph import Node
@@ -147,10 +146,13 @@ def enqueue(packed: list[PackedJob], claimed: dict[int, Item]) -> None:
     pipe.execute()
 
 
-def jobs_exist(job_ids: list[str]) -> list[bool]:
-    """Return, for each RQ job id, whether Redis still holds the job."""
-    conn = rq_queue("default").connection
-    pipe = conn.pipeline(transaction=False)
-    for job_id in job_ids:
-        pipe.exists(Job.key_for(job_id))
-    return [bool(n) for n in pipe.execute()]
+def jobs_waiting(jobs: list[tuple[str, str]]) -> list[bool]:
+    """Return, for each (RQ job id, queue name), whether the job still waits in its queue.
+
+    The queue itself is asked, not the job's hash: a job taken by a worker that died before
+    claiming its attempts waits nowhere, though its hash outlives the worker.
+    """
+    pipe = rq_queue("default").connection.pipeline(transaction=False)
+    for job_id, queue in jobs:
+        pipe.lpos(rq_queue(queue).key, job_id)
+    return [position is not None for position in pipe.execute()]

@@ -61,24 +61,27 @@ class Reconciler:
         }
 
     def requeue_lost_jobs(self, workers: int) -> int:
-        """Enqueue again the queued attempts whose job Redis no longer holds.
+        """Enqueue again the queued attempts whose job no longer waits in its queue.
 
-        A job confirmed present is asked about again only after a reconcile window, so a long
-        backlog costs one EXISTS per job per window, not per second.
+        Lost: Redis lost it, or a worker took it and died before claiming its attempts (a
+        live worker claims within milliseconds of taking). A job confirmed waiting is asked
+        about again only after a reconcile window, so a long backlog costs one LPOS per job
+        per window, not per second.
         """
         after = settings.SWITCHYARD["RECONCILE_AFTER_SECONDS"]
         cutoff = timezone.now() - timedelta(seconds=after)
         rows = list(
             NodeRun.objects.filter(status=engine.QUEUED, queued_at__lt=cutoff).values_list(
-                "id", "attempt", "job_id", "node_id", "run__version_id"
+                "id", "attempt", "job_id", "queue", "node_id", "run__version_id"
             )[:SCAN_LIMIT]
         )
         now = time.monotonic()
-        queued = {row[2] for row in rows}  # a batched job holds many attempts: ask once
+        queued = {row[2]: row[3] for row in rows}  # a batched job holds many attempts: ask once
         self.job_seen_at = {j: t for j, t in self.job_seen_at.items() if j in queued and now - t < after}
-        job_ids = sorted(queued - self.job_seen_at.keys())
+        job_ids = sorted(queued.keys() - self.job_seen_at.keys())
         missing = set()
-        for job_id, ok in zip(job_ids, jobs.jobs_exist(job_ids), strict=True):
+        waiting = jobs.jobs_waiting([(job_id, queued[job_id]) for job_id in job_ids])
+        for job_id, ok in zip(job_ids, waiting, strict=True):
             if ok:
                 self.job_seen_at[job_id] = now
             else:
@@ -86,7 +89,7 @@ class Reconciler:
         return jobs.requeue(
             [
                 (jobs.ready(i, load_graph(version_id).nodes[node_id]), attempt)
-                for i, attempt, job_id, node_id, version_id in rows
+                for i, attempt, job_id, _, node_id, version_id in rows
                 if job_id in missing
             ],
             workers,

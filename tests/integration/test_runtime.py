@@ -5,9 +5,11 @@ from __future__ import annotations
 import signal
 from typing import Any
 
+from rq.job import Job
+
 from tests.integration.conftest import node, publish, wait_finished
 from tests.integration.runtime import Runtime, wait_for
-from workflows import bus, jobs, runs
+from workflows import bus, runs
 from workflows.handlers.demo import DEMO_PROFILE, DEMO_RETRIES
 from workflows.models import DeadLetter, NodeRun, Run, RunEvent
 
@@ -76,7 +78,8 @@ def test_cancel_mid_run_stops_queued_nodes_and_ignores_running_results(runtime: 
     assert run.status == "cancelled"
     # The worker finishes its sleep and drops the job; its result must be ignored.
     slow = NodeRun.objects.get(run=run, node_id="slow")
-    wait_for(lambda: jobs.jobs_exist([slow.job_id]) == [False], 30, "the cancelled attempt's job to end")
+    job_key = Job.key_for(slow.job_id)
+    wait_for(lambda: not bus.client().exists(job_key), 30, "the cancelled attempt's job to end")
     assert not RunEvent.objects.filter(run=run, kind="node.attempt").exists()
     result = nodes_of(run)
     assert result["slow"].status == "cancelled"

@@ -1,10 +1,16 @@
-"""The worker's dequeue against real Redis: batchable jobs waiting together are taken together."""
+"""The worker's dequeue against real Redis, and what the reconciler does when a worker dies after it."""
 
 from __future__ import annotations
 
-import pytest
+from datetime import timedelta
 
-from workflows import jobs
+import pytest
+from django.utils import timezone
+
+from tests.integration.conftest import node, publish
+from workflows import advancing, jobs, runs
+from workflows.models import NodeRun
+from workflows.reconciler import Reconciler
 from workflows.worker import TAKE_AT_MOST, NodeWorker
 
 pytestmark = pytest.mark.django_db
@@ -56,3 +62,20 @@ def test_executing_a_batch_deletes_every_job_it_held(worker: NodeWorker) -> None
 
     assert worker.companions == ()
     assert not any(queue.connection.exists(f"rq:job:{i}") for i in ("syb-a", "syb-b", "syb-c"))
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_job_taken_by_a_worker_that_died_before_claiming_is_enqueued_again(redis_clean: None) -> None:
+    workflow = publish("taken", {"nodes": [node("only")], "edges": []})
+    run, _ = runs.start_run(workflow, {})
+    advancing.advance_runs([run.pk])
+    queue = jobs.rq_queue("default")
+    taken = queue.connection.lpop(queue.key)  # a worker took it, then was killed: the hash stays
+    NodeRun.objects.filter(run=run).update(queued_at=timezone.now() - timedelta(minutes=5))
+
+    assert Reconciler().requeue_lost_jobs(workers=1) == 1
+
+    attempt = NodeRun.objects.get(run=run)
+    assert attempt.status == "queued" and attempt.job_id != taken.decode()
+    assert queue.job_ids == [attempt.job_id]
+    assert Reconciler().requeue_lost_jobs(workers=1) == 0  # waiting in its queue: not lost

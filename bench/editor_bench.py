@@ -44,16 +44,6 @@ import harness  # noqa: E402
 import services  # noqa: E402
 
 SERVICES_DIR = REPO / ".data" / "bench-editor"
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 USER, PASSWORD = "bench-editor", "bench-editor-password-1"
 PAN_FRAMES = 60
 TIMEOUT_MS = 180_000
@@ -182,9 +172,11 @@ def percentile(values: list[float], p: float) -> float:
 def measure(base: str, facts: dict[int, dict[str, Any]], reps: int) -> dict[int, list[dict[str, Any]]]:
     from playwright.sync_api import sync_playwright
 
+    from tests.browser.chromium import CHROMIUM, CHROMIUM_ARGS
+
     results: dict[int, list[dict[str, Any]]] = {}
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
         for size, fact in facts.items():
             results[size] = []
             for rep in range(reps):

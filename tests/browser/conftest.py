@@ -26,20 +26,10 @@ from django.contrib.auth.models import Group, User
 from playwright.sync_api import Browser, Page, expect
 
 from controlplane import access
+from tests.browser.chromium import CHROMIUM, CHROMIUM_ARGS
 from tests.integration.runtime import ROOT, Runtime, wait_for
 from workflows import bus
 
-CHROMIUM = Path("/usr/bin/chromium")
-# Without the networking flags Chromium floods the closed network with refused connections.
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
 SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"
 PASSWORD = "switchyard-browser-test-1"
 TIMEOUT_MS = 20_000

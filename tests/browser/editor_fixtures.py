@@ -1,5 +1,5 @@
-"""Helpers for the editor's browser tests and its benchmark: workflows made through the
-domain, generated large definitions, and mouse gestures on the canvas."""
+"""Helpers for the editor's browser tests and its benchmark: generated large definitions and
+mouse gestures on the canvas (workflows come from tests/factories.py)."""
 
 from __future__ import annotations
 
@@ -7,33 +7,6 @@ import copy
 from typing import Any
 
 from playwright.sync_api import Locator, Page, expect
-
-from workflows import versions
-from workflows.models import Workflow, WorkflowVersion
-
-CHAIN: dict[str, Any] = {
-    "nodes": [
-        {"id": "a", "handler": "core.noop"},
-        {"id": "b", "handler": "core.echo"},
-        {"id": "c", "handler": "core.noop"},
-    ],
-    "edges": [{"source": "a", "target": "b"}, {"source": "b", "target": "c"}],
-}
-
-
-def make_workflow(slug: str, definition: dict[str, Any] | None = None, *, publish: bool = True) -> Workflow:
-    """Create a workflow; with a definition, its v1 (published and active unless told not)."""
-    workflow = versions.create_workflow(slug, slug.replace("-", " ").title())
-    if definition is not None:
-        version = versions.create_version(workflow, definition, comment="first")
-        if publish:
-            versions.publish_version(version)
-    workflow.refresh_from_db()
-    return workflow
-
-
-def add_draft(workflow: Workflow, definition: dict[str, Any], comment: str = "draft") -> WorkflowVersion:
-    return versions.create_version(workflow, definition, comment=comment)
 
 
 def changed(definition: dict[str, Any], node_id: str, **fields: Any) -> dict[str, Any]:

@@ -15,20 +15,18 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.browser.editor_fixtures import (
-    CHAIN,
-    add_draft,
     changed,
     click_edge,
     connect,
     drag,
     edge,
     layered_definition,
-    make_workflow,
     node,
     open_editor,
     select_node,
     wait_ready,
 )
+from tests.factories import CHAIN, add_draft, make_workflow
 from workflows.models import Run, Workflow
 
 BUNDLE = Path(__file__).resolve().parents[2] / "static" / "editor" / "dist" / "editor.js"
@@ -194,7 +192,7 @@ def test_diff_of_two_versions_highlights_the_changes(
 def test_a_500_node_import_opens_and_is_laid_out(
     page_as: PageAs, live_url: str, screenshot: Screenshot, tmp_path: Path
 ) -> None:
-    make_workflow("big")
+    make_workflow("big", None)
     path = tmp_path / "big.json"
     path.write_text(json.dumps(layered_definition(500)))
     page = page_as("editor")
@@ -303,7 +301,7 @@ def test_roll_back_to_an_older_version_from_the_versions_tab(page_as: PageAs, li
 def test_names_configs_and_conditions_are_shown_as_text(
     page_as: PageAs, live_url: str, tmp_path: Path
 ) -> None:
-    make_workflow("inert")
+    make_workflow("inert", None)
     script = "<script>window.__pwned = 1</script>"
     image = '<img src=x onerror="window.__pwned = 2">'
     hostile = {

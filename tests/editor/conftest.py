@@ -1,5 +1,5 @@
-"""Fixtures for the editor's view tests: a logged-in Django test client per role, and
-workflows built through the domain calls (never through the views under test)."""
+"""Fixtures for the editor's view tests: a logged-in Django test client per role (the
+workflows they act on come from tests/factories.py)."""
 
 from __future__ import annotations
 
@@ -12,19 +12,8 @@ from django.contrib.auth.models import Group, User
 from django.test import Client
 
 from controlplane import access
-from workflows import versions
-from workflows.models import Workflow, WorkflowVersion
 
 ROLES_AND_NOBODY = ("anonymous", "norole", *access.ROLES)
-
-CHAIN: dict[str, Any] = {
-    "nodes": [
-        {"id": "a", "handler": "core.noop"},
-        {"id": "b", "handler": "core.echo"},
-        {"id": "c", "handler": "core.noop"},
-    ],
-    "edges": [{"source": "a", "target": "b"}, {"source": "b", "target": "c"}],
-}
 
 
 class JsonClient:
@@ -68,20 +57,6 @@ def client_as(make_user: Callable[[str], User]) -> Callable[[str], JsonClient]:
 @pytest.fixture
 def editor(client_as: Callable[[str], JsonClient]) -> JsonClient:
     return client_as(access.EDITOR)
-
-
-def make_workflow(slug: str, definition: dict[str, Any] | None = None, *, publish: bool = True) -> Workflow:
-    """Create a workflow with one version of `definition` (published and active by default)."""
-    workflow = versions.create_workflow(slug, slug.replace("-", " ").title())
-    version = versions.create_version(workflow, definition or CHAIN, comment="first")
-    if publish:
-        versions.publish_version(version)
-    workflow.refresh_from_db()
-    return workflow
-
-
-def add_draft(workflow: Workflow, definition: dict[str, Any], comment: str = "draft") -> WorkflowVersion:
-    return versions.create_version(workflow, definition, comment=comment)
 
 
 def url(slug: str, tail: str = "") -> str:

@@ -12,7 +12,8 @@ from django.contrib.auth.models import Group, User
 from django.test import Client
 
 from controlplane import access
-from tests.editor.conftest import CHAIN, ROLES_AND_NOBODY, JsonClient, add_draft, make_workflow, url
+from tests.editor.conftest import ROLES_AND_NOBODY, JsonClient, url
+from tests.factories import CHAIN, add_draft, make_workflow
 from workflows import runs
 from workflows.models import Workflow
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from tests.editor.conftest import CHAIN, JsonClient, add_draft, make_workflow, url
+from tests.editor.conftest import JsonClient, url
+from tests.factories import CHAIN, add_draft, make_workflow
 from workflows import editing
 from workflows.models import AuditEntry, NodeRun, Run, Workflow, WorkflowVersion
 

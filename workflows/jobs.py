@@ -80,14 +80,15 @@ CLAIM_SQL = f"""
 UPDATE workflows_noderun n
 SET status = 'queued', attempt = n.attempt + 1, tries = n.tries + 1, queued_at = now(),
     due_at = NULL, job_id = v.job_id, worker = ''
-FROM unnest(%s::bigint[], %s::text[]) AS v(id, job_id), workflows_run r, {RELAXED_COMMIT}
+FROM unnest(%(ids)s::bigint[], %(job_ids)s::text[]) AS v(id, job_id), workflows_run r, {RELAXED_COMMIT}
 WHERE n.id = v.id AND n.status IN ('pending', 'retrying') AND r.id = n.run_id
 RETURNING n.id, n.attempt, r.version_id, n.node_id
 """
 
 REQUEUE_SQL = f"""
 UPDATE workflows_noderun n SET queued_at = now(), job_id = v.job_id
-FROM unnest(%s::bigint[], %s::int[], %s::text[]) AS v(id, attempt, job_id), workflows_run r,
+FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], %(job_ids)s::text[]) AS v(id, attempt, job_id),
+     workflows_run r,
      {RELAXED_COMMIT}
 WHERE n.id = v.id AND n.status = 'queued' AND n.attempt = v.attempt AND r.id = n.run_id
 RETURNING n.id, n.attempt, r.version_id, n.node_id
@@ -96,33 +97,33 @@ RETURNING n.id, n.attempt, r.version_id, n.node_id
 Item = tuple[int, int, int, str]  # a job's node attempt: (noderun id, attempt, version id, node id)
 
 
-def claim_and_enqueue(rows: list[Ready], workers: int) -> None:
+def claim_and_enqueue(rows: list[Ready], workers: int) -> int:
     """Move pending or retrying nodes to queued (new attempt) and enqueue them.
 
     One autocommit statement with a relaxed commit: never call it inside a transaction
     whose other changes must be durable at commit.
     """
-    if not rows:
-        return
-    packed = pack(rows, workers)
-    ids = [i for job in packed for i in job.noderun_ids]
-    job_ids = [job.job_id for job in packed for _ in job.noderun_ids]
-    with connection.cursor() as cur:
-        cur.execute(CLAIM_SQL, [ids, job_ids])
-        claimed = {row[0]: row for row in cur.fetchall()}
-    transaction.on_commit(lambda: enqueue(packed, claimed))
+    return claim_packed(CLAIM_SQL, pack(rows, workers), {})
 
 
 def requeue(rows: list[tuple[Ready, int]], workers: int) -> int:
-    """Enqueue again queued attempts whose job Redis lost: (the node, its attempt)."""
-    if not rows:
-        return 0
+    """Enqueue again queued attempts whose job was lost: (the node, its attempt)."""
     attempts = {ready.noderun_id: attempt for ready, attempt in rows}
-    packed = pack([ready for ready, _ in rows], workers)
+    return claim_packed(REQUEUE_SQL, pack([ready for ready, _ in rows], workers), attempts)
+
+
+def claim_packed(sql: str, packed: list[PackedJob], attempts: dict[int, int]) -> int:
+    """Point the packed nodes at their jobs with `sql`; enqueue what it claimed after commit."""
+    if not packed:
+        return 0
     ids = [i for job in packed for i in job.noderun_ids]
-    job_ids = [job.job_id for job in packed for _ in job.noderun_ids]
+    params = {
+        "ids": ids,
+        "job_ids": [job.job_id for job in packed for _ in job.noderun_ids],
+        "attempts": [attempts.get(i, 0) for i in ids],
+    }
     with connection.cursor() as cur:
-        cur.execute(REQUEUE_SQL, [ids, [attempts[i] for i in ids], job_ids])
+        cur.execute(sql, params)
         claimed = {row[0]: row for row in cur.fetchall()}
     transaction.on_commit(lambda: enqueue(packed, claimed))
     return len(claimed)

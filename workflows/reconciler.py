@@ -14,15 +14,15 @@ Only one scheduler reconciles at a time (a Redis lock); any of them can.
 from __future__ import annotations
 
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from workflows import bus, engine, jobs
+from workflows import bus, jobs
 from workflows.advancing import advance_runs
-from workflows.models import NodeRun, RunEvent
+from workflows.models import RunEvent
 from workflows.runs import event
 from workflows.versions import load_graph
 
@@ -37,6 +37,21 @@ WHERE r.status = 'running' AND r.created_at < now() - %(after)s * interval '1 se
       n.status IN ('queued', 'running', 'retrying')
       OR n.finished_at > now() - %(after)s * interval '1 second'))
 ORDER BY r.id LIMIT %(limit)s
+"""
+
+# Statuses spelled out, not parameters: the partial index serves generic plans (pgsession).
+QUEUED_BEFORE_SQL = """
+SELECT n.id, n.attempt, n.job_id, n.queue, n.node_id, r.version_id
+FROM workflows_noderun n JOIN workflows_run r ON r.id = n.run_id
+WHERE n.status = 'queued' AND n.queued_at < %(cutoff)s
+LIMIT %(limit)s
+"""
+
+RUNNING_BEFORE_SQL = """
+SELECT n.id, n.attempt, n.worker, n.node_id, r.version_id, n.started_at
+FROM workflows_noderun n JOIN workflows_run r ON r.id = n.run_id
+WHERE n.status = 'running' AND n.started_at < %(cutoff)s
+LIMIT %(limit)s
 """
 
 LOST_SQL = """
@@ -70,11 +85,7 @@ class Reconciler:
         """
         after = settings.SWITCHYARD["RECONCILE_AFTER_SECONDS"]
         cutoff = timezone.now() - timedelta(seconds=after)
-        rows = list(
-            NodeRun.objects.filter(status=engine.QUEUED, queued_at__lt=cutoff).values_list(
-                "id", "attempt", "job_id", "queue", "node_id", "run__version_id"
-            )[:SCAN_LIMIT]
-        )
+        rows = scan(QUEUED_BEFORE_SQL, cutoff)
         now = time.monotonic()
         queued = {row[2]: row[3] for row in rows}  # a batched job holds many attempts: ask once
         self.job_seen_at = {j: t for j, t in self.job_seen_at.items() if j in queued and now - t < after}
@@ -99,11 +110,7 @@ class Reconciler:
         """Fail running attempts whose worker died, or that overran their timeout unreported."""
         now = timezone.now()
         cutoff = now - timedelta(seconds=settings.SWITCHYARD["WORKER_LOST_AFTER_SECONDS"])
-        rows = list(
-            NodeRun.objects.filter(status=engine.RUNNING, started_at__lt=cutoff).values_list(
-                "id", "attempt", "worker", "node_id", "run__version_id", "started_at"
-            )[:SCAN_LIMIT]
-        )
+        rows = scan(RUNNING_BEFORE_SQL, cutoff)
         dead = self.dead_workers(sorted({row[2] for row in rows}))
         lost = []
         for noderun_id, attempt, worker, node_id, version_id, started_at in rows:
@@ -149,3 +156,9 @@ class Reconciler:
             run_ids = [row[0] for row in cur.fetchall()]
         advance_runs(run_ids, workers)
         return len(run_ids)
+
+
+def scan(sql: str, cutoff: datetime) -> list[tuple]:
+    with connection.cursor() as cur:
+        cur.execute(sql, {"cutoff": cutoff, "limit": SCAN_LIMIT})
+        return cur.fetchall()

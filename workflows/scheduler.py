@@ -20,7 +20,7 @@ import redis
 from django.conf import settings
 from django.db import close_old_connections
 
-from workflows import advancing, bus, versions, webhooks
+from workflows import advancing, bus, pgsession, versions, webhooks
 from workflows.reconciler import Reconciler
 
 log = logging.getLogger(__name__)
@@ -89,6 +89,7 @@ class Scheduler:
         self.next_reconcile = 0.0
 
     def start(self) -> None:
+        pgsession.plan_generically()
         bus.ensure_group()
         self.watcher.start()
 

@@ -315,17 +315,20 @@ def event_payload(
     return {"id": f"evt_{event_id}", "type": EVENT_OF_KIND[kind], "created_at": at.isoformat(), "data": data}
 
 
+# Statuses spelled out, not parameters: the partial index serves generic plans (pgsession).
+RECLAIM_SQL = """
+UPDATE workflows_webhookdelivery
+SET status = 'pending', next_attempt_at = %(now)s, enqueued_at = NULL, error = 'worker lost during the attempt'
+WHERE status = 'sending' AND last_attempt_at < %(lost_before)s
+"""
+
+
 def reclaim_stuck(now: datetime) -> int:
     """Put back deliveries whose worker died mid-send (no outcome long after the timeout)."""
     lost_before = now - timedelta(seconds=settings.SWITCHYARD["WEBHOOK_TIMEOUT_SECONDS"] + 60)
-    return WebhookDelivery.objects.filter(
-        status=WebhookDelivery.SENDING, last_attempt_at__lt=lost_before
-    ).update(
-        status=WebhookDelivery.PENDING,
-        next_attempt_at=now,
-        enqueued_at=None,
-        error="worker lost during the attempt",
-    )
+    with connection.cursor() as cur:
+        cur.execute(RECLAIM_SQL, {"now": now, "lost_before": lost_before})
+        return cur.rowcount
 
 
 DUE_SQL = """

@@ -19,8 +19,8 @@ Under a backlog the worker takes batchable node jobs in bulk: the jobs at the he
 first non-empty queue whose ids mark them batchable (short, CPU-only handlers) are taken,
 with their hashes, in one Lua call and executed as one batch (one claim, one result
 statement per flush). Idle, the call finds nothing and RQ's blocking pop takes the next
-job. RQ's own worker heartbeat and state, written by RQ around every job, are written at
-most once a second here.
+job. RQ's own worker heartbeat, which RQ writes around every job, is written by the
+heartbeat thread once a second instead, and its state only when it changes.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ import atexit
 import logging
 import os
 import threading
+from collections.abc import Callable
 from functools import cached_property
 from typing import Any
 
@@ -38,9 +39,8 @@ from django.db import close_old_connections
 from rq import Queue, SimpleWorker
 from rq.job import Job
 from rq.utils import as_text
-from rq.utils import now as utcnow
 
-from workflows import bus, execution, jobs
+from workflows import bus, execution, jobs, pgsession
 
 log = logging.getLogger(__name__)
 
@@ -48,14 +48,17 @@ _started: set[str] = set()
 _lock = threading.Lock()
 
 
-def start_heartbeat(name: str) -> None:
-    """Start (once per process) a thread that keeps `sy:worker:<name>` alive in Redis."""
+def start_heartbeat(name: str, also: Callable[[], None] | None = None) -> None:
+    """Start (once per process) a thread that keeps `sy:worker:<name>` alive in Redis.
+
+    `also` runs at every beat too (NodeWorker keeps RQ's own worker key alive with it).
+    """
     with _lock:
         if name in _started:
             return
         _started.add(name)
     beat(name)
-    thread = threading.Thread(target=beat_forever, args=(name,), name="sy-heartbeat", daemon=True)
+    thread = threading.Thread(target=beat_forever, args=(name, also), name="sy-heartbeat", daemon=True)
     thread.start()
     atexit.register(bus.forget_worker, name)
 
@@ -64,12 +67,14 @@ def beat(name: str) -> None:
     bus.beat_worker(name, settings.SWITCHYARD["WORKER_LOST_AFTER_SECONDS"], {"pid": os.getpid()})
 
 
-def beat_forever(name: str) -> None:
+def beat_forever(name: str, also: Callable[[], None] | None) -> None:
     interval = settings.SWITCHYARD["WORKER_HEARTBEAT_SECONDS"]
     stop = threading.Event()
     while not stop.wait(interval):
         try:
             beat(name)
+            if also is not None:
+                also()
         except (redis.ConnectionError, redis.TimeoutError):
             continue  # Redis away: the next beat may land
 
@@ -93,7 +98,6 @@ end
 return {}
 """
 TAKE_AT_MOST = 16  # jobs taken in one step, each of up to jobs.MAX_BATCH nodes
-BEAT_EVERY_SECONDS = 1.0
 
 
 class NodeWorker(SimpleWorker):
@@ -102,7 +106,8 @@ class NodeWorker(SimpleWorker):
     companions: tuple[Job, ...] = ()  # batchable jobs taken with the one RQ popped
 
     def work(self, *args: Any, **kwargs: Any) -> bool:
-        start_heartbeat(self.name)
+        pgsession.plan_generically()
+        start_heartbeat(self.name, also=self.beat_rq)
         return super().work(*args, **kwargs)
 
     @cached_property
@@ -110,10 +115,18 @@ class NodeWorker(SimpleWorker):
         return self.connection.register_script(TAKE_BATCHABLE)
 
     def heartbeat(self, timeout: int | None = None, pipeline: Any = None) -> None:
-        recent = self.last_heartbeat and (utcnow() - self.last_heartbeat).total_seconds() < BEAT_EVERY_SECONDS
-        if timeout is None and pipeline is None and recent:
-            return
-        super().heartbeat(timeout, pipeline)
+        """Leave RQ's plain heartbeat to the heartbeat thread (`beat_rq`).
+
+        RQ beats before and after every pop and after every job, three round trips each
+        time; after a pop they would stand between a node's job and its start.
+        """
+        if timeout is not None or pipeline is not None:
+            super().heartbeat(timeout, pipeline)
+
+    def beat_rq(self) -> None:
+        with self.connection.pipeline() as pipe:
+            super().heartbeat(pipeline=pipe)
+            pipe.execute()
 
     def set_state(self, state: str, pipeline: Any = None) -> None:
         if pipeline is None and state == getattr(self, "_state", None):

@@ -1,0 +1,69 @@
+"""Runtime sessions plan generically (workflows/pgsession.py); the runtime's scans keep their indexes."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+
+import pytest
+from django.db import connection
+from django.db.backends.signals import connection_created
+
+from workflows import advancing, pgsession, reconciler, webhooks
+
+SCANS = {
+    "due retries": (advancing.DUE_RETRIES_SQL, "noderun_retry_due_idx"),
+    "queued attempts": (reconciler.QUEUED_BEFORE_SQL, "noderun_in_flight_idx"),
+    "running attempts": (reconciler.RUNNING_BEFORE_SQL, "noderun_in_flight_idx"),
+    "stuck deliveries": (webhooks.RECLAIM_SQL, "delivery_due_idx"),
+}
+
+
+def generic_plan(sql: str) -> str:
+    """The plan a runtime session runs `sql` with (psycopg's `%(name)s` become `$1, $2, ...`).
+
+    Sequential scans are priced out, so that an index the plan cannot use shows as missing
+    rather than as merely more expensive on the tests' small tables.
+    """
+    names = list(dict.fromkeys(re.findall(r"%\((\w+)\)s", sql)))
+    numbered = re.sub(r"%\((\w+)\)s", lambda m: f"${names.index(m.group(1)) + 1}", sql)
+    with connection.cursor() as cur:
+        cur.execute("SET LOCAL enable_seqscan = off")
+        cur.execute(f"EXPLAIN (GENERIC_PLAN) {numbered}")
+        return "\n".join(row[0] for row in cur.fetchall())
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("scan", SCANS)
+def test_the_generic_plan_of_a_runtime_scan_uses_its_partial_index(scan: str) -> None:
+    sql, index = SCANS[scan]
+    assert index in generic_plan(sql)
+
+
+@pytest.mark.django_db
+def test_a_status_given_as_a_parameter_would_lose_the_partial_index() -> None:
+    sql, index = SCANS["due retries"]
+    assert index not in generic_plan(sql.replace("'retrying'", "%(status)s"))
+
+
+@pytest.fixture
+def runtime_session() -> Iterator[None]:
+    pgsession.plan_generically()
+    yield
+    connection_created.disconnect(dispatch_uid="switchyard-generic-plans")
+    connection.close()  # the next test gets a session with the default setting
+
+
+def plan_cache_mode() -> str:
+    with connection.cursor() as cur:
+        cur.execute("SHOW plan_cache_mode")
+        return cur.fetchone()[0]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_runtime_process_plans_generically_in_its_session_and_after_reconnecting(
+    runtime_session: None,
+) -> None:
+    assert plan_cache_mode() == "force_generic_plan"
+    connection.close()
+    assert plan_cache_mode() == "force_generic_plan"

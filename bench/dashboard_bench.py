@@ -73,7 +73,8 @@ class ClientLoop:
         self.arrivals: list[list[Any]] = [[] for _ in range(count)]
         self.messages = [0] * count
         self.loop = asyncio.new_event_loop()
-        self.connected = threading.Event()
+        self.opened = 0
+        self.all_open: asyncio.Event | None = None
         self.protocols: list[Any] = []
         threading.Thread(target=self.loop.run_forever, name="bench-clients", daemon=True).start()
         if count:
@@ -87,6 +88,11 @@ class ClientLoop:
         class Recorder(WebSocketClientProtocol):
             index = 0
 
+            def onOpen(self) -> None:  # noqa: N802 - autobahn's API
+                clients.opened += 1
+                if clients.opened == clients.count:
+                    clients.all_open.set()
+
             def onMessage(self, payload: bytes, is_binary: bool) -> None:  # noqa: N802 - autobahn's API
                 at = time.time()
                 clients.messages[self.index] += 1
@@ -98,6 +104,7 @@ class ClientLoop:
                     high = data.get("high", 0) if len(gaps) < 100 else data.get("cursor", 0)
                     clients.arrivals[self.index].append((at, data.get("cursor", 0), high, gaps))
 
+        self.all_open = asyncio.Event()
         host, port = self.url.split("//")[1].split("/")[0].split(":")
         for index in range(self.count):
             factory = WebSocketClientFactory(self.url, origin=self.origin, headers={"Cookie": self.cookie})
@@ -105,6 +112,10 @@ class ClientLoop:
             _, protocol = await self.loop.create_connection(factory, host, int(port))
             protocol.index = index
             self.protocols.append(protocol)
+        # Open means the server accepted the websocket (its login and role check done), not
+        # just that TCP connected: fifty checks in a row take a second here, and a phase that
+        # started before them would count that second as delay.
+        await asyncio.wait_for(self.all_open.wait(), 60)
 
     def reset(self) -> None:
         self.arrivals = [[] for _ in range(self.count)]

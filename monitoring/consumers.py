@@ -5,10 +5,14 @@ Connecting needs a logged-in user with the viewer role. Before every message sen
 old (1 s by default; 0 checks the database every time) shared by the user's connections in
 this process: a user deactivated, demoted or logged out stops receiving within that time and
 is disconnected, and fifty open dashboards cost one check a second per user, not two
-hundred (measured: a database check per send made Daphne the bottleneck, bench/). Snapshot topics are forwarded as the broadcaster sent
-them (epoch and sequence number included: the page re-syncs on a gap); a `run:<id>` topic
-is served from the `runs` change list: when the run changed, or a change message was missed,
-the consumer reads the run and sends its fragments, rendered by the page's templates.
+hundred (measured: a database check per send made Daphne the bottleneck, bench/). Connecting
+uses the same shared decision: fifty tabs reconnecting at once after a restart made fifty
+checks in a row (over a second here, every send of every dashboard waiting behind them).
+
+Snapshot topics are forwarded as the broadcaster sent them (epoch and sequence number
+included: the page re-syncs on a gap); a `run:<id>` topic is served from the `runs` change
+list: when the run changed, or a change message was missed, the consumer reads the run and
+sends its fragments, rendered by the page's templates.
 """
 
 from __future__ import annotations
@@ -90,7 +94,7 @@ class MonitorConsumer(AsyncJsonWebsocketConsumer):
         self.topics = topics_of(self.scope) or []
         self.joined = False
         user = self.scope.get("user")
-        self.user = await allowed_user(getattr(user, "pk", None), self.scope.get("session"))
+        self.user = await checked_user(getattr(user, "pk", None), self.scope.get("session"))
         if self.user is None:
             await self.close(code=CLOSE_FORBIDDEN)
             return

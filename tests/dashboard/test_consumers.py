@@ -229,3 +229,30 @@ def test_a_recent_role_decision_is_shared_then_expires(
     first, within, closed = async_to_sync(scenario)()
     assert (first, within) == (1, 2)
     assert closed == {"type": "websocket.close", "code": 4403}
+
+
+def test_a_connection_shares_the_recent_role_decision_then_a_fresh_one_refuses(
+    role_user: Any, settings: Any, monkeypatch: Any
+) -> None:
+    settings.MONITOR = {**settings.MONITOR, "RECHECK_SECONDS": 1.0}
+    user = role_user("viewer")
+    headers = session_cookie(user)
+    clock = [1000.0]
+    monkeypatch.setattr(consumers.time, "monotonic", lambda: clock[0])
+
+    async def scenario() -> list[Any]:
+        first = communicator(headers, "overview")
+        assert (await first.connect())[0]
+        await drop_roles(user.pk)
+        second = communicator(headers, "overview")  # another tab, a moment later
+        within = (await second.connect())[0]
+        clock[0] += 1.0
+        third = communicator(headers, "overview")
+        after = await third.connect()
+        for ws in (first, second):
+            await ws.disconnect()
+        return [within, after]
+
+    within, after = async_to_sync(scenario)()
+    assert within is True
+    assert after == (False, 4403)

@@ -17,7 +17,8 @@ The workload is the 4-node demo DAG (bench/README.md).
    (node, client) pair: p50/p95/max. Also messages per second per client, and the CPU of
    the broadcaster and of Daphne (% of one core).
 2. throughput: BATCH runs submitted at once, wall time until all finished, node executions/s;
-   with 0 clients, then CLIENTS clients, twice each (alternating); medians.
+   with 0 clients, then CLIENTS clients, PAIRS times (alternating); medians. One batch takes
+   a few seconds and single batches vary by ±25 % here: use enough pairs.
 """
 
 from __future__ import annotations
@@ -365,7 +366,7 @@ class Bench:
         results: dict[int, list[float]] = {0: [], self.args.clients: []}
         url = f"ws://127.0.0.1:{self.port}/ws/monitor/?topics=overview"
         origin = f"http://127.0.0.1:{self.port}"
-        for _ in range(2):
+        for _ in range(self.args.pairs):
             for k in (0, self.args.clients):
                 clients = Clients(url, self.cookie, origin, k) if k else None
                 time.sleep(1.0)
@@ -395,6 +396,7 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=50, help="websocket clients")
     parser.add_argument("--seconds", type=int, default=30, help="length of the delay phase")
     parser.add_argument("--batch", type=int, default=1000, help="runs per throughput measurement")
+    parser.add_argument("--pairs", type=int, default=5, help="throughput measurements per side")
     args = parser.parse_args()
     bench = Bench(args)
     try:

@@ -79,3 +79,18 @@ def test_a_job_taken_by_a_worker_that_died_before_claiming_is_enqueued_again(red
     assert attempt.status == "queued" and attempt.job_id != taken.decode()
     assert queue.job_ids == [attempt.job_id]
     assert Reconciler().requeue_lost_jobs(workers=1) == 0  # waiting in its queue: not lost
+
+
+def test_rqs_worker_heartbeat_is_left_to_the_heartbeat_thread(worker: NodeWorker) -> None:
+    """RQ's loop beats around every job (three round trips each); NodeWorker's beat thread does."""
+    worker.register_birth()
+    worker.connection.hset(worker.key, "last_heartbeat", "stale")
+    worker.connection.expire(worker.key, 5)
+
+    worker.heartbeat()  # what RQ's loop calls before and after each pop, and after each job
+    assert worker.connection.hget(worker.key, "last_heartbeat") == b"stale"
+
+    worker.beat_rq()  # each beat of the heartbeat thread
+    assert worker.connection.hget(worker.key, "last_heartbeat") != b"stale"
+    assert worker.connection.ttl(worker.key) > 5
+    worker.register_death()

@@ -101,3 +101,44 @@ def test_json_logs_carry_run_and_node_ids() -> None:
         line = json.loads(JsonFormatter().format(record))
     assert line["message"] == "node a failed" and line["level"] == "WARNING"
     assert (line["run_id"], line["node_id"], line["attempt"]) == (7, "a", 2)
+
+
+def test_the_broadcaster_waits_for_a_store_that_is_away_instead_of_exiting(
+    transactional_db: None, settings: Any, caplog: Any
+) -> None:
+    """Publishing to a Redis that refuses connections (a port nothing listens on) fails a tick;
+    the broadcaster says so and goes on ticking (the dashboard's own reads still work)."""
+    import asyncio
+    import socket
+
+    from asgiref.sync import sync_to_async
+    from channels.layers import channel_layers
+    from django.db import connections
+
+    from monitoring.broadcaster import run_forever
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]  # free once closed: nothing listens there
+    settings.CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "CONFIG": {"hosts": [f"redis://127.0.0.1:{port}/0"]},
+        }
+    }
+    settings.MONITOR = {**settings.MONITOR, "INTERVAL_SECONDS": 0.05}
+    channel_layers.backends.clear()
+
+    async def scenario() -> None:
+        stop = asyncio.Event()
+        asyncio.get_running_loop().call_later(1.0, stop.set)
+        await run_forever(Broadcaster(), stop)
+        await sync_to_async(connections.close_all, thread_sensitive=True)()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        channel_layers.backends.clear()
+    waits = [r.created for r in caplog.records if "waiting for its stores" in r.getMessage()]
+    assert waits, "the first tick's messages could not be published"
+    assert counters.last_tick() > waits[0]  # a later tick ran to its end

@@ -4,8 +4,9 @@ They run a few statements thousands of times per connection, each driven by prim
 psycopg prepares a statement once it has run five times on a connection, but Postgres
 still plans a prepared statement anew at every call while its plan for the actual values
 (a one-element id array, say) looks cheaper than its generic plan, which is always the
-case for the claim statements: planning them (0.3 to 0.6 ms) cost more than running them
-(0.1 ms), on every hop of every run. Runtime sessions therefore use the generic plan
+case for the claim statements: on an idle system the scheduler's claim spent 0.59 ms in
+planning and 0.26 ms running, the worker's 0.15 and 0.40 ms (server log, 30 hops), on
+every hop of every run. Runtime sessions therefore use the generic plan
 (`plan_cache_mode = force_generic_plan`): planned once per connection.
 
 The price: a generic plan cannot use a partial index whose condition depends on a

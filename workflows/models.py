@@ -103,7 +103,9 @@ class NodeRun(models.Model):
     """One node of one run. `attempt` counts every attempt ever made; `tries` counts those
     of the current retry budget (a replay starts a new budget)."""
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="nodes")
+    # No index of its own: the unique (run, node_id) index serves lookups by run, and every
+    # status change (four per node, none of them HOT) would update one more index.
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="nodes", db_index=False)
     node_id = models.CharField(max_length=64)
     status = models.CharField(max_length=16, choices=NODE_STATUS_CHOICES, default=engine.PENDING)
     attempt = models.PositiveIntegerField(default=0)
@@ -173,7 +175,8 @@ class RunEvent(models.Model):
     """Append-only history of a run. Node attempts carry start and end: they are the spans
     of the run's trace."""
 
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    # No index of its own: runevent_run_idx (run, id) serves lookups by run.
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events", db_index=False)
     kind = models.CharField(max_length=40)
     node_id = models.CharField(max_length=64, blank=True)
     attempt = models.PositiveIntegerField(default=0)

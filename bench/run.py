@@ -56,6 +56,8 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--only", choices=["switchyard", "rq"], help="run one side only")
     args = parser.parse_args()
     args.sizes = [int(s) for s in os.environ.get("SIZES", "200,2000").split(",") if s.strip()]
+    if not args.sizes:
+        parser.error("SIZES names no batch size (SIZES=200 for a quick look)")
     args.reps = env_int("REPS", 1)
     args.lat = env_int("LAT", 50)
     args.warmup = env_int("WARMUP", 20)

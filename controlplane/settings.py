@@ -74,9 +74,9 @@ def database_from_url(url: str) -> dict[str, object]:
         # Postgres. Workers and schedulers keep theirs anyway (no request boundaries).
         "CONN_MAX_AGE": env_int("DB_CONN_MAX_AGE", 0),
         "CONN_HEALTH_CHECKS": True,
-        # Server-side binding lets psycopg prepare a statement run five times on a connection,
-        # so the runtime's hot statements are planned once per connection, not per call
-        # (planning is most of their cost here: about 1 ms of 1.5 ms for a claim, measured).
+        # Server-side binding lets psycopg prepare a statement run five times on a connection:
+        # parsed once per connection; workers and schedulers also keep its plan (generic plans,
+        # workflows/pgsession.py), since planning cost more than running their claims.
         # DB_PREPARE_THRESHOLD=0 turns preparing off (a pooler that cannot keep them).
         "OPTIONS": {
             "connect_timeout": 5,

@@ -24,15 +24,15 @@ import time
 from collections import deque
 from typing import Any
 
-import redis
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import InterfaceError, OperationalError, close_old_connections
+from django.db import close_old_connections
 from django.template.loader import render_to_string
 
 from monitoring import counters, events, snapshots, sources, tracing
 from monitoring.stats import Windows
 from workflows import bus
+from workflows.errors import STORES_AWAY
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +44,6 @@ MAX_CHANGED_RUNS = 500
 MAX_GAPS_SHOWN = 100
 RUN_EVENT_STATUS = {"run.succeeded": "succeeded", "run.failed": "failed", "run.cancelled": "cancelled"}
 LETTER_KINDS = {"node.dead", "node.replayed", "deadletter.discarded"}
-# Redis or Postgres unreachable: wait for them (as the scheduler does) rather than exit.
-STORE_AWAY = (OSError, redis.ConnectionError, redis.TimeoutError, OperationalError, InterfaceError)
 
 FRAGMENTS = {
     "overview": {
@@ -240,7 +238,7 @@ async def run_forever(broadcaster: Broadcaster, stop: asyncio.Event) -> None:
         try:
             messages, more = await sync_to_async(broadcaster.tick, thread_sensitive=True)()
             await events.publish(messages)
-        except STORE_AWAY as exc:
+        except (OSError, *STORES_AWAY) as exc:
             log.warning("broadcaster waiting for its stores: %s", exc)
             await sync_to_async(close_old_connections, thread_sensitive=True)()
             more = False

@@ -1,9 +1,17 @@
-"""Errors the domain raises for a person to act on; surfaces map them to 4xx answers."""
+"""Errors the domain raises for a person to act on (surfaces map them to 4xx answers), and
+the errors of stores that are away."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any
+
+import redis
+from django.db import InterfaceError, OperationalError
+
+# Redis or Postgres unreachable: what a long-running process (scheduler, broadcaster, webhook
+# sender) waits out and tries again, rather than exit; Postgres is the truth, nothing is lost.
+STORES_AWAY = (redis.ConnectionError, redis.TimeoutError, OperationalError, InterfaceError)
 
 
 class DomainError(Exception):

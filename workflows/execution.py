@@ -3,10 +3,11 @@
 A worker hands over a batch of attempts (one RQ job, or several popped together). Postgres
 sees one statement per batch that claims the attempts and reads their upstream outputs
 (relaxed commit, see jobs.RELAXED_COMMIT), then one statement per flush that stores the
-results and appends every attempt's span to the run history; Redis sees one XADD per flush. Results are flushed when the batch is done, or earlier once the
-oldest unflushed result has waited FLUSH_AFTER_SECONDS, so a long batch never holds back its
-first nodes' successors. The result is durable before the scheduler hears of it, so a crash
-between the two loses nothing: the reconciler finds the finished node and re-drives its run.
+results and appends every attempt's span to the run history; Redis sees one XADD per flush.
+Results are flushed when the batch is done, or earlier once the oldest unflushed result has
+waited FLUSH_AFTER_SECONDS, so a long batch never holds back its first nodes' successors.
+The result is durable before the scheduler hears of it, so a crash between the two loses
+nothing: the reconciler finds the finished node and re-drives its run.
 """
 
 from __future__ import annotations

@@ -205,14 +205,18 @@ def end_sessions() -> Any:
     return database_sync_to_async(lambda: SessionStore.get_model_class().objects.all().delete())()
 
 
-def test_a_recent_role_decision_is_shared_then_expires(
-    role_user: Any, settings: Any, monkeypatch: Any
-) -> None:
+@pytest.fixture
+def clock(settings: Any, monkeypatch: Any) -> list[float]:
+    """Role decisions last a second, on a clock the test moves by hand (clock[0])."""
     settings.MONITOR = {**settings.MONITOR, "RECHECK_SECONDS": 1.0}
+    now = [1000.0]
+    monkeypatch.setattr(consumers.time, "monotonic", lambda: now[0])
+    return now
+
+
+def test_a_recent_role_decision_is_shared_then_expires(role_user: Any, clock: list[float]) -> None:
     user = role_user("viewer")
     headers = session_cookie(user)
-    clock = [1000.0]
-    monkeypatch.setattr(consumers.time, "monotonic", lambda: clock[0])
 
     async def scenario() -> list[Any]:
         ws = communicator(headers, "overview")
@@ -232,13 +236,10 @@ def test_a_recent_role_decision_is_shared_then_expires(
 
 
 def test_a_connection_shares_the_recent_role_decision_then_a_fresh_one_refuses(
-    role_user: Any, settings: Any, monkeypatch: Any
+    role_user: Any, clock: list[float]
 ) -> None:
-    settings.MONITOR = {**settings.MONITOR, "RECHECK_SECONDS": 1.0}
     user = role_user("viewer")
     headers = session_cookie(user)
-    clock = [1000.0]
-    monkeypatch.setattr(consumers.time, "monotonic", lambda: clock[0])
 
     async def scenario() -> list[Any]:
         first = communicator(headers, "overview")

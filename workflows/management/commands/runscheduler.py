@@ -5,10 +5,10 @@ import signal
 import time
 from typing import Any
 
-import redis
 from django.core.management.base import BaseCommand
-from django.db import InterfaceError, OperationalError, close_old_connections
+from django.db import close_old_connections
 
+from workflows.errors import STORES_AWAY
 from workflows.scheduler import Scheduler
 
 
@@ -35,7 +35,7 @@ class Command(BaseCommand):
         while not stopping:
             try:
                 scheduler.tick()
-            except (redis.ConnectionError, redis.TimeoutError, OperationalError, InterfaceError) as exc:
+            except STORES_AWAY as exc:
                 # Redis or Postgres away: nothing is lost (Postgres is the truth), try again.
                 logging.getLogger(__name__).warning("scheduler waiting for its stores: %s", exc)
                 close_old_connections()

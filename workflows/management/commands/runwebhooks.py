@@ -5,11 +5,11 @@ import signal
 import threading
 from typing import Any
 
-import redis
 from django.core.management.base import BaseCommand
-from django.db import InterfaceError, OperationalError, close_old_connections
+from django.db import close_old_connections
 
 from workflows import webhooks
+from workflows.errors import STORES_AWAY
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +32,7 @@ class Command(BaseCommand):
                 done = webhooks.dispatch()
                 if any(done.values()):
                     log.info("webhooks %s", done)
-            except (redis.ConnectionError, redis.TimeoutError, OperationalError, InterfaceError) as exc:
+            except STORES_AWAY as exc:
                 # Nothing is lost while a store is away: events stay in Postgres until read.
                 log.warning("webhook dispatcher waiting for its stores: %s", exc)
                 close_old_connections()

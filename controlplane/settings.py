@@ -147,13 +147,13 @@ RQ_QUEUES = {name: {"URL": REDIS_URL, "DEFAULT_TIMEOUT": -1} for name in SWITCHY
 # Workers are NodeWorker (non-forking, heartbeating); see workflows/worker.py.
 RQ = {"COMMIT_MODE": "auto", "WORKER_CLASS": "workflows.worker.NodeWorker"}
 
-# channels-redis's pub/sub layer: a group message is published once and each Daphne process,
-# subscribed once per group, hands it to its own consumers (the list-based layer pushes one
-# copy per consumer through Redis: fifty dashboards, fifty copies of every snapshot). Its
-# delivery is at most once; the dashboard's sequence numbers make a lost message a re-sync.
+# channels-redis's list-based layer. Its pub/sub layer (one copy per Daphne process instead of
+# one per consumer, half of Daphne's CPU with fifty dashboards) was tried and dropped: under
+# redis-py 8 a consumer's subscribe raced the shared receive loop ("Timeout reading from"),
+# the consumer died, and a change message was lost (a browser test failed 1 run in 5).
 CHANNEL_LAYERS = {
     "default": {
-        "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
         "CONFIG": {"hosts": [REDIS_URL]},
     }
 }

@@ -5,7 +5,7 @@ last one — new run events by primary key, in-flight nodes through partial inde
 depths and heartbeats — folds it into rolling windows, and sends at most one message per
 topic to its Channels group, whatever the load: a node event never becomes a websocket
 message of its own. Every message carries the broadcaster's epoch and a sequence number per
-topic, so a client that misses one (pub/sub drops it, reconnect) notices and re-syncs.
+topic, so a client that misses one (channel layer full, reconnect) notices and re-syncs.
 
 Snapshot topics (`overview`, `workers`, `workflow:<id>`) are sent when they change, and at
 least every KEEPALIVE_SECONDS so that a lost last message is noticed. Change topics (`runs`,

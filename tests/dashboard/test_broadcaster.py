@@ -122,7 +122,7 @@ def test_the_broadcaster_waits_for_a_store_that_is_away_instead_of_exiting(
         port = probe.getsockname()[1]  # free once closed: nothing listens there
     settings.CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
             "CONFIG": {"hosts": [f"redis://127.0.0.1:{port}/0"]},
         }
     }

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
@@ -21,6 +22,7 @@ GROUP = "schedulers"
 NOTICES_MAXLEN = 200_000
 RUNS_CHANNEL = "sy:runs"  # pub/sub: runs that finished
 VERSIONS_CHANNEL = "sy:versions"  # pub/sub: versions published or activated
+ROWS_AT_MOST = 64  # a run's node rows travel in a notice only for graphs up to this size
 RECONCILER_LOCK = "sy:reconciler"
 CANCEL_PREFIX = "sy:cancel:"  # key per cancelled run, read by workers running its nodes
 WORKERS_ROSTER = "sy:workers"  # sorted set: worker name -> time of its last beat
@@ -40,16 +42,38 @@ def client() -> redis.Redis:
     return redis.Redis.from_url(settings.REDIS_URL, decode_responses=True, health_check_interval=30)
 
 
-def notify(run_ids: Iterable[int]) -> None:
+@dataclass(frozen=True)
+class Notice:
+    """A stream entry: runs that changed, and the node rows of those whose state it carries.
+
+    `rows` are shaped like advancing.SNAPSHOT_SQL's; a run's rows travel only when the
+    writer saw nothing else of that run in flight (see advancing.load_snapshots).
+    """
+
+    msg_id: str
+    run_ids: list[int]
+    rows: list[list[Any]] = field(default_factory=list)
+
+
+def notify(run_ids: Iterable[int], rows: Sequence[Sequence[Any]] = ()) -> None:
     """Tell the schedulers these runs changed: one stream entry listing them all."""
     runs = ",".join(str(run_id) for run_id in sorted(set(run_ids)))
     if runs:
-        client().xadd(NOTICES, {"runs": runs}, maxlen=NOTICES_MAXLEN, approximate=True)
+        fields = {"runs": runs, "rows": json.dumps(rows)} if rows else {"runs": runs}
+        client().xadd(NOTICES, fields, maxlen=NOTICES_MAXLEN, approximate=True)
 
 
-def parse_notices(messages: Iterable[tuple[str, dict[str, str]]]) -> list[tuple[str, list[int]]]:
-    """(message id, run ids) of each stream entry; entries trimmed away have no fields."""
-    return [(msg_id, [int(r) for r in fields["runs"].split(",")]) for msg_id, fields in messages if fields]
+def parse_notices(messages: Iterable[tuple[str, dict[str, str]]], with_rows: bool = True) -> list[Notice]:
+    """The notices of these stream entries; entries trimmed away have no fields."""
+    return [
+        Notice(
+            msg_id,
+            [int(r) for r in fields["runs"].split(",")],
+            json.loads(fields["rows"]) if with_rows and "rows" in fields else [],
+        )
+        for msg_id, fields in messages
+        if fields
+    ]
 
 
 def ensure_group() -> None:
@@ -61,7 +85,7 @@ def ensure_group() -> None:
             raise
 
 
-def read_notices(consumer: str, count: int, block_ms: int) -> list[tuple[str, list[int]]]:
+def read_notices(consumer: str, count: int, block_ms: int) -> list[Notice]:
     """Read new notices for this consumer; recreate the group if Redis lost it."""
     try:
         reply = client().xreadgroup(GROUP, consumer, {NOTICES: ">"}, count=count, block=block_ms)
@@ -73,13 +97,16 @@ def read_notices(consumer: str, count: int, block_ms: int) -> list[tuple[str, li
     return [notice for _, messages in reply or [] for notice in parse_notices(messages)]
 
 
-def claim_abandoned(consumer: str, idle_ms: int, count: int = 500) -> list[tuple[str, list[int]]]:
-    """Take over notices another scheduler read but never acknowledged (it died)."""
+def claim_abandoned(consumer: str, idle_ms: int, count: int = 500) -> list[Notice]:
+    """Take over notices another scheduler read but never acknowledged (it died).
+
+    Their node rows are dropped: they may be old, so the runs are read again.
+    """
     try:
         _, messages, _ = client().xautoclaim(NOTICES, GROUP, consumer, idle_ms, "0-0", count=count)
     except redis.ResponseError:
         return []
-    return parse_notices(messages)
+    return parse_notices(messages, with_rows=False)
 
 
 def ack(msg_ids: list[str]) -> None:

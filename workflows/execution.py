@@ -92,11 +92,20 @@ WITH v AS (
     SET status = v.status, output = v.output::jsonb, error = v.error, traceback = v.traceback,
         started_at = v.started_at, finished_at = v.finished_at
     FROM v WHERE n.id = ANY(%s::bigint[]) AND n.id = v.id AND n.attempt = v.attempt AND n.status || '' = 'running'
-    RETURNING n.run_id, n.node_id, n.attempt, n.worker, n.started_at, n.finished_at, v.span
+    RETURNING n.id, n.run_id, n.node_id, n.attempt, n.worker, n.started_at, n.finished_at, n.status, v.span
+), history AS (
+    INSERT INTO workflows_runevent (run_id, kind, node_id, attempt, at, started_at, worker, data)
+    SELECT run_id, 'node.attempt', node_id, attempt, finished_at, started_at, worker, span::jsonb FROM done
 )
-INSERT INTO workflows_runevent (run_id, kind, node_id, attempt, at, started_at, worker, data)
-SELECT run_id, 'node.attempt', node_id, attempt, finished_at, started_at, worker, span::jsonb FROM done
-RETURNING run_id
+SELECT DISTINCT 'run', run_id, 0::bigint, '', '', 0, 0::bigint, 0 FROM done
+UNION ALL
+SELECT 'node', n.id, n.run_id, n.node_id, coalesce(d.status, n.status), n.tries, r.version_id, r.epoch
+FROM workflows_run r JOIN workflows_noderun n ON n.run_id = r.id LEFT JOIN done d ON d.id = n.id
+WHERE r.id = ANY(%s::bigint[]) AND r.id IN (SELECT run_id FROM done) AND r.status || '' = 'running'
+  AND NOT EXISTS (
+      SELECT FROM workflows_noderun o
+      WHERE o.run_id = r.id AND o.status IN ('queued', 'running') AND o.id NOT IN (SELECT id FROM done)
+  )
 """
 FLUSH_AFTER_SECONDS = 0.02
 
@@ -135,10 +144,10 @@ def run_batch(items: list[Item], worker: str) -> int:
         if len(results) == 1:
             oldest = time.monotonic()
         if time.monotonic() - oldest >= FLUSH_AFTER_SECONDS:
-            bus.notify(finish(results))
+            bus.notify(*finish(results))
             results = []
     if results:
-        bus.notify(finish(results))
+        bus.notify(*finish(results))
     return len(claims)
 
 
@@ -206,11 +215,16 @@ def execute(c: Claim, outputs: dict[str, Any]) -> tuple[Outcome, datetime, datet
     return outcome, started, timezone.now()
 
 
-def finish(results: list[Result]) -> list[int]:
+def finish(results: list[Result]) -> tuple[list[int], list[tuple[Any, ...]]]:
     """Store the attempts' results, except those taken away meanwhile (cancel, lost worker).
 
-    Return the runs whose nodes finished here.
+    Return the runs whose nodes finished here, and the node rows (as advancing.SNAPSHOT_SQL's)
+    of those of them, small enough to travel in a notice, that have no other node queued or
+    running: the scheduler decides from these rows without reading the run again.
     """
+    small_runs = {
+        r.claim.run_id for r in results if len(load_graph(r.claim.version_id).order) <= bus.ROWS_AT_MOST
+    }
     with connection.cursor() as cur:
         cur.execute(
             FINISH_SQL,
@@ -225,9 +239,11 @@ def finish(results: list[Result]) -> list[int]:
                 [r.finished for r in results],
                 [r.span() for r in results],
                 [r.claim.noderun_id for r in results],
+                list(small_runs),
             ],
         )
-        return [row[0] for row in cur.fetchall()]
+        rows = cur.fetchall()
+    return [row[1] for row in rows if row[0] == "run"], [row[1:] for row in rows if row[0] == "node"]
 
 
 @contextmanager

@@ -1,10 +1,10 @@
 """Pack ready nodes into RQ jobs, claim them in Postgres, enqueue them after commit.
 
 A job carries one or more node attempts of one queue. Nodes whose handler is `batchable`
-(short, CPU-only steps) are packed together when many are ready at once, so RQ's fixed
+(short, CPU-only steps) are packed together (see batch_size), so RQ's fixed
 cost per job (about 60 Redis commands and 4 ms of worker CPU, measured) is paid once per
 batch instead of once per node; every other node gets a job of its own, so a slow LLM or
-HTTP call never waits behind another. When few nodes are ready, every job holds one node.
+HTTP call never waits behind another.
 """
 
 from __future__ import annotations
@@ -14,12 +14,13 @@ import uuid
 from collections import defaultdict
 from dataclasses import dataclass
 from functools import cache
+from typing import Any
 
 import django_rq
 from django.db import connection, transaction
 from rq import Queue
 
-from workflows import handlers
+from workflows import engine, handlers
 from workflows.graph import Node
 
 # Joined into the FROM list of a single autocommit statement, this makes its commit skip the
@@ -32,6 +33,7 @@ RELAXED_COMMIT = "(SELECT set_config('synchronous_commit', 'off', true)) AS rela
 
 TASK = "workflows.tasks.run_nodes"
 MAX_BATCH = 32
+SPREAD_FROM = 8
 BATCHABLE_PREFIX = "syb-"  # job ids of batchable nodes: a worker may pop several together
 FAILED_JOB_TTL = 86400
 
@@ -59,8 +61,14 @@ def new_job_id(batchable: bool) -> str:
 
 
 def batch_size(count: int, workers: int) -> int:
-    """Spread `count` ready nodes over at least two jobs per live worker."""
-    return max(1, min(MAX_BATCH, math.ceil(count / (2 * max(1, workers)))))
+    """How many of `count` ready batchable nodes go in one job.
+
+    A batchable node runs in microseconds, while each job costs its worker two statements
+    (claim, results) and the scheduler a notice per job: a few ready nodes go in one job,
+    whose result then tells the scheduler the run's whole state (advancing.load_snapshots).
+    From SPREAD_FROM nodes a job on, they are spread over at least two jobs per live worker.
+    """
+    return min(MAX_BATCH, max(SPREAD_FROM, math.ceil(count / (2 * max(1, workers)))))
 
 
 def pack(rows: list[Ready], workers: int) -> list[PackedJob]:
@@ -81,7 +89,7 @@ UPDATE workflows_noderun n
 SET status = 'queued', attempt = n.attempt + 1, tries = n.tries + 1, queued_at = now(),
     due_at = NULL, job_id = v.job_id, worker = ''
 FROM unnest(%(ids)s::bigint[], %(job_ids)s::text[]) AS v(id, job_id), workflows_run r, {RELAXED_COMMIT}
-WHERE n.id = v.id AND n.status IN ('pending', 'retrying') AND r.id = n.run_id
+WHERE n.id = v.id AND n.status = %(status)s AND r.id = n.run_id
 RETURNING n.id, n.attempt, r.version_id, n.node_id
 """
 
@@ -97,30 +105,32 @@ RETURNING n.id, n.attempt, r.version_id, n.node_id
 Item = tuple[int, int, int, str]  # a job's node attempt: (noderun id, attempt, version id, node id)
 
 
-def claim_and_enqueue(rows: list[Ready], workers: int) -> int:
-    """Move pending or retrying nodes to queued (new attempt) and enqueue them.
+def claim_and_enqueue(rows: list[Ready], workers: int, status: str = engine.PENDING) -> int:
+    """Move nodes still in `status` (pending, or retrying) to queued (new attempt) and enqueue them.
 
     One autocommit statement with a relaxed commit: never call it inside a transaction
     whose other changes must be durable at commit.
     """
-    return claim_packed(CLAIM_SQL, pack(rows, workers), {})
+    return claim_packed(CLAIM_SQL, pack(rows, workers), {"status": status})
 
 
 def requeue(rows: list[tuple[Ready, int]], workers: int) -> int:
     """Enqueue again queued attempts whose job was lost: (the node, its attempt)."""
+    packed = pack([ready for ready, _ in rows], workers)
     attempts = {ready.noderun_id: attempt for ready, attempt in rows}
-    return claim_packed(REQUEUE_SQL, pack([ready for ready, _ in rows], workers), attempts)
+    return claim_packed(
+        REQUEUE_SQL, packed, {"attempts": [attempts[i] for job in packed for i in job.noderun_ids]}
+    )
 
 
-def claim_packed(sql: str, packed: list[PackedJob], attempts: dict[int, int]) -> int:
+def claim_packed(sql: str, packed: list[PackedJob], params: dict[str, Any]) -> int:
     """Point the packed nodes at their jobs with `sql`; enqueue what it claimed after commit."""
     if not packed:
         return 0
-    ids = [i for job in packed for i in job.noderun_ids]
     params = {
-        "ids": ids,
+        **params,
+        "ids": [i for job in packed for i in job.noderun_ids],
         "job_ids": [job.job_id for job in packed for _ in job.noderun_ids],
-        "attempts": [attempts.get(i, 0) for i in ids],
     }
     with connection.cursor() as cur:
         cur.execute(sql, params)

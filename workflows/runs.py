@@ -84,13 +84,16 @@ nodes AS (
     INSERT INTO workflows_noderun (run_id, node_id, status, attempt, tries, queue, job_id, worker, error, traceback)
     SELECT run.id, n.node_id, 'pending', 0, 0, n.queue, '', '', '', ''
     FROM run, unnest(%(nodes)s::text[], %(queues)s::text[]) AS n(node_id, queue)
+    RETURNING id, node_id
 ),
 history AS (
     INSERT INTO workflows_runevent (run_id, kind, node_id, attempt, at, worker, data)
     SELECT id, 'run.' || CASE status WHEN 'waiting' THEN 'waiting' ELSE 'started' END, '', 0, created_at, '', '{}'
     FROM run
 )
-SELECT id, status, created_at FROM run
+SELECT id, status, created_at,
+       CASE WHEN %(with_rows)s THEN (SELECT json_agg(json_build_array(id, node_id)) FROM nodes) END
+FROM run
 """
 
 
@@ -110,15 +113,21 @@ def create_run(
         "hash": request_hash,
         "nodes": list(graph.order),
         "queues": [graph.nodes[n].queue for n in graph.order],
+        "with_rows": len(graph.order) <= bus.ROWS_AT_MOST,
     }
     with connection.cursor() as cur:
         cur.execute(CREATE_RUN_SQL, params)
         row = cur.fetchone()
     if row is None:
         return None
-    run_id, status, created_at = row
+    run_id, status, created_at, nodes = row
     if status == engine.RUN_RUNNING:
-        transaction.on_commit(lambda: bus.notify([run_id]))  # at once outside a transaction
+        # The notice carries the new run's state, so the scheduler need not read it back.
+        rows = [
+            (noderun_id, run_id, node_id, engine.PENDING, 0, version_id, 0)
+            for noderun_id, node_id in nodes or ()
+        ]
+        transaction.on_commit(lambda: bus.notify([run_id], rows))  # at once outside a transaction
     run = Run(
         id=run_id,
         workflow=workflow,

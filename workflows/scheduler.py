@@ -110,11 +110,12 @@ class Scheduler:
             done += self.reconcile()
         return done
 
-    def handle(self, notices: list[tuple[str, list[int]]]) -> int:
+    def handle(self, notices: list[bus.Notice]) -> int:
         if not notices:
             return 0
-        done = advancing.advance_runs({run_id for _, run_ids in notices for run_id in run_ids}, self.workers)
-        bus.ack([msg_id for msg_id, _ in notices])
+        run_ids, known = advancing.known_states(notices)
+        done = advancing.advance_runs(run_ids, self.workers, known)
+        bus.ack([notice.msg_id for notice in notices])
         return done
 
     def reconcile(self) -> int:

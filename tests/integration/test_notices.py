@@ -1,0 +1,124 @@
+"""Notices that carry a run's state, so that the scheduler decides an idle hop without a read.
+
+Real PostgreSQL and Redis; the scheduler's and the worker's steps are called in this process.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from tests.integration.conftest import node, publish
+from workflows import advancing, bus, execution, jobs, runs
+from workflows.models import NodeRun, Run
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+FORK = {
+    "nodes": [node("a"), node("b"), node("c")],
+    "edges": [{"source": "a", "target": "c"}, {"source": "b", "target": "c"}],
+}
+
+
+def start(definition: dict[str, Any] = FORK) -> Run:
+    run, _ = runs.start_run(publish("fork", definition), {"user_id": "u-1"})
+    return run
+
+
+def statuses(run: Run) -> dict[str, str]:
+    return dict(NodeRun.objects.filter(run=run).values_list("node_id", "status"))
+
+
+def run_nodes(run: Run, *node_ids: str) -> list[execution.Claim]:
+    """Claim these queued nodes as a worker does."""
+    items = [
+        (n.pk, n.attempt, run.version_id, n.node_id)
+        for n in NodeRun.objects.filter(run=run, node_id__in=node_ids)
+    ]
+    claims, _ = execution.claim(items, "worker-t")
+    return claims
+
+
+def succeeded(claim: execution.Claim) -> execution.Result:
+    now = timezone.now()
+    return execution.Result(claim, execution.Outcome("succeeded", "{}"), now, now)
+
+
+def notices() -> list[bus.Notice]:
+    return bus.read_notices("scheduler-t", 100, 10)
+
+
+def test_a_started_runs_notice_carries_its_pending_nodes(redis_clean: None) -> None:
+    run = start()
+
+    [notice] = notices()
+
+    assert notice.run_ids == [run.pk]
+    ids = dict(NodeRun.objects.filter(run=run).values_list("node_id", "id"))
+    assert sorted(notice.rows) == sorted(
+        [ids[n], run.pk, n, "pending", 0, run.version_id, 0] for n in ("a", "b", "c")
+    )
+
+
+def test_a_result_carries_the_runs_state_only_once_nothing_else_of_it_is_in_flight(redis_clean: None) -> None:
+    run = start()
+    advancing.advance_runs([run.pk])
+    a, b = sorted(run_nodes(run, "a", "b"), key=lambda c: c.node_id)
+
+    assert execution.finish([succeeded(a)]) == ([run.pk], [])  # b still running: no rows
+    run_ids, rows = execution.finish([succeeded(b)])
+
+    assert run_ids == [run.pk]
+    assert sorted((r[2], r[3]) for r in rows) == [("a", "succeeded"), ("b", "succeeded"), ("c", "pending")]
+
+
+def test_the_scheduler_decides_from_a_notices_rows_without_reading_the_run(redis_clean: None) -> None:
+    run = start()
+    advancing.advance_runs([run.pk])
+    _, rows = execution.finish([succeeded(c) for c in run_nodes(run, "a", "b")])
+
+    with CaptureQueriesContext(connection) as queries:
+        advancing.advance_runs([run.pk], known=rows)
+
+    snapshot_reads = [q for q in queries.captured_queries if "n.node_id, n.status, n.tries" in q["sql"]]
+    assert snapshot_reads == []
+    assert statuses(run)["c"] == "queued"
+
+
+def test_a_run_named_by_two_notices_of_one_batch_is_read_again() -> None:
+    row = [1, 7, "a", "pending", 0, 3, 0]
+    once = [bus.Notice("1-0", [7], [row])]
+    twice = [bus.Notice("1-0", [7], [row]), bus.Notice("2-0", [7, 8])]
+
+    assert advancing.known_states(once) == ({7}, [row])
+    assert advancing.known_states(twice) == ({7, 8}, [])
+
+
+def test_notices_taken_over_from_a_dead_scheduler_lose_their_rows(redis_clean: None) -> None:
+    run = start()
+    assert notices()[0].rows  # read by scheduler-t, which dies before acknowledging
+
+    [notice] = bus.claim_abandoned("scheduler-2", idle_ms=0)
+
+    assert notice.run_ids == [run.pk] and notice.rows == []
+
+
+def test_a_decision_from_old_rows_does_not_claim_a_node_that_moved_on(redis_clean: None) -> None:
+    """The rows say `a` is pending; it has run and failed since: its backoff is kept."""
+    run = start()
+    rows = notices()[0].rows
+    NodeRun.objects.filter(run=run, node_id="a").update(status="retrying", due_at=timezone.now())
+
+    advancing.advance_runs([run.pk], known=rows)
+
+    assert statuses(run) == {"a": "retrying", "b": "queued", "c": "pending"}
+
+
+def test_a_handful_of_ready_batchable_nodes_share_a_job_and_a_crowd_is_spread() -> None:
+    assert jobs.batch_size(2, workers=2) == jobs.SPREAD_FROM  # two roots: one job
+    assert jobs.batch_size(200, workers=2) == jobs.MAX_BATCH
+    assert jobs.batch_size(40, workers=2) == 10  # two jobs per worker

@@ -55,7 +55,7 @@ class Plan:
             return
         noderun_id = snap.ids[decision.node_id]
         if isinstance(decision, engine.EnqueueNode):
-            self.ready.append(jobs.ready(noderun_id, graph.nodes[decision.node_id]))
+            self.ready.append(jobs.ready(noderun_id, graph, decision.node_id))
         elif isinstance(decision, engine.SkipNode):
             self.skips.append((noderun_id, decision.status))
         elif isinstance(decision, engine.RetryNode):
@@ -274,10 +274,7 @@ def enqueue_due_retries(workers: int, limit: int = 1000) -> int:
         cur.execute(DUE_RETRIES_SQL, {"now": timezone.now(), "limit": limit})
         due = cur.fetchall()
     jobs.claim_and_enqueue(
-        [
-            jobs.ready(noderun_id, load_graph(version_id).nodes[node_id])
-            for noderun_id, node_id, version_id in due
-        ],
+        [jobs.ready(noderun_id, load_graph(version_id), node_id) for noderun_id, node_id, version_id in due],
         workers,
         engine.RETRYING,
     )

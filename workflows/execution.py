@@ -4,6 +4,8 @@ A worker hands over a batch of attempts (one RQ job, or several popped together)
 sees one statement per batch that claims the attempts and reads their upstream outputs
 (relaxed commit, see jobs.RELAXED_COMMIT), then one statement per flush that stores the
 results and appends every attempt's span to the run history; Redis sees one XADD per flush.
+Batchable attempts come in direct jobs that carry what they are given: they skip the claim
+(see run_batch), so an idle hop between two such nodes costs one statement in the worker.
 Results are flushed when the batch is done, or earlier once the oldest unflushed result has
 waited FLUSH_AFTER_SECONDS, so a long batch never holds back its first nodes' successors.
 The result is durable before the scheduler hears of it, so a crash between the two loses
@@ -30,7 +32,7 @@ from django.utils import timezone
 
 from workflows import bus, engine, handlers
 from workflows.errors import Invalid
-from workflows.jobs import RELAXED_COMMIT, Item
+from workflows.jobs import RELAXED_COMMIT, Given, Item
 from workflows.runs import check_json_size
 from workflows.versions import load_graph
 
@@ -52,6 +54,7 @@ class Claim:
     attempt: int
     version_id: int
     input: Any
+    direct: bool = False  # from a direct job: never claimed, stored only if still queued
 
 
 @dataclass(frozen=True)
@@ -84,14 +87,16 @@ WHERE u.run_id IN (SELECT run_id FROM claimed) AND u.node_id = ANY(%(upstream)s)
 FINISH_SQL = """
 WITH v AS (
     SELECT * FROM unnest(
-        %s::bigint[], %s::int[], %s::text[], %s::text[], %s::text[], %s::text[],
-        %s::timestamptz[], %s::timestamptz[], %s::text[]
-    ) AS v(id, attempt, status, output, error, traceback, started_at, finished_at, span)
+        %(ids)s::bigint[], %(attempts)s::int[], %(statuses)s::text[], %(outputs)s::text[], %(errors)s::text[],
+        %(tracebacks)s::text[], %(started)s::timestamptz[], %(finished)s::timestamptz[], %(spans)s::text[],
+        %(from)s::text[]
+    ) AS v(id, attempt, status, output, error, traceback, started_at, finished_at, span, from_status)
 ), done AS (
     UPDATE workflows_noderun n
     SET status = v.status, output = v.output::jsonb, error = v.error, traceback = v.traceback,
-        started_at = v.started_at, finished_at = v.finished_at
-    FROM v WHERE n.id = ANY(%s::bigint[]) AND n.id = v.id AND n.attempt = v.attempt AND n.status || '' = 'running'
+        started_at = v.started_at, finished_at = v.finished_at, worker = %(worker)s
+    FROM v
+    WHERE n.id = ANY(%(ids)s::bigint[]) AND n.id = v.id AND n.attempt = v.attempt AND n.status || '' = v.from_status
     RETURNING n.id, n.run_id, n.node_id, n.attempt, n.worker, n.started_at, n.finished_at, n.status, v.span
 ), history AS (
     INSERT INTO workflows_runevent (run_id, kind, node_id, attempt, at, started_at, worker, data)
@@ -101,7 +106,7 @@ SELECT DISTINCT 'run', run_id, 0::bigint, '', '', 0, 0::bigint, 0 FROM done
 UNION ALL
 SELECT 'node', n.id, n.run_id, n.node_id, coalesce(d.status, n.status), n.tries, r.version_id, r.epoch
 FROM workflows_run r JOIN workflows_noderun n ON n.run_id = r.id LEFT JOIN done d ON d.id = n.id
-WHERE r.id = ANY(%s::bigint[]) AND r.id IN (SELECT run_id FROM done) AND r.status || '' = 'running'
+WHERE r.id = ANY(%(small_runs)s::bigint[]) AND r.id IN (SELECT run_id FROM done) AND r.status || '' = 'running'
   AND NOT EXISTS (
       SELECT FROM workflows_noderun o
       WHERE o.run_id = r.id AND o.status IN ('queued', 'running') AND o.id NOT IN (SELECT id FROM done)
@@ -131,12 +136,19 @@ def from_json(value: Any) -> Any:
     return json.loads(value) if isinstance(value, str) else value
 
 
-def run_batch(items: list[Item], worker: str) -> int:
+def run_batch(items: list[Item], worker: str, given: Given | None = None) -> int:
     """Execute the claimable attempts among (noderun id, attempt, version id, node id).
 
-    Return how many ran.
+    Attempts in `given` come from a direct job (jobs.claim_and_enqueue), which brought what
+    they are given: they run without a claim, stay queued meanwhile, and their results are
+    stored only if they are still queued at that attempt (a cancel or a newer attempt
+    drops them). Return how many ran.
     """
-    claims, upstream = claim(items, worker)
+    given = given or {}
+    claims, upstream = claim([item for item in items if item[0] not in given], worker)
+    claims += given_claims([item for item in items if item[0] in given], given, upstream)
+    order = {item[0]: n for n, item in enumerate(items)}
+    claims.sort(key=lambda c: order[c.noderun_id])
     results: list[Result] = []
     oldest = 0.0
     for c in claims:
@@ -144,19 +156,21 @@ def run_batch(items: list[Item], worker: str) -> int:
         if len(results) == 1:
             oldest = time.monotonic()
         if time.monotonic() - oldest >= FLUSH_AFTER_SECONDS:
-            bus.notify(*finish(results))
+            bus.notify(*finish(results, worker))
             results = []
     if results:
-        bus.notify(*finish(results))
+        bus.notify(*finish(results, worker))
     return len(claims)
 
 
 def claim(items: list[Item], worker: str) -> tuple[list[Claim], dict[int, dict[str, Any]]]:
     """Move queued attempts to running and read what they are given.
 
-    Return the claims (stale, duplicate or cancelled attempts are left out), in the order of
-    `items`, and run id -> {node id: output} of their succeeded predecessors.
+    Return the claims (stale, duplicate or cancelled attempts are left out), and run id ->
+    {node id: output} of their succeeded predecessors.
     """
+    if not items:
+        return [], {}
     wanted = {p for _, _, version_id, node_id in items for p in load_graph(version_id).predecessors(node_id)}
     with connection.cursor() as cur:
         cur.execute(
@@ -169,15 +183,23 @@ def claim(items: list[Item], worker: str) -> tuple[list[Claim], dict[int, dict[s
             },
         )
         rows = cur.fetchall()
-    order = {item[0]: n for n, item in enumerate(items)}
-    claims = sorted(
-        (Claim(r[1], r[2], r[3], r[4], r[5], from_json(r[6])) for r in rows if r[0] == "claim"),
-        key=lambda c: order[c.noderun_id],
-    )
+    claims = [Claim(r[1], r[2], r[3], r[4], r[5], from_json(r[6])) for r in rows if r[0] == "claim"]
     upstream: dict[int, dict[str, Any]] = {}
     for _, _, run_id, node_id, _, _, output in (r for r in rows if r[0] == "output"):
         upstream.setdefault(run_id, {})[node_id] = from_json(output)
     return claims, upstream
+
+
+def given_claims(items: list[Item], given: Given, upstream: dict[int, dict[str, Any]]) -> list[Claim]:
+    """The claims of a direct job's attempts; add their predecessors' outputs to `upstream`."""
+    claims = []
+    for noderun_id, attempt, version_id, node_id in items:
+        run_id, run_input, outputs = given[noderun_id]
+        claims.append(
+            Claim(noderun_id, run_id, node_id, attempt, version_id, from_json(run_input), direct=True)
+        )
+        upstream.setdefault(run_id, {}).update((p, from_json(output)) for p, output in outputs.items())
+    return claims
 
 
 def execute(c: Claim, outputs: dict[str, Any]) -> tuple[Outcome, datetime, datetime]:
@@ -215,7 +237,7 @@ def execute(c: Claim, outputs: dict[str, Any]) -> tuple[Outcome, datetime, datet
     return outcome, started, timezone.now()
 
 
-def finish(results: list[Result]) -> tuple[list[int], list[tuple[Any, ...]]]:
+def finish(results: list[Result], worker: str) -> tuple[list[int], list[tuple[Any, ...]]]:
     """Store the attempts' results, except those taken away meanwhile (cancel, lost worker).
 
     Return the runs whose nodes finished here, and the node rows (as advancing.SNAPSHOT_SQL's)
@@ -228,19 +250,20 @@ def finish(results: list[Result]) -> tuple[list[int], list[tuple[Any, ...]]]:
     with connection.cursor() as cur:
         cur.execute(
             FINISH_SQL,
-            [
-                [r.claim.noderun_id for r in results],
-                [r.claim.attempt for r in results],
-                [r.outcome.status for r in results],
-                [r.outcome.output for r in results],
-                [r.outcome.error for r in results],
-                [r.outcome.traceback for r in results],
-                [r.started for r in results],
-                [r.finished for r in results],
-                [r.span() for r in results],
-                [r.claim.noderun_id for r in results],
-                list(small_runs),
-            ],
+            {
+                "ids": [r.claim.noderun_id for r in results],
+                "attempts": [r.claim.attempt for r in results],
+                "statuses": [r.outcome.status for r in results],
+                "outputs": [r.outcome.output for r in results],
+                "errors": [r.outcome.error for r in results],
+                "tracebacks": [r.outcome.traceback for r in results],
+                "started": [r.started for r in results],
+                "finished": [r.finished for r in results],
+                "spans": [r.span() for r in results],
+                "from": [engine.QUEUED if r.claim.direct else engine.RUNNING for r in results],
+                "worker": worker,
+                "small_runs": list(small_runs),
+            },
         )
         rows = cur.fetchall()
     return [row[1] for row in rows if row[0] == "run"], [row[1:] for row in rows if row[0] == "node"]

@@ -21,7 +21,7 @@ from django.db import connection, transaction
 from rq import Queue
 
 from workflows import engine, handlers
-from workflows.graph import Node
+from workflows.graph import Graph
 
 # Joined into the FROM list of a single autocommit statement, this makes its commit skip the
 # wait for the WAL flush (`SET LOCAL` in a statement of its own costs two round trips more).
@@ -43,6 +43,7 @@ class Ready:
     noderun_id: int
     queue: str
     batchable: bool
+    upstream: tuple[str, ...] = ()  # a batchable node's predecessors: their outputs go in its job
 
 
 @dataclass(frozen=True)
@@ -50,10 +51,14 @@ class PackedJob:
     job_id: str
     queue: str
     noderun_ids: tuple[int, ...]
+    direct: bool = False  # carries what its attempts are given (see claim_and_enqueue)
 
 
-def ready(noderun_id: int, node: Node) -> Ready:
-    return Ready(noderun_id, node.queue, handlers.get_handler(node.handler).batchable)
+def ready(noderun_id: int, graph: Graph, node_id: str) -> Ready:
+    node = graph.nodes[node_id]
+    if handlers.get_handler(node.handler).batchable:
+        return Ready(noderun_id, node.queue, True, graph.predecessors(node_id))
+    return Ready(noderun_id, node.queue, False)
 
 
 def new_job_id(batchable: bool) -> str:
@@ -63,15 +68,15 @@ def new_job_id(batchable: bool) -> str:
 def batch_size(count: int, workers: int) -> int:
     """How many of `count` ready batchable nodes go in one job.
 
-    A batchable node runs in microseconds, while each job costs its worker two statements
-    (claim, results) and the scheduler a notice per job: a few ready nodes go in one job,
-    whose result then tells the scheduler the run's whole state (advancing.load_snapshots).
-    From SPREAD_FROM nodes a job on, they are spread over at least two jobs per live worker.
+    A batchable node runs in microseconds, while each job costs its worker a statement and
+    the scheduler a notice: a few ready nodes go in one job, whose result then tells the
+    scheduler the run's whole state (advancing.load_snapshots). From SPREAD_FROM nodes a
+    job on, they are spread over at least two jobs per live worker.
     """
     return min(MAX_BATCH, max(SPREAD_FROM, math.ceil(count / (2 * max(1, workers)))))
 
 
-def pack(rows: list[Ready], workers: int) -> list[PackedJob]:
+def pack(rows: list[Ready], workers: int, direct: bool) -> list[PackedJob]:
     groups: dict[tuple[str, bool], list[int]] = defaultdict(list)
     for row in rows:
         groups[(row.queue, row.batchable)].append(row.noderun_id)
@@ -79,18 +84,29 @@ def pack(rows: list[Ready], workers: int) -> list[PackedJob]:
     for (queue, batchable), ids in groups.items():
         size = batch_size(len(ids), workers) if batchable else 1
         for start in range(0, len(ids), size):
-            packed.append(PackedJob(new_job_id(batchable), queue, tuple(ids[start : start + size])))
+            job_ids = tuple(ids[start : start + size])
+            packed.append(PackedJob(new_job_id(batchable), queue, job_ids, direct and batchable))
     return packed
 
 
-# Both return what a job item carries: (noderun id, attempt, version id, node id).
+# Both return rows ('claim', noderun id, attempt, version id, node id, run id, run input or
+# NULL) for the attempts they point at their jobs; the claim also returns ('output', ...,
+# node id, run id, output) for the succeeded predecessors of the nodes of direct jobs.
 CLAIM_SQL = f"""
-UPDATE workflows_noderun n
-SET status = 'queued', attempt = n.attempt + 1, tries = n.tries + 1, queued_at = now(),
-    due_at = NULL, job_id = v.job_id, worker = ''
-FROM unnest(%(ids)s::bigint[], %(job_ids)s::text[]) AS v(id, job_id), workflows_run r, {RELAXED_COMMIT}
-WHERE n.id = v.id AND n.status = %(status)s AND r.id = n.run_id
-RETURNING n.id, n.attempt, r.version_id, n.node_id
+WITH claimed AS (
+    UPDATE workflows_noderun n
+    SET status = 'queued', attempt = n.attempt + 1, tries = n.tries + 1, queued_at = now(),
+        due_at = NULL, job_id = v.job_id, worker = ''
+    FROM unnest(%(ids)s::bigint[], %(job_ids)s::text[]) AS v(id, job_id), workflows_run r, {RELAXED_COMMIT}
+    WHERE n.id = v.id AND n.status = %(status)s AND r.id = n.run_id
+    RETURNING n.id, n.attempt, r.version_id, n.node_id, n.run_id,
+              CASE WHEN n.id = ANY(%(direct)s::bigint[]) THEN r.input END AS input
+)
+SELECT 'claim', id, attempt, version_id, node_id, run_id, input FROM claimed
+UNION ALL
+SELECT 'output', u.id, u.attempt, 0::bigint, u.node_id, u.run_id, u.output FROM workflows_noderun u
+WHERE u.run_id IN (SELECT run_id FROM claimed WHERE input IS NOT NULL)
+  AND u.node_id = ANY(%(upstream)s::text[]) AND u.status = 'succeeded'
 """
 
 REQUEUE_SQL = f"""
@@ -99,24 +115,31 @@ FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], %(job_ids)s::text[]) AS v(id
      workflows_run r,
      {RELAXED_COMMIT}
 WHERE n.id = v.id AND n.status = 'queued' AND n.attempt = v.attempt AND r.id = n.run_id
-RETURNING n.id, n.attempt, r.version_id, n.node_id
+RETURNING 'claim', n.id, n.attempt, r.version_id, n.node_id, n.run_id, NULL::jsonb
 """
 
 Item = tuple[int, int, int, str]  # a job's node attempt: (noderun id, attempt, version id, node id)
+Given = dict[int, tuple[int, Any, dict[str, Any]]]  # noderun id -> (run id, run input, upstream outputs)
 
 
 def claim_and_enqueue(rows: list[Ready], workers: int, status: str = engine.PENDING) -> int:
     """Move nodes still in `status` (pending, or retrying) to queued (new attempt) and enqueue them.
 
-    One autocommit statement with a relaxed commit: never call it inside a transaction
-    whose other changes must be durable at commit.
+    Batchable nodes go in direct jobs: the claim also reads their run's input and their
+    predecessors' outputs, and the job carries them, so the worker runs them without a
+    claim of its own (execution.run_batch). One autocommit statement with a relaxed commit:
+    never call it inside a transaction whose other changes must be durable at commit.
     """
-    return claim_packed(CLAIM_SQL, pack(rows, workers), {"status": status})
+    upstream = sorted({p for row in rows for p in row.upstream})
+    return claim_packed(CLAIM_SQL, pack(rows, workers, direct=True), {"status": status, "upstream": upstream})
 
 
 def requeue(rows: list[tuple[Ready, int]], workers: int) -> int:
-    """Enqueue again queued attempts whose job was lost: (the node, its attempt)."""
-    packed = pack([ready for ready, _ in rows], workers)
+    """Enqueue again queued attempts whose job was lost: (the node, its attempt).
+
+    The new jobs are not direct: the worker claims their attempts, as it would after a crash.
+    """
+    packed = pack([ready for ready, _ in rows], workers, direct=False)
     attempts = {ready.noderun_id: attempt for ready, attempt in rows}
     return claim_packed(
         REQUEUE_SQL, packed, {"attempts": [attempts[i] for job in packed for i in job.noderun_ids]}
@@ -131,11 +154,16 @@ def claim_packed(sql: str, packed: list[PackedJob], params: dict[str, Any]) -> i
         **params,
         "ids": [i for job in packed for i in job.noderun_ids],
         "job_ids": [job.job_id for job in packed for _ in job.noderun_ids],
+        "direct": [i for job in packed if job.direct for i in job.noderun_ids],
     }
     with connection.cursor() as cur:
         cur.execute(sql, params)
-        claimed = {row[0]: row for row in cur.fetchall()}
-    transaction.on_commit(lambda: enqueue(packed, claimed))
+        rows = cur.fetchall()
+    claimed = {row[1]: row for row in rows if row[0] == "claim"}
+    outputs: dict[int, dict[str, Any]] = defaultdict(dict)
+    for _, _, _, _, node_id, run_id, output in (row for row in rows if row[0] == "output"):
+        outputs[run_id][node_id] = output
+    transaction.on_commit(lambda: enqueue(packed, claimed, outputs))
     return len(claimed)
 
 
@@ -144,14 +172,25 @@ def rq_queue(name: str) -> Queue:
     return django_rq.get_queue(name)
 
 
-def enqueue(packed: list[PackedJob], claimed: dict[int, Item]) -> None:
+def enqueue(
+    packed: list[PackedJob], claimed: dict[int, tuple[Any, ...]], outputs: dict[int, dict[str, Any]]
+) -> None:
     """Push the jobs of the claimed attempts to RQ in one pipeline."""
     pipe = rq_queue(packed[0].queue).connection.pipeline()
     for job in packed:
-        items = [claimed[i] for i in job.noderun_ids if i in claimed]
-        if items:
+        rows = [claimed[i] for i in job.noderun_ids if i in claimed]
+        if rows:
+            items = [
+                (noderun_id, attempt, version_id, node_id)
+                for _, noderun_id, attempt, version_id, node_id, *_ in rows
+            ]
+            given: Given = {
+                noderun_id: (run_id, run_input, outputs.get(run_id, {}))
+                for _, noderun_id, _, _, _, run_id, run_input in rows
+                if run_input is not None
+            }
             data = Queue.prepare_data(
-                TASK, (items,), timeout=-1, result_ttl=0, failure_ttl=FAILED_JOB_TTL, job_id=job.job_id
+                TASK, (items, given), timeout=-1, result_ttl=0, failure_ttl=FAILED_JOB_TTL, job_id=job.job_id
             )
             rq_queue(job.queue).enqueue_many([data], pipeline=pipe)
     pipe.execute()

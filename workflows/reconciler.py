@@ -79,7 +79,9 @@ class Reconciler:
         """Enqueue again the queued attempts whose job no longer waits in its queue.
 
         Lost: Redis lost it, or a worker took it and died before claiming its attempts (a
-        live worker claims within milliseconds of taking). A job confirmed waiting is asked
+        live worker claims within milliseconds of taking), or before storing the results of
+        a direct job (batchable steps: milliseconds too; one that outlasts the window runs
+        again, and the first result stored wins). A job confirmed waiting is asked
         about again only after a reconcile window, so a long backlog costs one LPOS per job
         per window, not per second.
         """
@@ -99,7 +101,7 @@ class Reconciler:
                 missing.add(job_id)
         return jobs.requeue(
             [
-                (jobs.ready(i, load_graph(version_id).nodes[node_id]), attempt)
+                (jobs.ready(i, load_graph(version_id), node_id), attempt)
                 for i, attempt, job_id, _, node_id, version_id in rows
                 if job_id in missing
             ],

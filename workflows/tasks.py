@@ -8,11 +8,15 @@ import socket
 from rq import get_current_job
 
 from workflows import execution, worker
+from workflows.jobs import Given, Item
 
 
-def run_nodes(items: list[tuple[int, int]]) -> int:
-    """Execute a job's node attempts, given as (noderun id, attempt, version id, node id)."""
+def run_nodes(items: list[Item], given: Given | None = None) -> int:
+    """Execute a job's node attempts, given as (noderun id, attempt, version id, node id).
+
+    `given`: what a direct job's attempts are given (jobs.claim_and_enqueue).
+    """
     job = get_current_job()
     name = (job.worker_name if job else None) or f"{socket.gethostname()}.{os.getpid()}"
     worker.start_heartbeat(name)
-    return execution.run_batch(items, name)
+    return execution.run_batch(items, name, given or {})

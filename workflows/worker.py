@@ -100,6 +100,11 @@ return {}
 TAKE_AT_MOST = 16  # jobs taken in one step, each of up to jobs.MAX_BATCH nodes
 
 
+def job_given(job: Job) -> jobs.Given:
+    """What a direct node job gives its attempts (jobs enqueued before direct jobs have none)."""
+    return job.args[1] if len(job.args) > 1 else {}
+
+
 class NodeWorker(SimpleWorker):
     """Execute jobs in-process and announce liveness from the moment the worker starts."""
 
@@ -161,7 +166,8 @@ class NodeWorker(SimpleWorker):
             return
         batch, self.companions = [job, *self.companions], ()
         try:
-            execution.run_batch([item for j in batch for item in j.args[0]], self.name)
+            items = [item for j in batch for item in j.args[0]]
+            execution.run_batch(items, self.name, {k: v for j in batch for k, v in job_given(j).items()})
         except Exception:
             # Postgres or Redis failed under the task; the attempts it claimed are retried
             # by the reconciler (stuck or lost), the others were never claimed.

@@ -69,8 +69,8 @@ def test_a_result_carries_the_runs_state_only_once_nothing_else_of_it_is_in_flig
     advancing.advance_runs([run.pk])
     a, b = sorted(run_nodes(run, "a", "b"), key=lambda c: c.node_id)
 
-    assert execution.finish([succeeded(a)]) == ([run.pk], [])  # b still running: no rows
-    run_ids, rows = execution.finish([succeeded(b)])
+    assert execution.finish([succeeded(a)], "worker-t") == ([run.pk], [])  # b still running: no rows
+    run_ids, rows = execution.finish([succeeded(b)], "worker-t")
 
     assert run_ids == [run.pk]
     assert sorted((r[2], r[3]) for r in rows) == [("a", "succeeded"), ("b", "succeeded"), ("c", "pending")]
@@ -79,7 +79,7 @@ def test_a_result_carries_the_runs_state_only_once_nothing_else_of_it_is_in_flig
 def test_the_scheduler_decides_from_a_notices_rows_without_reading_the_run(redis_clean: None) -> None:
     run = start()
     advancing.advance_runs([run.pk])
-    _, rows = execution.finish([succeeded(c) for c in run_nodes(run, "a", "b")])
+    _, rows = execution.finish([succeeded(c) for c in run_nodes(run, "a", "b")], "worker-t")
 
     with CaptureQueriesContext(connection) as queries:
         advancing.advance_runs([run.pk], known=rows)

@@ -19,8 +19,8 @@ pytestmark = pytest.mark.django_db
 def enqueue(*job_ids: str) -> None:
     """Put node jobs on the default queue in this order; their items name no real node."""
     packed = [jobs.PackedJob(job_id, "default", (n,)) for n, job_id in enumerate(job_ids, start=1)]
-    claimed = {n: (n, 1, 1, f"node-{n}") for n in range(1, len(job_ids) + 1)}
-    jobs.enqueue(packed, claimed)
+    claimed = {n: ("claim", n, 1, 1, f"node-{n}", 1, None) for n in range(1, len(job_ids) + 1)}
+    jobs.enqueue(packed, claimed, {})
 
 
 def take(worker: NodeWorker) -> list[str]:

@@ -109,7 +109,7 @@ FROM workflows_run r JOIN workflows_noderun n ON n.run_id = r.id LEFT JOIN done 
 WHERE r.id = ANY(%(small_runs)s::bigint[]) AND r.id IN (SELECT run_id FROM done) AND r.status || '' = 'running'
   AND NOT EXISTS (
       SELECT FROM workflows_noderun o
-      WHERE o.run_id = r.id AND o.status IN ('queued', 'running') AND o.id NOT IN (SELECT id FROM done)
+      WHERE o.run_id = r.id AND o.status || '' IN ('queued', 'running') AND o.id NOT IN (SELECT id FROM done)
   )
 """
 FLUSH_AFTER_SECONDS = 0.02

@@ -9,13 +9,21 @@ import pytest
 from django.db import connection
 from django.db.backends.signals import connection_created
 
-from workflows import advancing, pgsession, reconciler, webhooks
+from workflows import advancing, execution, jobs, pgsession, reconciler, webhooks
 
 SCANS = {
     "due retries": (advancing.DUE_RETRIES_SQL, "noderun_retry_due_idx"),
     "queued attempts": (reconciler.QUEUED_BEFORE_SQL, "noderun_in_flight_idx"),
     "running attempts": (reconciler.RUNNING_BEFORE_SQL, "noderun_in_flight_idx"),
     "stuck deliveries": (webhooks.RECLAIM_SQL, "delivery_due_idx"),
+}
+
+# Driven by primary keys: under load the in-flight index holds every queued node, and a plan
+# that walked it would cost each of these statements a scan of the whole backlog.
+BY_KEY = {
+    "scheduler's claim": jobs.CLAIM_SQL,
+    "worker's claim": execution.CLAIM_SQL,
+    "worker's results": execution.FINISH_SQL,
 }
 
 
@@ -38,6 +46,13 @@ def generic_plan(sql: str) -> str:
 def test_the_generic_plan_of_a_runtime_scan_uses_its_partial_index(scan: str) -> None:
     sql, index = SCANS[scan]
     assert index in generic_plan(sql)
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("statement", BY_KEY)
+def test_the_generic_plan_of_a_hot_statement_never_walks_the_in_flight_index(statement: str) -> None:
+    plan = generic_plan(BY_KEY[statement])
+    assert "noderun_in_flight_idx" not in plan and "workflows_noderun_pkey" in plan
 
 
 @pytest.mark.django_db

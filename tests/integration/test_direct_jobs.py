@@ -1,0 +1,106 @@
+"""Direct jobs: batchable nodes' jobs carry what their attempts are given, and run unclaimed.
+
+Real PostgreSQL and Redis; the scheduler's and the worker's steps are called in this process.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from rq.job import Job
+
+from tests.integration.conftest import node, publish
+from workflows import advancing, execution, jobs, runs
+from workflows.models import NodeRun, Run, RunEvent
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+FORK = {
+    "nodes": [
+        node("a", "core.echo"),
+        node("b", "core.echo"),
+        node("c", "core.echo"),
+        node("slow", "core.delay", config={"seconds": 0.1}),
+    ],
+    "edges": [{"source": "a", "target": "c"}, {"source": "b", "target": "c"}],
+}
+
+
+@pytest.fixture
+def run(redis_clean: None) -> Run:
+    run, _ = runs.start_run(publish("direct", FORK), {"user_id": "u-1"})
+    return run
+
+
+def waiting_jobs() -> list[Job]:
+    queue = jobs.rq_queue("default")
+    return [queue.fetch_job(job_id) for job_id in queue.job_ids]
+
+
+def take_direct_job() -> tuple[list[jobs.Item], jobs.Given]:
+    [job] = [job for job in waiting_jobs() if job.args[1]]
+    jobs.rq_queue("default").remove(job.id)
+    return job.args[0], job.args[1]
+
+
+def node_row(run: Run, node_id: str) -> NodeRun:
+    return NodeRun.objects.get(run=run, node_id=node_id)
+
+
+def test_ready_batchable_nodes_share_a_direct_job_with_the_run_input_and_others_get_their_own(
+    run: Run,
+) -> None:
+    advancing.advance_runs([run.pk])
+
+    by_nodes = {tuple(item[3] for item in job.args[0]): job.args[1] for job in waiting_jobs()}
+    assert set(by_nodes) == {("a", "b"), ("slow",)}
+    assert by_nodes[("slow",)] == {}  # not batchable: the worker claims it
+    given = by_nodes[("a", "b")]
+    assert {
+        noderun_id: (run_id, execution.from_json(text)) for noderun_id, (run_id, text, _) in given.items()
+    } == {node_row(run, n).pk: (run.pk, {"user_id": "u-1"}) for n in ("a", "b")}
+
+
+def test_a_direct_job_runs_unclaimed_and_its_successor_is_given_its_predecessors_outputs(run: Run) -> None:
+    advancing.advance_runs([run.pk])
+    items, given = take_direct_job()
+
+    with CaptureQueriesContext(connection) as queries:
+        assert execution.run_batch(items, "worker-t", given) == 2
+
+    assert not [q for q in queries.captured_queries if "SET status = 'running'" in q["sql"]]  # no claim
+    assert {node_row(run, n).worker for n in ("a", "b")} == {"worker-t"}
+    advancing.advance_runs([run.pk])
+    _, given = take_direct_job()
+    [(run_id, _, upstream)] = given.values()
+    assert run_id == run.pk
+    assert {p: execution.from_json(output) for p, output in upstream.items()} == {
+        n: node_row(run, n).output for n in ("a", "b")
+    }
+
+
+def test_a_direct_attempt_of_a_cancelled_run_is_dropped(run: Run) -> None:
+    advancing.advance_runs([run.pk])
+    items, given = take_direct_job()
+    runs.cancel_run(run.pk)
+
+    execution.run_batch(items, "worker-t", given)
+
+    assert node_row(run, "a").status == "cancelled"
+    assert not RunEvent.objects.filter(run=run, kind="node.attempt").exists()
+
+
+def test_a_direct_attempt_already_requeued_and_claimed_elsewhere_is_stored_once(run: Run) -> None:
+    advancing.advance_runs([run.pk])
+    items, given = take_direct_job()
+    a = node_row(run, "a")
+    requeued = jobs.requeue([(jobs.Ready(a.pk, "default", True, ()), a.attempt)], workers=1)
+    [job] = [job for job in waiting_jobs() if job.args[0][0][0] == a.pk]
+
+    assert requeued == 1 and job.args[1] == {}  # the reconciler's jobs are claimed by their worker
+    assert execution.run_batch(job.args[0], "worker-2") == 1
+    execution.run_batch(items, "worker-t", given)  # the first worker was slow, not dead
+
+    assert node_row(run, "a").worker == "worker-2"
+    assert RunEvent.objects.filter(run=run, node_id="a", kind="node.attempt").count() == 1

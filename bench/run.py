@@ -3,7 +3,7 @@
 
     .venv/bin/python bench/run.py                   # both, sizes 200 and 2000, one repetition
     SIZES=200 .venv/bin/python bench/run.py --only rq
-    REPS=3 LAT=50 WARMUP=20 .venv/bin/python bench/run.py
+    REPS=3 LAT=200 WARMUP=20 .venv/bin/python bench/run.py
 
 Uses the embedded servers of .data/bench (started here and stopped at the end when this run
 started them), or DATABASE_URL and REDIS_URL when both are set. Writes
@@ -59,7 +59,7 @@ def parse_args() -> argparse.Namespace:
     if not args.sizes:
         parser.error("SIZES names no batch size (SIZES=200 for a quick look)")
     args.reps = env_int("REPS", 1)
-    args.lat = env_int("LAT", 50)
+    args.lat = env_int("LAT", 200)
     args.warmup = env_int("WARMUP", 20)
     return args
 

@@ -84,13 +84,14 @@ SELECT 'output', u.id, u.run_id, u.node_id, u.attempt, 0, u.output FROM workflow
 WHERE u.run_id IN (SELECT run_id FROM claimed) AND u.node_id = ANY(%(upstream)s) AND u.status = 'succeeded'
 """
 
+# The results travel as one JSON document: psycopg adapting ten arrays element by element
+# cost the worker more CPU than the rest of the statement (profiled).
 FINISH_SQL = """
 WITH v AS (
-    SELECT * FROM unnest(
-        %(ids)s::bigint[], %(attempts)s::int[], %(statuses)s::text[], %(outputs)s::text[], %(errors)s::text[],
-        %(tracebacks)s::text[], %(started)s::timestamptz[], %(finished)s::timestamptz[], %(spans)s::text[],
-        %(from)s::text[]
-    ) AS v(id, attempt, status, output, error, traceback, started_at, finished_at, span, from_status)
+    SELECT * FROM json_to_recordset(%(results)s::json) AS v(
+        id bigint, attempt int, status text, output text, error text, traceback text,
+        started_at timestamptz, finished_at timestamptz, span json, from_status text
+    )
 ), done AS (
     UPDATE workflows_noderun n
     SET status = v.status, output = v.output::jsonb, error = v.error, traceback = v.traceback,
@@ -122,14 +123,29 @@ class Result:
     started: datetime
     finished: datetime
 
-    def span(self) -> str:
-        span = {
+    def span(self) -> dict[str, Any]:
+        span: dict[str, Any] = {
             "status": self.outcome.status,
             "duration_ms": round((self.finished - self.started).total_seconds() * 1000, 3),
         }
         if self.outcome.error:
             span["error"] = self.outcome.error[:500]
-        return json.dumps(span)
+        return span
+
+    def row(self) -> dict[str, Any]:
+        """This result as a row of FINISH_SQL's results."""
+        return {
+            "id": self.claim.noderun_id,
+            "attempt": self.claim.attempt,
+            "status": self.outcome.status,
+            "output": self.outcome.output,
+            "error": self.outcome.error,
+            "traceback": self.outcome.traceback,
+            "started_at": self.started.isoformat(),
+            "finished_at": self.finished.isoformat(),
+            "span": self.span(),
+            "from_status": engine.QUEUED if self.claim.direct else engine.RUNNING,
+        }
 
 
 def from_json(value: Any) -> Any:
@@ -251,16 +267,8 @@ def finish(results: list[Result], worker: str) -> tuple[list[int], list[tuple[An
         cur.execute(
             FINISH_SQL,
             {
+                "results": json.dumps([r.row() for r in results]),
                 "ids": [r.claim.noderun_id for r in results],
-                "attempts": [r.claim.attempt for r in results],
-                "statuses": [r.outcome.status for r in results],
-                "outputs": [r.outcome.output for r in results],
-                "errors": [r.outcome.error for r in results],
-                "tracebacks": [r.outcome.traceback for r in results],
-                "started": [r.started for r in results],
-                "finished": [r.finished for r in results],
-                "spans": [r.span() for r in results],
-                "from": [engine.QUEUED if r.claim.direct else engine.RUNNING for r in results],
                 "worker": worker,
                 "small_runs": list(small_runs),
             },

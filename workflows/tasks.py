@@ -19,4 +19,4 @@ def run_nodes(items: list[Item], given: Given | None = None) -> int:
     job = get_current_job()
     name = (job.worker_name if job else None) or f"{socket.gethostname()}.{os.getpid()}"
     worker.start_heartbeat(name)
-    return execution.run_batch(items, name, given or {})
+    return execution.run_batch(items, name, given)

@@ -9,20 +9,23 @@ HTTP call never waits behind another.
 
 from __future__ import annotations
 
+import logging
 import math
 import uuid
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from typing import Any
 
 import django_rq
+import redis
 from django.db import connection, transaction
 from rq import Queue
 
 from workflows import engine, handlers
 from workflows.graph import Graph
 
+log = logging.getLogger(__name__)
 # Joined into the FROM list of a single autocommit statement, this makes its commit skip the
 # wait for the WAL flush (`SET LOCAL` in a statement of its own costs two round trips more).
 # Only for changes that can be derived again from what is already durable: claims and
@@ -87,6 +90,37 @@ def pack(rows: list[Ready], workers: int, direct: bool) -> list[PackedJob]:
             job_ids = tuple(ids[start : start + size])
             packed.append(PackedJob(new_job_id(batchable), queue, job_ids, direct and batchable))
     return packed
+
+
+def pack_roots(graph: Graph) -> list[PackedJob]:
+    """Pack a new run's root nodes into direct jobs, before the run has node rows.
+
+    Each job names its nodes by their place in `graph.order`; `enqueue_roots` puts the rows'
+    ids in once the run is written.
+    """
+    place = {node_id: i for i, node_id in enumerate(graph.order)}
+    return pack([ready(place[node_id], graph, node_id) for node_id in graph.roots], 1, direct=True)
+
+
+def enqueue_roots(
+    packed: list[PackedJob], graph: Graph, ids: dict[str, int], run_id: int, version_id: int, run_input: Any
+) -> None:
+    """Enqueue a new run's root jobs (`pack_roots`), its node rows' ids being `ids` by node.
+
+    The rows were written queued, attempt 1, with the run. If Redis refuses the jobs, the
+    reconciler enqueues them again (queued attempts whose job waits nowhere).
+    """
+    placed, claimed = [], {}
+    for job in packed:
+        nodes = [graph.order[i] for i in job.noderun_ids]
+        placed.append(replace(job, noderun_ids=tuple(ids[n] for n in nodes)))
+        for node_id in nodes:
+            given = run_input if job.direct else None
+            claimed[ids[node_id]] = ("claim", ids[node_id], 1, version_id, node_id, run_id, given)
+    try:
+        enqueue(placed, claimed, {})
+    except redis.RedisError:
+        log.warning("run %s: its first jobs were not enqueued; the reconciler will", run_id, exc_info=True)
 
 
 # Both return rows ('claim', noderun id, attempt, version id, node id, run id, run input or

@@ -1,7 +1,9 @@
 """Runs and what people do to them: start, pause, cancel, replay, discard.
 
-These calls own their transactions; notices to the schedulers go out only after commit.
-How a run advances once started is `advancing.py`.
+These calls own their transactions; jobs and notices to the schedulers go out only after
+commit. A new run's roots are ready by definition, so `start_run` enqueues them itself (no
+scheduler's turn between a start and its first node); how a run advances from there is
+`advancing.py`.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from workflows import audit, bus, engine
+from workflows import audit, bus, engine, jobs
 from workflows.definition import canonical_json
 from workflows.errors import Conflict, Invalid, NotFound
 from workflows.models import DeadLetter, NodeRun, Run, RunEvent, Workflow, WorkflowVersion
@@ -69,6 +71,8 @@ def find_idempotent_run(workflow: Workflow, key: str, request_hash: str) -> Run:
     return run
 
 
+# The run, its node rows and its first event in one statement. Root nodes that have a job
+# (%(job_ids)s, '' for the others) are written queued at attempt 1 unless the run waits.
 CREATE_RUN_SQL = """
 WITH wf AS (SELECT paused FROM workflows_workflow WHERE id = %(workflow)s),
 run AS (
@@ -81,9 +85,12 @@ run AS (
     RETURNING id, status, created_at
 ),
 nodes AS (
-    INSERT INTO workflows_noderun (run_id, node_id, status, attempt, tries, queue, job_id, worker, error, traceback)
-    SELECT run.id, n.node_id, 'pending', 0, 0, n.queue, '', '', '', ''
-    FROM run, unnest(%(nodes)s::text[], %(queues)s::text[]) AS n(node_id, queue)
+    INSERT INTO workflows_noderun
+        (run_id, node_id, status, attempt, tries, queue, job_id, queued_at, worker, error, traceback)
+    SELECT run.id, n.node_id, CASE WHEN go THEN 'queued' ELSE 'pending' END, go::int, go::int, n.queue,
+           CASE WHEN go THEN n.job_id ELSE '' END, CASE WHEN go THEN run.created_at END, '', '', ''
+    FROM run, unnest(%(nodes)s::text[], %(queues)s::text[], %(job_ids)s::text[]) AS n(node_id, queue, job_id),
+         LATERAL (SELECT n.job_id <> '' AND run.status = 'running' AS go) AS dispatch
     RETURNING id, node_id
 ),
 history AS (
@@ -91,9 +98,7 @@ history AS (
     SELECT id, 'run.' || CASE status WHEN 'waiting' THEN 'waiting' ELSE 'started' END, '', 0, created_at, '', '{}'
     FROM run
 )
-SELECT id, status, created_at,
-       CASE WHEN %(with_rows)s THEN (SELECT json_agg(json_build_array(id, node_id)) FROM nodes) END
-FROM run
+SELECT id, status, created_at, (SELECT json_object_agg(node_id, id) FROM nodes) FROM run
 """
 
 
@@ -105,6 +110,8 @@ def create_run(
     Return None, writing nothing, when the idempotency key is already taken in this workflow.
     """
     graph = load_graph(version_id)
+    roots = jobs.pack_roots(graph)
+    job_of = {graph.order[i]: job.job_id for job in roots for i in job.noderun_ids}
     params = {
         "workflow": workflow.pk,
         "version": version_id,
@@ -113,21 +120,19 @@ def create_run(
         "hash": request_hash,
         "nodes": list(graph.order),
         "queues": [graph.nodes[n].queue for n in graph.order],
-        "with_rows": len(graph.order) <= bus.ROWS_AT_MOST,
+        "job_ids": [job_of.get(n, "") for n in graph.order],
     }
     with connection.cursor() as cur:
         cur.execute(CREATE_RUN_SQL, params)
         row = cur.fetchone()
     if row is None:
         return None
-    run_id, status, created_at, nodes = row
+    run_id, status, created_at, ids = row
     if status == engine.RUN_RUNNING:
-        # The notice carries the new run's state, so the scheduler need not read it back.
-        rows = [
-            (noderun_id, run_id, node_id, engine.PENDING, 0, version_id, 0)
-            for noderun_id, node_id in nodes or ()
-        ]
-        transaction.on_commit(lambda: bus.notify([run_id], rows))  # at once outside a transaction
+        # Its roots are ready by definition: they go to the workers without a scheduler's turn.
+        transaction.on_commit(
+            lambda: jobs.enqueue_roots(roots, graph, ids, run_id, version_id, run_input)
+        )  # at once outside a transaction
     run = Run(
         id=run_id,
         workflow=workflow,

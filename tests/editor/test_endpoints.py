@@ -213,7 +213,11 @@ def test_test_run_of_the_active_version_is_pinned_to_it(editor: JsonClient) -> N
     run = Run.objects.get(pk=state["id"])
     assert (run.version.number, run.input) == (1, {"user_id": "u-7"})
     assert set(state["nodes"]) == {"a", "b", "c"}
-    assert all(node["status"] == "pending" for node in state["nodes"].values())
+    assert {n: node["status"] for n, node in state["nodes"].items()} == {
+        "a": "queued",
+        "b": "pending",
+        "c": "pending",
+    }
     assert state["finished"] is False and workflow.runs.count() == 1
 
 
@@ -245,7 +249,7 @@ def test_run_state_shows_node_statuses_errors_and_outputs(editor: JsonClient) ->
     NodeRun.objects.filter(run_id=run_id, node_id="a").update(status="succeeded", output={"ok": True})
     NodeRun.objects.filter(run_id=run_id, node_id="b").update(status="dead", error="boom", attempt=2)
     state = editor.get(url("watched", f"api/runs/{run_id}")).json()
-    assert state["nodes"]["a"] == {"status": "succeeded", "attempt": 0, "error": "", "output": '{"ok":true}'}
+    assert state["nodes"]["a"] == {"status": "succeeded", "attempt": 1, "error": "", "output": '{"ok":true}'}
     assert state["nodes"]["b"]["error"] == "boom" and state["nodes"]["b"]["attempt"] == 2
     other = make_workflow("elsewhere")
     assert editor.get(url(other.slug, f"api/runs/{run_id}")).status_code == 404

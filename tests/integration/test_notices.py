@@ -52,21 +52,39 @@ def notices() -> list[bus.Notice]:
     return bus.read_notices("scheduler-t", 100, 10)
 
 
-def test_a_started_runs_notice_carries_its_pending_nodes(redis_clean: None) -> None:
+def pending_rows(run: Run) -> list[list[Any]]:
+    """The run's rows as a notice would have carried them before anything was claimed."""
+    ids = NodeRun.objects.filter(run=run).values_list("id", "node_id")
+    return [[i, run.pk, n, "pending", 0, run.version_id, 0] for i, n in ids]
+
+
+def test_a_started_runs_roots_go_to_the_workers_without_a_notice(redis_clean: None) -> None:
     run = start()
 
-    [notice] = notices()
+    roots = NodeRun.objects.filter(run=run, node_id__in=["a", "b"])
+    assert statuses(run) == {"a": "queued", "b": "queued", "c": "pending"}
+    assert {(n.attempt, n.tries) for n in roots} == {(1, 1)}
+    [job_id] = {n.job_id for n in roots}  # two batchable roots share one direct job
+    job = jobs.rq_queue("default").fetch_job(job_id)
+    items, given = job.args
+    assert sorted(item[3] for item in items) == ["a", "b"]
+    assert given == {n.pk: (run.pk, {"user_id": "u-1"}, {}) for n in roots}
+    assert notices() == []
 
-    assert notice.run_ids == [run.pk]
-    ids = dict(NodeRun.objects.filter(run=run).values_list("node_id", "id"))
-    assert sorted(notice.rows) == sorted(
-        [ids[n], run.pk, n, "pending", 0, run.version_id, 0] for n in ("a", "b", "c")
-    )
+
+def test_a_paused_workflows_run_keeps_its_roots_pending(redis_clean: None) -> None:
+    workflow = publish("fork", FORK)
+    runs.pause_workflow(workflow)
+
+    run, _ = runs.start_run(workflow, {"user_id": "u-1"})
+
+    assert run.status == "waiting"
+    assert set(statuses(run).values()) == {"pending"}
+    assert jobs.rq_queue("default").count == 0
 
 
 def test_a_result_carries_the_runs_state_only_once_nothing_else_of_it_is_in_flight(redis_clean: None) -> None:
     run = start()
-    advancing.advance_runs([run.pk])
     a, b = sorted(run_nodes(run, "a", "b"), key=lambda c: c.node_id)
 
     assert execution.finish([succeeded(a)], "worker-t") == ([run.pk], [])  # b still running: no rows
@@ -78,7 +96,6 @@ def test_a_result_carries_the_runs_state_only_once_nothing_else_of_it_is_in_flig
 
 def test_the_scheduler_decides_from_a_notices_rows_without_reading_the_run(redis_clean: None) -> None:
     run = start()
-    advancing.advance_runs([run.pk])
     _, rows = execution.finish([succeeded(c) for c in run_nodes(run, "a", "b")], "worker-t")
 
     with CaptureQueriesContext(connection) as queries:
@@ -100,6 +117,7 @@ def test_a_run_named_by_two_notices_of_one_batch_is_read_again() -> None:
 
 def test_notices_taken_over_from_a_dead_scheduler_lose_their_rows(redis_clean: None) -> None:
     run = start()
+    bus.notify(*execution.finish([succeeded(c) for c in run_nodes(run, "a", "b")], "worker-t"))
     assert notices()[0].rows  # read by scheduler-t, which dies before acknowledging
 
     [notice] = bus.claim_abandoned("scheduler-2", idle_ms=0)
@@ -108,14 +126,14 @@ def test_notices_taken_over_from_a_dead_scheduler_lose_their_rows(redis_clean: N
 
 
 def test_a_decision_from_old_rows_does_not_claim_a_node_that_moved_on(redis_clean: None) -> None:
-    """The rows say `a` is pending; it has run and failed since: its backoff is kept."""
+    """The rows say `a` and `b` are pending; `b` was queued since, `a` has run and failed."""
     run = start()
-    rows = notices()[0].rows
     NodeRun.objects.filter(run=run, node_id="a").update(status="retrying", due_at=timezone.now())
 
-    advancing.advance_runs([run.pk], known=rows)
+    advancing.advance_runs([run.pk], known=pending_rows(run))
 
     assert statuses(run) == {"a": "retrying", "b": "queued", "c": "pending"}
+    assert NodeRun.objects.get(run=run, node_id="b").attempt == 1  # claimed once, at the start
 
 
 def test_a_handful_of_ready_batchable_nodes_share_a_job_and_a_crowd_is_spread() -> None:

@@ -170,6 +170,9 @@ SWITCHYARD = {
     "MAX_INPUT_BYTES": env_int("SWITCHYARD_MAX_INPUT_BYTES", 256 * 1024),
     "MAX_OUTPUT_BYTES": env_int("SWITCHYARD_MAX_OUTPUT_BYTES", 256 * 1024),
     "MAX_NODES": env_int("SWITCHYARD_MAX_NODES", 2000),
+    # A start this soon after the previous one in the same process is part of a burst: its
+    # roots go through a scheduler, which packs many runs' roots into few jobs (runs.py).
+    "START_BURST_GAP_SECONDS": env_float("SWITCHYARD_START_BURST_GAP_SECONDS", 0.005),
     # Reconciler: how long a run may sit without progress before Postgres re-drives it.
     "RECONCILE_AFTER_SECONDS": env_float("SWITCHYARD_RECONCILE_AFTER_SECONDS", 3.0),
     "WORKER_HEARTBEAT_SECONDS": env_float("SWITCHYARD_WORKER_HEARTBEAT_SECONDS", 1.0),

@@ -56,3 +56,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 # ============================================================================================
 # End of the embedded-servers section.
 # ============================================================================================
+
+
+@pytest.fixture
+def lone_starts(settings) -> None:
+    """Every start of this test comes alone: its roots go straight to the workers (runs.StartPacing)."""
+    settings.SWITCHYARD = {**settings.SWITCHYARD, "START_BURST_GAP_SECONDS": 0.0}

@@ -6,6 +6,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import pytest
+
 from tests.editor.conftest import JsonClient, url
 from tests.factories import CHAIN, add_draft, make_workflow
 from workflows import editing
@@ -205,6 +207,7 @@ def test_unknown_workflow_or_version_is_404_json(editor: JsonClient) -> None:
     assert editor.get(url("ghost")).status_code == 404
 
 
+@pytest.mark.usefixtures("lone_starts")
 def test_test_run_of_the_active_version_is_pinned_to_it(editor: JsonClient) -> None:
     workflow = make_workflow("trial")
     response = editor.post(url("trial", "api/test-runs"), {"version": 1, "input": {"user_id": "u-7"}})
@@ -243,6 +246,7 @@ def test_test_run_input_must_be_an_object(editor: JsonClient) -> None:
     assert response.status_code == 422 and "input must be a JSON object" in response.json()["error"]
 
 
+@pytest.mark.usefixtures("lone_starts")
 def test_run_state_shows_node_statuses_errors_and_outputs(editor: JsonClient) -> None:
     make_workflow("watched")
     run_id = editor.post(url("watched", "api/test-runs"), {"version": 1, "input": {}}).json()["id"]

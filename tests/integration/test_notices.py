@@ -1,4 +1,5 @@
-"""Notices that carry a run's state, so that the scheduler decides an idle hop without a read.
+"""How a start reaches the workers, and notices that carry a run's state, so that the
+scheduler decides an idle hop without a read.
 
 Real PostgreSQL and Redis; the scheduler's and the worker's steps are called in this process.
 """
@@ -16,7 +17,7 @@ from tests.integration.conftest import node, publish
 from workflows import advancing, bus, execution, jobs, runs
 from workflows.models import NodeRun, Run
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("lone_starts")]
 
 FORK = {
     "nodes": [node("a"), node("b"), node("c")],
@@ -81,6 +82,32 @@ def test_a_paused_workflows_run_keeps_its_roots_pending(redis_clean: None) -> No
     assert run.status == "waiting"
     assert set(statuses(run).values()) == {"pending"}
     assert jobs.rq_queue("default").count == 0
+
+
+def test_a_start_in_a_burst_leaves_its_roots_to_the_scheduler_with_the_runs_rows(
+    settings, redis_clean: None
+) -> None:
+    settings.SWITCHYARD = {**settings.SWITCHYARD, "START_BURST_GAP_SECONDS": 3600.0}
+    start()
+    notices()  # the previous start may be long ago: this one may have come alone
+
+    run = start()
+
+    [notice] = notices()
+    assert set(statuses(run).values()) == {"pending"}
+    assert notice.run_ids == [run.pk]
+    assert sorted(notice.rows) == sorted(pending_rows(run))
+    run_ids, known = advancing.known_states([notice])
+    advancing.advance_runs(run_ids, known=known)
+    assert statuses(run) == {"a": "queued", "b": "queued", "c": "pending"}
+
+
+def test_starts_come_alone_when_the_previous_one_is_older_than_the_gap(settings) -> None:
+    pacing = runs.StartPacing()
+    settings.SWITCHYARD = {**settings.SWITCHYARD, "START_BURST_GAP_SECONDS": 3600.0}
+    assert [pacing.direct(), pacing.direct()] == [True, False]
+    settings.SWITCHYARD = {**settings.SWITCHYARD, "START_BURST_GAP_SECONDS": 0.0}
+    assert [pacing.direct(), pacing.direct()] == [True, True]
 
 
 def test_a_result_carries_the_runs_state_only_once_nothing_else_of_it_is_in_flight(redis_clean: None) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 from typing import Any
 
+import pytest
 from rq.job import Job
 
 from tests.integration.conftest import node, publish, wait_finished
@@ -12,6 +13,8 @@ from tests.integration.runtime import Runtime, wait_for
 from workflows import bus, runs
 from workflows.handlers.demo import DEMO_PROFILE, DEMO_RETRIES
 from workflows.models import DeadLetter, NodeRun, Run, RunEvent
+
+DEMO_PROFILE_NODES = [n["id"] for n in DEMO_PROFILE["nodes"]]
 
 
 def nodes_of(run: Run) -> dict[str, NodeRun]:
@@ -173,6 +176,27 @@ def test_redis_flushed_mid_run_loses_no_run(runtime: Runtime) -> None:
     bus.client().flushall()
     for run in started:
         assert wait_finished(run).status == "succeeded"
+
+
+@pytest.mark.usefixtures("lone_starts")
+def test_a_start_whose_first_jobs_never_reached_redis_loses_no_run(transactional_db: Any) -> None:
+    """As if the starting process died between its commit and its push: the roots are queued
+    in Postgres and their job is nowhere; the reconciler enqueues them again, same attempt."""
+    workflow = publish("demo-profile", DEMO_PROFILE)
+    run, _ = runs.start_run(workflow, {"user_id": "u-1"})
+    assert set(run.nodes.filter(status="queued").values_list("node_id", flat=True)) == {
+        "fetch_profile",
+        "enrich_location",
+    }
+    bus.client().flushall()
+    rt = Runtime()
+    try:
+        rt.worker("worker-1")
+        rt.scheduler("scheduler-1")
+        assert wait_finished(run).status == "succeeded"
+    finally:
+        rt.stop()
+    assert {n.node_id: n.attempt for n in run.nodes.all()} == dict.fromkeys(DEMO_PROFILE_NODES, 1)
 
 
 def test_replaying_a_dead_letter_carries_the_run_on_and_a_second_replay_is_refused(runtime: Runtime) -> None:

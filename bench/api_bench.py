@@ -7,8 +7,9 @@
 What is measured, each through its own Daphne process on this machine:
 - `POST /api/v1/workflows/bench-4/runs`: API-key auth (key lookup, scope and role check,
   rate-limit counter in Redis), a fresh `Idempotency-Key` per request, a 4-node run created
-  (run, 4 node rows, one event, one transaction) and the scheduler notified. No scheduler or
-  worker runs: this is the API's cost, not the engine's.
+  (run, 4 node rows, one event, one transaction), then its roots' job enqueued or, in a
+  burst, the scheduler notified (runs.StartPacing). No scheduler or worker runs: this is the
+  API's cost, not the engine's.
 - the same POST again with an already used key and body (the idempotent replay path).
 - `GET /api/v1/runs/<id>` of a run with 50 finished nodes (outputs, timings).
 - the ratio to beat: a plain Django view (same settings and middleware, csrf-exempt, no auth)

@@ -26,6 +26,7 @@ from workflows import engine, handlers
 from workflows.graph import Graph
 
 log = logging.getLogger(__name__)
+
 # Joined into the FROM list of a single autocommit statement, this makes its commit skip the
 # wait for the WAL flush (`SET LOCAL` in a statement of its own costs two round trips more).
 # Only for changes that can be derived again from what is already durable: claims and

@@ -3,10 +3,25 @@
 
 import os
 import sys
+from pathlib import Path
+
+# Where `make run` writes its embedded servers' URLs (scripts/services.py).
+DEV_SERVICES_ENV = Path(__file__).resolve().parent / ".data" / "dev" / "services.env"
+
+
+def use_dev_services() -> None:
+    """With neither DATABASE_URL nor REDIS_URL set, talk to the servers `make run` started."""
+    if os.environ.get("DATABASE_URL") or os.environ.get("REDIS_URL") or not DEV_SERVICES_ENV.exists():
+        return
+    for line in DEV_SERVICES_ENV.read_text().splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key in ("DATABASE_URL", "REDIS_URL"):
+            os.environ[key] = value
 
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
+    use_dev_services()
     from django.core.management import execute_from_command_line
 
     execute_from_command_line(sys.argv)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """REST API benchmark: run starts per second and GET latency, through Daphne, beside plain Django.
 
-    .venv/bin/python bench/api_bench.py                  # servers of .data/bench-api, started if needed
+    .venv/bin/python bench/api_bench.py                  # servers of .data/bench-api, started (and stopped) if needed
     REQUESTS=4000 CONCURRENCY=16 .venv/bin/python bench/api_bench.py
 
 What is measured, each through its own Daphne process on this machine:
@@ -65,19 +65,29 @@ def log(message: str) -> None:
 # --------------------------------------------------------------------------- servers
 
 
-def service_urls() -> tuple[str, str]:
-    """Return (DATABASE_URL of the bench database, REDIS_URL of the bench Redis database)."""
+def load_services() -> Any:
+    spec = importlib.util.spec_from_file_location("services", REPO / "scripts" / "services.py")
+    assert spec and spec.loader
+    services = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(services)
+    return services
+
+
+def service_urls() -> tuple[str, str, bool]:
+    """(DATABASE_URL of the bench database, REDIS_URL of the bench Redis database, whether
+    this run started the embedded servers, and so stops them)."""
+    started = False
     if os.environ.get("DATABASE_URL") and os.environ.get("REDIS_URL"):
         db, redis_url = os.environ["DATABASE_URL"], os.environ["REDIS_URL"]
     else:
-        spec = importlib.util.spec_from_file_location("services", REPO / "scripts" / "services.py")
-        assert spec and spec.loader
-        services = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(services)
+        services = load_services()
+        started = not services.is_up(DATA)
         urls = services.up(DATA)
         db, redis_url = urls["DATABASE_URL"], urls["REDIS_URL"]
-    return urlunsplit(urlsplit(db)._replace(path=f"/{DB_NAME}")), urlunsplit(
-        urlsplit(redis_url)._replace(path=f"/{REDIS_DB}")
+    return (
+        urlunsplit(urlsplit(db)._replace(path=f"/{DB_NAME}")),
+        urlunsplit(urlsplit(redis_url)._replace(path=f"/{REDIS_DB}")),
+        started,
     )
 
 
@@ -301,7 +311,16 @@ def report(results: dict[str, dict[str, Any]]) -> None:
 
 def main() -> None:
     DATA.mkdir(parents=True, exist_ok=True)
-    db_url, redis_url = service_urls()
+    db_url, redis_url, started = service_urls()
+    try:
+        bench(db_url, redis_url)
+    finally:
+        if started:
+            log("stopping the embedded services")
+            load_services().down(DATA)
+
+
+def bench(db_url: str, redis_url: str) -> None:
     recreate_database(db_url)
     env = {
         **os.environ,

@@ -9,6 +9,7 @@ workflows.runs; a refused domain call is shown as a message, never a 500.
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import Any
 
 from django.contrib import messages
@@ -23,7 +24,7 @@ from monitoring import runstate, snapshots
 from monitoring.filters import LetterFilter, RunFilter
 from monitoring.guards import requires
 from workflows import engine, runs
-from workflows.errors import DomainError
+from workflows.errors import DomainError, Invalid
 from workflows.models import AuditEntry, DeadLetter, NodeRun, Run, RunEvent, Workflow
 
 PAGE_SIZE = 50
@@ -201,12 +202,25 @@ def deadletter_detail(request: HttpRequest, letter_id: int) -> HttpResponse:
 @require_POST
 @requires("replay")
 def deadletter_replay(request: HttpRequest, letter_id: int) -> HttpResponse:
+    """Replay as is, or with the edited input of the form's `input` field (JSON) if sent."""
     try:
-        run = runs.replay_dead_letter(letter_id, request.user)
-        messages.success(request, f"Dead letter {letter_id} replayed: run {run.pk} is running again.")
+        edited = edited_input(request.POST.get("input"))
+        run = runs.replay_dead_letter(letter_id, request.user, edited)
+        how = "with edited input" if edited is not None else "replayed"
+        messages.success(request, f"Dead letter {letter_id} {how}: run {run.pk} is running again.")
     except DomainError as exc:
         messages.error(request, str(exc))
     return redirect("deadletter_detail", letter_id=letter_id)
+
+
+def edited_input(text: str | None) -> Any:
+    """The JSON of a replay form's input field; None when the field was not sent."""
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise Invalid(f"input is not valid JSON: {exc}; nothing was replayed.") from None
 
 
 @require_POST

@@ -230,14 +230,20 @@ def dead_letter(node: NodeRun) -> DeadLetter:
 
 
 def input_snapshot(node: NodeRun) -> dict[str, Any]:
-    """Return what the node was given: the run input and its predecessors' outputs."""
+    """Return what the node was given: the run input (or the edited input a replay gave it,
+    then `edited` is true) and its predecessors' outputs."""
     graph = load_graph(node.run.version_id)
     upstream = dict(
         NodeRun.objects.filter(
             run_id=node.run_id, node_id__in=graph.predecessors(node.node_id), status=engine.SUCCEEDED
         ).values_list("node_id", "output")
     )
-    return {"input": node.run.input, "upstream": upstream, "config": graph.nodes[node.node_id].config}
+    snapshot = {
+        "input": node.run.input if node.input_override is None else node.input_override,
+        "upstream": upstream,
+        "config": graph.nodes[node.node_id].config,
+    }
+    return snapshot if node.input_override is None else {**snapshot, "edited": True}
 
 
 def apply_finishes(finishes: list[tuple[int, int, str]]) -> None:

@@ -76,7 +76,8 @@ WITH claimed AS (
     FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS v(id, attempt), workflows_run r, {RELAXED_COMMIT}
     WHERE n.id = ANY(%(ids)s::bigint[]) AND n.id = v.id AND n.attempt = v.attempt AND n.status || '' = 'queued'
       AND r.id = n.run_id AND r.status || '' = 'running'
-    RETURNING n.id, n.run_id, n.node_id, n.attempt, r.version_id, r.input
+    RETURNING n.id, n.run_id, n.node_id, n.attempt, r.version_id,
+              coalesce(n.input_override, r.input) AS input
 )
 SELECT 'claim', id, run_id, node_id, attempt, version_id, input FROM claimed
 UNION ALL

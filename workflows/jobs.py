@@ -135,7 +135,7 @@ WITH claimed AS (
     FROM unnest(%(ids)s::bigint[], %(job_ids)s::text[]) AS v(id, job_id), workflows_run r, {RELAXED_COMMIT}
     WHERE n.id = v.id AND n.status = %(status)s AND r.id = n.run_id
     RETURNING n.id, n.attempt, r.version_id, n.node_id, n.run_id,
-              CASE WHEN n.id = ANY(%(direct)s::bigint[]) THEN r.input END AS input
+              CASE WHEN n.id = ANY(%(direct)s::bigint[]) THEN coalesce(n.input_override, r.input) END AS input
 )
 SELECT 'claim', id, attempt, version_id, node_id, run_id, input FROM claimed
 UNION ALL

@@ -120,6 +120,9 @@ class NodeRun(models.Model):
     output = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True)
     traceback = models.TextField(blank=True)
+    # What this node is given as its run input instead of the run's: set by a replay with
+    # edited input (runs.replay_dead_letter), kept for its retries and later replays.
+    input_override = models.JSONField(null=True, blank=True)
 
     class Meta:
         ordering = ["run", "id"]

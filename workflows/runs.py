@@ -246,13 +246,22 @@ def locked_run(run_id: int) -> Run:
         raise NotFound(f"No run with id {run_id}.") from None
 
 
-def replay_dead_letter(letter_id: int, user: Any = None) -> Run:
+def replay_dead_letter(letter_id: int, user: Any = None, edited_input: Any = None) -> Run:
     """Re-run a dead node within its run, keeping every completed node's output.
 
     The node gets a fresh retry budget; the nodes that were blocked by its death go back to
     pending; the run is running again. A letter can be replayed once: if the node dies
     again, the new dead letter is the one to replay.
+
+    With `edited_input` (a JSON object), the node is given it as its run input, on this
+    replay, its retries and later replays; the run's input and every other node are left
+    as they are (their outputs carry the fix on). Without, the node is given what it was
+    given before.
     """
+    if edited_input is not None:
+        if not isinstance(edited_input, dict):
+            raise Invalid("input must be a JSON object.")
+        check_json_size(edited_input, settings.SWITCHYARD["MAX_INPUT_BYTES"], "input")
     with transaction.atomic():
         letter = locked_letter(letter_id)
         run = locked_run(letter.run_id)
@@ -262,18 +271,22 @@ def replay_dead_letter(letter_id: int, user: Any = None) -> Run:
         graph = load_graph(run.version_id)
         states = {n.node_id: engine.NodeState(n.status, n.tries) for n in run.nodes.all()}
         resets = engine.replay_resets(graph, node.node_id, states)
+        edits = {} if edited_input is None else {"input_override": edited_input}
         NodeRun.objects.filter(pk=node.pk).update(
-            status=engine.PENDING, tries=0, finished_at=None, due_at=None
+            status=engine.PENDING, tries=0, finished_at=None, due_at=None, **edits
         )
         NodeRun.objects.filter(run=run, node_id__in=resets).update(status=engine.PENDING, finished_at=None)
         run.status, run.finished_at, run.epoch = engine.RUN_RUNNING, None, run.epoch + 1
         run.save(update_fields=["status", "finished_at", "epoch"])
         resolve_letter(letter, DeadLetter.REPLAYED, user)
         by = audit.actor_label(user)
+        edited = {} if edited_input is None else {"edited_input": edited_input}
         record_events(
-            event("node.replayed", run.pk, node.node_id, node.attempt, {"letter": letter.pk, "by": by})
+            event(
+                "node.replayed", run.pk, node.node_id, node.attempt, {"letter": letter.pk, "by": by, **edited}
+            )
         )
-        audit.record(user, "deadletter.replay", letter, run=run.pk, node=node.node_id)
+        audit.record(user, "deadletter.replay", letter, run=run.pk, node=node.node_id, **edited)
         transaction.on_commit(lambda: bus.notify([run.pk]))
     return run
 

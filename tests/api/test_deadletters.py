@@ -42,6 +42,29 @@ def test_replay_puts_the_run_back_to_running_once(api, chain) -> None:
     assert entry.actor_label.startswith("api key sy_") and entry.target_id == str(letter_id)
 
 
+def test_replay_with_edited_input_gives_it_to_the_node_only(api, chain) -> None:
+    run = dead_letter(chain, run_input={"user": 7})
+    letter_id = DeadLetter.objects.get(run=run).pk
+    for bad, field in (([1, 2], "input"), ("text", "input")):
+        assert_problem(api.post(f"deadletters/{letter_id}/replay", {"input": bad}), 422, field)
+    assert DeadLetter.objects.get(pk=letter_id).status == "open"  # refused: nothing replayed
+
+    assert api.post(f"deadletters/{letter_id}/replay", {"input": {"user_id": "u-7"}}).status_code == 200
+
+    first = NodeRun.objects.get(run=run, node_id="first")
+    assert first.input_override == {"user_id": "u-7"} and first.run.input == {"user": 7}
+    entry = AuditEntry.objects.get(action="deadletter.replay")
+    assert entry.data["edited_input"] == {"user_id": "u-7"}
+
+
+def test_replay_with_an_input_over_the_limit_is_refused(api, chain, settings) -> None:
+    settings.SWITCHYARD = {**settings.SWITCHYARD, "MAX_INPUT_BYTES": 64}
+    letter_id = DeadLetter.objects.get(run=dead_letter(chain)).pk
+    refused = assert_problem(api.post(f"deadletters/{letter_id}/replay", {"input": {"x": "y" * 100}}), 422)
+    assert "limit is 64 bytes" in refused["detail"]
+    assert DeadLetter.objects.get(pk=letter_id).status == "open"
+
+
 def test_discard_needs_a_reason_and_keeps_it(api, chain) -> None:
     letter_id = DeadLetter.objects.get(run=dead_letter(chain)).pk
     assert_problem(api.post(f"deadletters/{letter_id}/discard", {}), 422, "reason")

@@ -128,7 +128,7 @@ def test_dead_letter_appears_live_then_replay_from_its_page_finishes_the_run(
     row.locator("a").first.click()
     expect(page.locator("h1")).to_contain_text("Dead letter")
     expect(page.locator("pre.code.error")).to_contain_text("attempt 2 fails on purpose")
-    expect(page.get_by_text('"order": 7').first).to_be_visible()
+    expect(page.locator("pre.code", has_text='"order": 7').first).to_be_visible()
     screenshot(page, "dead-letter-page")
     page.click("[data-action=replay]")
     expect(page.locator(".message.success")).to_contain_text("replayed")
@@ -168,3 +168,35 @@ def test_viewer_sees_no_replay_button_and_the_server_refuses_the_replay(
         assert response.status == 403, path
     letter.refresh_from_db()
     assert letter.status == "open"
+
+
+def test_a_run_with_bad_input_carries_on_after_a_replay_with_edited_input_from_the_page(
+    runtime: Runtime, page_as: Any, live_url: str, screenshot: Any
+) -> None:
+    schema = {"type": "object", "properties": {"user_id": {"type": "string"}}, "required": ["user_id"]}
+    workflow = publish(
+        "checked-input",
+        {
+            "nodes": [
+                node("check", "core.validate", config={"schema": schema}, retry={"max_attempts": 1}),
+                node("after", "core.echo"),
+            ],
+            "edges": [{"source": "check", "target": "after"}],
+        },
+    )
+    run, _ = runs.start_run(workflow, {"user": 7})
+    assert wait_finished(run).status == "failed"
+    letter = DeadLetter.objects.get(run=run)
+    page = page_as("operator")
+    page.goto(f"{live_url}/dead-letters/{letter.pk}/")
+    expect(page.locator("pre.code.error")).to_contain_text("'user_id' is a required property")
+
+    page.get_by_text("Replay with edited input").click()
+    page.fill("#replay-input", '{"user_id": "u-7"}')
+    screenshot(page, "dead-letter-edited-input")
+    page.click("[data-action=replay-edited]")
+
+    expect(page.locator(".message.success")).to_contain_text("with edited input")
+    page.goto(f"{live_url}/runs/{run.pk}/")
+    expect(page.locator("[data-run-status]")).to_have_text("succeeded")
+    assert NodeRun.objects.get(run=run, node_id="after").output["upstream"] == {"check": {"user_id": "u-7"}}

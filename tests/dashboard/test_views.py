@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from workflows.models import AuditEntry, DeadLetter, Run
+from workflows.models import AuditEntry, DeadLetter, NodeRun, Run
 
 PAGES = ["/", "/runs/", "/dead-letters/", "/workers/", "/workflows/drill/live/"]
 
@@ -90,6 +90,28 @@ def test_operator_replays_a_letter_and_the_audit_trail_shows_it(
     assert dead_letter.status == "replayed" and dead_letter.resolved_by.username == "operator"
     again = client.post(f"/dead-letters/{dead_letter.pk}/replay/", follow=True)
     assert b"already replayed" in again.content, "a refused action is a message, not an error page"
+
+
+def test_operator_replays_a_letter_with_edited_input(dead_letter: DeadLetter, client_as: Any) -> None:
+    DeadLetter.objects.filter(pk=dead_letter.pk).update(
+        input_snapshot={"input": {"order": 1}, "upstream": {}}
+    )
+    client = client_as("operator")
+    page = client.get(f"/dead-letters/{dead_letter.pk}/")
+    assert b'data-action="replay-edited"' in page.content
+    assert (
+        b'name="input" rows="8" class="code" spellcheck="false" required>{\n  &quot;order&quot;: 1\n}'
+        in page.content
+    )
+
+    refused = client.post(f"/dead-letters/{dead_letter.pk}/replay/", {"input": "{order: 2"}, follow=True)
+    assert b"input is not valid JSON" in refused.content
+    dead_letter.refresh_from_db()
+    assert dead_letter.status == "open"
+
+    done = client.post(f"/dead-letters/{dead_letter.pk}/replay/", {"input": '{"order": 2}'}, follow=True)
+    assert b"with edited input: run" in done.content
+    assert NodeRun.objects.get(pk=dead_letter.node_run_id).input_override == {"order": 2}
 
 
 def test_discard_needs_a_reason(dead_letter: DeadLetter, client_as: Any) -> None:

@@ -9,10 +9,10 @@ import pytest
 from django.db import connection
 
 from tests.integration.conftest import node, publish
-from workflows import runs, versions
+from workflows import advancing, execution, runs, versions
 from workflows.errors import Conflict, Invalid, NotFound
 from workflows.handlers.demo import DEMO_PROFILE
-from workflows.models import NodeRun, Run, Workflow, WorkflowVersion
+from workflows.models import DeadLetter, NodeRun, Run, Workflow, WorkflowVersion
 
 pytestmark = pytest.mark.django_db
 
@@ -152,3 +152,39 @@ def test_concurrent_starts_with_one_idempotency_key_make_one_run() -> None:
     assert len(ids) == 1
     assert Run.objects.filter(workflow=workflow).count() == 1
     assert NodeRun.objects.filter(run_id=ids.pop()).count() == 4
+
+
+def kill_root(run: Run, node_id: str) -> DeadLetter:
+    """Fail a run's node and file its dead letter the way the engine does."""
+    node_run = NodeRun.objects.get(run=run, node_id=node_id)
+    NodeRun.objects.filter(pk=node_run.pk).update(status="failed", tries=1, attempt=1, error="bad input")
+    advancing.apply_kills([(node_run.pk, 1)])
+    Run.objects.filter(pk=run.pk).update(status="failed")
+    return DeadLetter.objects.get(run=run, node_id=node_id)
+
+
+@pytest.mark.usefixtures("redis_clean")
+def test_an_edited_input_is_what_the_workers_claim_gives_the_node_and_what_its_next_letter_shows() -> None:
+    workflow = publish("slow-call", {"nodes": [node("call", "core.delay", config={"seconds": 0})]})
+    run, _ = runs.start_run(workflow, {"user": 7})
+
+    runs.replay_dead_letter(kill_root(run, "call").pk, edited_input={"user_id": "u-7"})
+    advancing.advance_runs([run.pk])  # the scheduler's turn: a job of its own, claimed by the worker
+    call = NodeRun.objects.get(run=run, node_id="call")
+    [claim], _ = execution.claim([(call.pk, call.attempt, run.version_id, "call")], "worker-t")
+
+    assert claim.input == {"user_id": "u-7"}
+    NodeRun.objects.filter(pk=call.pk).update(status="failed", tries=1)
+    advancing.apply_kills([(call.pk, 1)])
+    letter = DeadLetter.objects.filter(run=run).latest("id")
+    assert letter.input_snapshot["input"] == {"user_id": "u-7"} and letter.input_snapshot["edited"] is True
+
+
+@pytest.mark.parametrize("edited", [[1], "x", 3])
+def test_an_edited_input_that_is_not_an_object_is_refused_and_nothing_is_replayed(edited: object) -> None:
+    run, _ = runs.start_run(publish("refused-edit", {"nodes": [node("a")]}), {})
+    letter = kill_root(run, "a")
+    with pytest.raises(Invalid, match="input must be a JSON object"):
+        runs.replay_dead_letter(letter.pk, edited_input=edited)
+    letter.refresh_from_db()
+    assert letter.status == "open" and NodeRun.objects.get(run=run).status == "dead"

@@ -236,3 +236,27 @@ def _assert_refused(call: Any, fragment: str) -> None:
         assert fragment in str(exc)
     else:
         raise AssertionError("expected a Conflict")
+
+
+def test_a_run_started_with_bad_input_carries_on_after_a_replay_with_edited_input(runtime: Runtime) -> None:
+    schema = {"type": "object", "properties": {"user_id": {"type": "string"}}, "required": ["user_id"]}
+    definition = {
+        "nodes": [
+            node("check", "core.validate", config={"schema": schema}, retry={"max_attempts": 1}),
+            node("after", "core.echo"),
+        ],
+        "edges": [{"source": "check", "target": "after"}],
+    }
+    run, _ = runs.start_run(publish("validated", definition), {"user": 7})
+    assert wait_finished(run).status == "failed"
+    letter = DeadLetter.objects.get(run=run)
+    assert "input: 'user_id' is a required property" in letter.error
+
+    runs.replay_dead_letter(letter.pk, edited_input={"user_id": "u-7"})
+
+    assert wait_finished(run).status == "succeeded"
+    result = nodes_of(run)
+    assert (result["check"].attempt, result["check"].output) == (2, {"user_id": "u-7"})
+    after = result["after"].output
+    assert after["upstream"] == {"check": {"user_id": "u-7"}}, "the fix travels on in the node's output"
+    assert after["input"] == {"user": 7} == Run.objects.get(pk=run.pk).input, "the run's input is kept"

@@ -14,7 +14,7 @@ import jsonschema
 import pytest
 
 from workflows import handlers
-from workflows.definition import parse_definition
+from workflows.definition import DefinitionError, parse_definition
 from workflows.handlers import builtin, demo
 from workflows.handlers.registry import Handler, Registry, UnknownHandlerError
 
@@ -203,6 +203,37 @@ def test_noop_returns_an_empty_object() -> None:
 def test_echo_returns_input_upstream_and_config() -> None:
     context = ctx({}, input={"x": 1}, upstream={"a": {"y": 2}})
     assert call("core.echo", context) == {"input": {"x": 1}, "upstream": {"a": {"y": 2}}, "config": {}}
+
+
+USER_SCHEMA = {
+    "type": "object",
+    "properties": {"user_id": {"type": "string"}, "tags": {"type": "array", "items": {"type": "string"}}},
+    "required": ["user_id"],
+}
+
+
+def test_validate_returns_an_input_that_matches_its_schema() -> None:
+    assert call("core.validate", ctx({"schema": USER_SCHEMA}, input={"user_id": "u-7"})) == {"user_id": "u-7"}
+
+
+def test_validate_names_every_offending_field() -> None:
+    context = ctx({"schema": USER_SCHEMA}, input={"tags": ["a", 2]})
+    with pytest.raises(handlers.HandlerError) as failure:
+        call("core.validate", context)
+    assert str(failure.value) == (
+        "The run input does not match the schema: input: 'user_id' is a required property; "
+        "input.tags[1]: 2 is not of type 'string'"
+    )
+
+
+def test_a_validate_node_whose_schema_is_not_a_schema_is_refused_with_the_definition() -> None:
+    handlers.load_handler_modules(HANDLER_MODULES)
+    definition = {
+        "nodes": [{"id": "check", "handler": "core.validate", "config": {"schema": {"type": "objekt"}}}]
+    }
+    with pytest.raises(DefinitionError) as refused:
+        parse_definition(definition, handlers.schemas())
+    assert "nodes[0].config.schema.type" in str(refused.value)
 
 
 def test_delay_waits_and_reports_the_seconds() -> None:

@@ -198,6 +198,14 @@ class BulkDiscardIn(BulkReplayIn):
     reason: str = Field(min_length=1, max_length=1000)
 
 
+class ReplayIn(Body):
+    input: dict[str, Any] | None = Field(
+        None,
+        description="Edited input: what the node is given as its run input on this replay and its "
+        "retries. Without it, the node is given what it was given before.",
+    )
+
+
 class DiscardIn(Body):
     reason: str = Field(min_length=1, max_length=1000)
 

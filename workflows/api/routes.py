@@ -165,7 +165,7 @@ ROUTES: list[Route] = [
     )),
     Route("deadletters/<id:letter_id>/replay", "deadletter-replay", (
         Op("POST", dead.replay_letter, "Replay a dead letter", DLQ, "replay", {200: s.RunSummary},
-           errors=(404, 409)),
+           body=i.ReplayIn, errors=(404, 409)),
     )),
     Route("deadletters/<id:letter_id>/discard", "deadletter-discard", (
         Op("POST", dead.discard_letter, "Discard a dead letter", DLQ, "discard", {200: s.DeadLetterSummary},

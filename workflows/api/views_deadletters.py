@@ -48,8 +48,8 @@ def read_letter(call: Call, letter_id: int) -> HttpResponse:
 
 
 def replay_letter(call: Call, letter_id: int) -> HttpResponse:
-    """Replay the dead node within its run; completed nodes keep their outputs."""
-    run = runs.replay_dead_letter(letter_id, user=call.key)
+    """Replay the dead node within its run, optionally with edited input; completed nodes keep their outputs."""
+    run = runs.replay_dead_letter(letter_id, user=call.key, edited_input=call.body.input)
     return render(s.run_summary(runs.get_run(run.pk)))
 
 

@@ -1,4 +1,4 @@
-"""Built-in handlers: no-op, echo, delay, failure drills, HTTP request and LLM chat.
+"""Built-in handlers: no-op, echo, input validation, delay, failure drills, HTTP request and LLM chat.
 
 Django settings are read lazily inside the handlers (`switchyard_settings`), with fallbacks
 when no settings are configured, so this module imports and runs without Django.
@@ -16,12 +16,13 @@ import codecs
 import json
 import re
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
 
 import httpx
+import jsonschema
 
 from workflows.handlers.registry import HandlerError, NodeContext, node
 
@@ -63,6 +64,43 @@ def noop(ctx: NodeContext) -> dict[str, Any]:
 def echo(ctx: NodeContext) -> dict[str, Any]:
     """Return the run input, the upstream outputs and the node config unchanged."""
     return {"input": ctx.input, "upstream": ctx.upstream, "config": ctx.config}
+
+
+VALIDATE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "schema": {
+            # Resolved from the metaschemas bundled with jsonschema (no network): a schema
+            # that is not one is refused with the definition, naming config.schema.
+            "$ref": "https://json-schema.org/draft/2020-12/schema",
+            "description": "The JSON schema (draft 2020-12) the run input must match.",
+        }
+    },
+    "required": ["schema"],
+    "additionalProperties": False,
+}
+VALIDATE_MAX_ERRORS = 5
+
+
+@node("core.validate", config_schema=VALIDATE_SCHEMA, batchable=True)
+def validate(ctx: NodeContext) -> dict[str, Any]:
+    """Check the run input against `schema`; fail naming each offending field, else return the input.
+
+    Put it first, and let later nodes read its output: a run started with bad input dies
+    here, and replaying its dead letter with edited input carries the run on.
+    """
+    validator = jsonschema.Draft202012Validator(ctx.config["schema"])
+    errors = sorted(validator.iter_errors(ctx.input), key=lambda e: [str(p) for p in e.absolute_path])
+    if errors:
+        lines = [f"{_json_path(e.absolute_path)}: {e.message}" for e in errors[:VALIDATE_MAX_ERRORS]]
+        more = f" (and {len(errors) - VALIDATE_MAX_ERRORS} more)" if len(errors) > VALIDATE_MAX_ERRORS else ""
+        raise HandlerError("The run input does not match the schema: " + "; ".join(lines) + more)
+    return ctx.input
+
+
+def _json_path(parts: Iterable[Any]) -> str:
+    """`input.user.tags[2]` for the path (user, tags, 2)."""
+    return "input" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in parts)
 
 
 DELAY_SCHEMA: dict[str, Any] = {

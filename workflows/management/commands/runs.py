@@ -29,6 +29,7 @@ class Command(BaseCommand):
         cancel.add_argument("run_id", type=int)
         replay = sub.add_parser("replay", help="Replay a dead letter.")
         replay.add_argument("letter_id", type=int)
+        replay.add_argument("--input", help="Edited input for the node, a JSON object (default: as before).")
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
@@ -37,10 +38,7 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from None
 
     def do_start(self, options: dict[str, Any]) -> None:
-        try:
-            run_input = json.loads(options["input"])
-        except json.JSONDecodeError as exc:
-            raise CommandError(f"--input is not JSON: {exc}") from None
+        run_input = json_option(options["input"])
         workflow = versions.get_workflow(options["slug"])
         run, created = runs.start_run(workflow, run_input, options["idempotency_key"])
         self.stdout.write(f"run {run.pk} {'started' if created else 'already existed'}")
@@ -61,8 +59,16 @@ class Command(BaseCommand):
         self.stdout.write(f"run {run.pk} cancelled")
 
     def do_replay(self, options: dict[str, Any]) -> None:
-        run = runs.replay_dead_letter(options["letter_id"])
+        edited = None if options["input"] is None else json_option(options["input"])
+        run = runs.replay_dead_letter(options["letter_id"], edited_input=edited)
         self.stdout.write(f"dead letter {options['letter_id']} replayed; run {run.pk} is running again")
+
+
+def json_option(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CommandError(f"--input is not JSON: {exc}") from None
 
 
 def describe_run(run: Run) -> dict[str, Any]:

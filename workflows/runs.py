@@ -106,10 +106,10 @@ class StartPacing:
 
     A start that comes alone enqueues them itself, in a direct job written with the run: no
     scheduler's turn stands between the start and the first node (about 1 ms of an idle
-    run's 10). A start that comes in a burst (the previous start of this
-    process was under START_BURST_GAP_SECONDS ago) leaves them pending and notifies the
-    schedulers, which claim the roots of every run that started meanwhile in one statement
-    and pack them into few jobs: per run, a job of its own costs more than the wait.
+    run's 10). A start that comes in a burst (the previous start of this process was under
+    START_BURST_GAP_SECONDS ago) leaves them pending and notifies the schedulers, which
+    claim the roots of every run that started meanwhile in one statement and pack them
+    into few jobs: per run, a job of its own costs more than the wait.
     """
 
     def __init__(self) -> None:

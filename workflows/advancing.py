@@ -266,22 +266,30 @@ def apply_finishes(finishes: list[tuple[int, int, str]]) -> None:
     transaction.on_commit(lambda: bus.publish_runs_finished(finished))
 
 
-# Statuses spelled out, not parameters: the partial index serves generic plans (pgsession).
-DUE_RETRIES_SQL = """
-SELECT n.id, n.node_id, r.version_id FROM workflows_noderun n JOIN workflows_run r ON r.id = n.run_id
-WHERE n.status = 'retrying' AND n.due_at <= %(now)s
-LIMIT %(limit)s
+# Statuses spelled out, not parameters: the partial indexes serve generic plans (pgsession).
+DUE_SQL = """
+(SELECT n.id, n.node_id, r.version_id, n.status FROM workflows_noderun n JOIN workflows_run r ON r.id = n.run_id
+ WHERE n.status = 'retrying' AND n.due_at <= %(now)s
+ LIMIT %(limit)s)
+UNION ALL
+(SELECT n.id, n.node_id, r.version_id, n.status FROM workflows_noderun n JOIN workflows_run r ON r.id = n.run_id
+ WHERE n.status = 'pending' AND n.due_at IS NOT NULL AND r.status = 'running'
+ ORDER BY n.due_at LIMIT %(limit)s)
 """
 
 
-def enqueue_due_retries(workers: int, limit: int = 1000) -> int:
-    """Start the next attempt of every node whose backoff has expired."""
+def enqueue_due(workers: int, limit: int = 1000) -> int:
+    """Start the next attempt of every node whose backoff has expired, and offer the nodes
+    held by their concurrency cap again (capacity.py), oldest first; return how many were due.
+    """
     with connection.cursor() as cur:
-        cur.execute(DUE_RETRIES_SQL, {"now": timezone.now(), "limit": limit})
+        cur.execute(DUE_SQL, {"now": timezone.now(), "limit": limit})
         due = cur.fetchall()
-    jobs.claim_and_enqueue(
-        [jobs.ready(noderun_id, load_graph(version_id), node_id) for noderun_id, node_id, version_id in due],
-        workers,
-        engine.RETRYING,
-    )
+    for status in (engine.RETRYING, engine.PENDING):
+        rows = [(i, node_id, version_id) for i, node_id, version_id, s in due if s == status]
+        jobs.claim_and_enqueue(
+            [jobs.ready(i, load_graph(version_id), node_id) for i, node_id, version_id in rows],
+            workers,
+            status,
+        )
     return len(due)

@@ -117,6 +117,17 @@ class NodeSpec(BaseModel):
     timeout_seconds: float = Field(default=300.0, gt=0, le=86400)
     queue: str = Field(default="default", pattern=QUEUE_PATTERN)
     join: JoinRule = "all_success"
+    max_in_flight: int | None = Field(default=None, ge=1, le=10_000)
+
+
+# Node fields written into the normalised definition only when set, so that definitions
+# saved before the field existed keep their checksums.
+_OMITTED_WHEN_UNSET = frozenset({"max_in_flight"})
+
+
+def _node_json(spec: NodeSpec) -> dict[str, Any]:
+    unset = {name for name in _OMITTED_WHEN_UNSET if getattr(spec, name) is None}
+    return spec.model_dump(mode="json", exclude=unset)
 
 
 class EdgeSpec(BaseModel):
@@ -195,7 +206,7 @@ def normalise(data: object) -> dict[str, Any]:
         raise DefinitionError(issues)
     return {
         "description": draft.description,
-        "nodes": [spec.model_dump(mode="json") for spec in draft.nodes.values()],
+        "nodes": [_node_json(spec) for spec in draft.nodes.values()],
         "edges": [spec.model_dump(mode="json") for spec in draft.edges.values()],
     }
 

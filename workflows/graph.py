@@ -52,6 +52,7 @@ class Node:
     timeout_seconds: float = 300.0
     queue: str = "default"
     join: str = "all_success"
+    max_in_flight: int | None = None  # attempts of this node (any run) queued or running at once
 
 
 @dataclass(frozen=True)

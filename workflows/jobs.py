@@ -22,7 +22,7 @@ import redis
 from django.db import connection, transaction
 from rq import Queue
 
-from workflows import engine, handlers
+from workflows import capacity, engine, handlers
 from workflows.graph import Graph
 
 log = logging.getLogger(__name__)
@@ -48,6 +48,7 @@ class Ready:
     queue: str
     batchable: bool
     upstream: tuple[str, ...] = ()  # a batchable node's predecessors: their outputs go in its job
+    cap: int | None = None  # the node's max_in_flight (see capacity.py)
 
 
 @dataclass(frozen=True)
@@ -61,8 +62,8 @@ class PackedJob:
 def ready(noderun_id: int, graph: Graph, node_id: str) -> Ready:
     node = graph.nodes[node_id]
     if handlers.get_handler(node.handler).batchable:
-        return Ready(noderun_id, node.queue, True, graph.predecessors(node_id))
-    return Ready(noderun_id, node.queue, False)
+        return Ready(noderun_id, node.queue, True, graph.predecessors(node_id), node.max_in_flight)
+    return Ready(noderun_id, node.queue, False, cap=node.max_in_flight)
 
 
 def new_job_id(batchable: bool) -> str:
@@ -97,8 +98,10 @@ def pack_roots(graph: Graph) -> list[PackedJob]:
     """Pack a new run's root nodes into direct jobs, before the run has node rows.
 
     Each job names its nodes by their place in `graph.order`; `enqueue_roots` puts the rows'
-    ids in once the run is written.
+    ids in once the run is written. None when a root is capped: a scheduler admits those.
     """
+    if any(graph.nodes[node_id].max_in_flight for node_id in graph.roots):
+        return []
     place = {node_id: i for i, node_id in enumerate(graph.order)}
     return pack([ready(place[node_id], graph, node_id) for node_id in graph.roots], 1, direct=True)
 
@@ -164,7 +167,18 @@ def claim_and_enqueue(rows: list[Ready], workers: int, status: str = engine.PEND
     predecessors' outputs, and the job carries them, so the worker runs them without a
     claim of its own (execution.run_batch). One autocommit statement with a relaxed commit:
     never call it inside a transaction whose other changes must be durable at commit.
+    Nodes with a concurrency cap are claimed in a transaction of their own, as far as their
+    caps allow (capacity.admit).
     """
+    claimed = claim_ready([row for row in rows if row.cap is None], workers, status)
+    capped = [row for row in rows if row.cap is not None]
+    if capped:
+        with transaction.atomic():
+            claimed += claim_ready(capacity.admit(capped), workers, status)
+    return claimed
+
+
+def claim_ready(rows: list[Ready], workers: int, status: str) -> int:
     upstream = sorted({p for row in rows for p in row.upstream})
     return claim_packed(CLAIM_SQL, pack(rows, workers, direct=True), {"status": status, "upstream": upstream})
 

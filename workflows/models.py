@@ -129,6 +129,12 @@ class NodeRun(models.Model):
         constraints = [models.UniqueConstraint(fields=["run", "node_id"], name="noderun_run_node_unique")]
         indexes = [
             models.Index(fields=["due_at"], condition=Q(status="retrying"), name="noderun_retry_due_idx"),
+            # Ready nodes held back by their concurrency cap (capacity.py), oldest first.
+            models.Index(
+                fields=["due_at"],
+                condition=Q(status="pending", due_at__isnull=False),
+                name="noderun_held_idx",
+            ),
             models.Index(
                 fields=["status", "queued_at"],
                 condition=Q(status__in=["queued", "running", "failed"]),

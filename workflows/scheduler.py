@@ -104,7 +104,7 @@ class Scheduler:
         now = time.monotonic()
         if now >= self.next_housekeeping:
             self.next_housekeeping = now + HOUSEKEEPING_SECONDS
-            done += advancing.enqueue_due_retries(self.workers)
+            done += advancing.enqueue_due(self.workers)
         if now >= self.next_reconcile:
             self.next_reconcile = now + RECONCILE_SECONDS
             done += self.reconcile()

@@ -77,6 +77,7 @@ def test_build_the_demo_workflow_with_the_mouse_publish_and_run_it(
     select_node(page, "fetch_profile")
     page.get_by_label("max attempts").fill("3")
     page.get_by_label("timeout (s)").fill("30")
+    page.get_by_label("max in flight").fill("2")
     expect(page.locator("#ed-problems")).to_have_attribute("data-count", "0")
     page.fill("#ed-comment", "drawn with the mouse")
     page.click('[data-cmd="save"]')
@@ -102,7 +103,7 @@ def test_build_the_demo_workflow_with_the_mouse_publish_and_run_it(
     assert (run.status, run.version.number, run.input) == ("succeeded", 1, {"user_id": "u-7"})
     stored = run.version.definition
     fetch = next(n for n in stored["nodes"] if n["id"] == "fetch_profile")
-    assert (fetch["retry"]["max_attempts"], fetch["timeout_seconds"]) == (3, 30)
+    assert (fetch["retry"]["max_attempts"], fetch["timeout_seconds"], fetch["max_in_flight"]) == (3, 30, 2)
     assert {(e["source"], e["target"]) for e in stored["edges"]} == set(DEMO_EDGES)
     assert run.nodes.get(node_id="recommendation_engine").output["inputs"] == [
         "enrich_location",

@@ -260,3 +260,15 @@ def test_a_run_started_with_bad_input_carries_on_after_a_replay_with_edited_inpu
     after = result["after"].output
     assert after["upstream"] == {"check": {"user_id": "u-7"}}, "the fix travels on in the node's output"
     assert after["input"] == {"user": 7} == Run.objects.get(pk=run.pk).input, "the run's input is kept"
+
+
+def test_a_capped_node_never_runs_more_attempts_at_once_than_its_cap(runtime: Runtime) -> None:
+    definition = {"nodes": [node("call", "core.delay", config={"seconds": 0.3}, max_in_flight=1)]}
+    workflow = publish("capped-call", definition)
+    started = [runs.start_run(workflow, {"n": i})[0] for i in range(4)]
+
+    for run in started:
+        assert wait_finished(run).status == "succeeded"
+    spans = sorted(NodeRun.objects.filter(run__in=started).values_list("started_at", "finished_at"))
+    for (_, finished), (next_started, _) in zip(spans, spans[1:], strict=False):
+        assert next_started >= finished, "two attempts of a node capped at 1 overlapped"

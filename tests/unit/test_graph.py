@@ -103,6 +103,9 @@ DIAMOND = dag("a>b a>c b>d c>d")
         ({"nodes": [node("a", timeout_seconds=True)]}, "nodes[0].timeout_seconds", ["number"]),
         ({"nodes": [node("a", queue="Fast")]}, "nodes[0].queue", ["lowercase letter", "'Fast'"]),
         ({"nodes": [node("a", join="first")]}, "nodes[0].join", ["'all_success'", "node 'a'"]),
+        ({"nodes": [node("a", max_in_flight=0)]}, "nodes[0].max_in_flight", ["greater than or equal to 1"]),
+        ({"nodes": [node("a", max_in_flight=10001)]}, "nodes[0].max_in_flight", ["10000"]),
+        ({"nodes": [node("a", max_in_flight="2")]}, "nodes[0].max_in_flight", ["integer"]),
         ({"nodes": [node("a")], "edges": [{"source": "a"}]}, "edges[0].target", ["required"]),
         ({"nodes": [node("a")], "edges": [["a", "a"]]}, "edges[0]", ["must be an object"]),
         ({"nodes": [node("a")], "edges": [{**edge("a", "a"), "x": 1}]}, "edges[0].x", ["unknown field"]),
@@ -514,6 +517,15 @@ def test_normalise_fills_every_default() -> None:
         ],
         "edges": [],
     }
+
+
+def test_a_concurrency_cap_is_kept_and_written_only_when_set() -> None:
+    capped = {"nodes": [node("a", max_in_flight=3)]}
+    assert parse_definition(capped).nodes["a"].max_in_flight == 3
+    assert normalise(capped)["nodes"][0]["max_in_flight"] == 3
+    # Unset, it is left out: definitions saved before the field existed keep their checksums.
+    assert "max_in_flight" not in normalise({"nodes": [node("a")]})["nodes"][0]
+    assert parse_definition({"nodes": [node("a")]}).nodes["a"].max_in_flight is None
 
 
 def test_normalise_checks_only_the_schema() -> None:

@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('workflows', '0005_run_fk_indexes_covered'),
+        ("workflows", "0005_run_fk_indexes_covered"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='noderun',
-            name='input_override',
+            model_name="noderun",
+            name="input_override",
             field=models.JSONField(blank=True, null=True),
         ),
     ]

@@ -117,6 +117,10 @@ export class Inspector {
     const timeout = numberInput(data.timeout_seconds, false, disabled, (v) => edit(["timeout_seconds"], v));
     timeout.placeholder = "300";
 
+    const cap = numberInput(data.max_in_flight, true, disabled, (v) => edit(["max_in_flight"], v));
+    cap.placeholder = "no cap";
+    cap.min = "1";
+
     const queue = h("select", { disabled });
     const queues = [...app.config.queues];
     if (data.queue && !queues.includes(data.queue)) queues.push(data.queue);
@@ -145,6 +149,10 @@ export class Inspector {
       retry,
       field("timeout (s)", timeout, { key: "timeout_seconds", help: "Each attempt is stopped after this long." }),
       field("queue", queue, { key: "queue", help: "Workers listening on this queue run the node." }),
+      field("max in flight", cap, {
+        key: "max_in_flight",
+        help: "At most this many attempts of this node queued or running at once, over every run; the others wait.",
+      }),
       joinField,
       h("section", { class: "ed-node-run" }),
       this.app.canEdit

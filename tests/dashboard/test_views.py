@@ -7,6 +7,8 @@ from typing import Any
 import pytest
 from django.test import Client
 
+from tests.integration.conftest import node, publish
+from workflows import advancing, runs
 from workflows.models import AuditEntry, DeadLetter, NodeRun, Run
 
 PAGES = ["/", "/runs/", "/dead-letters/", "/workers/", "/workflows/drill/live/"]
@@ -198,3 +200,14 @@ def test_admin_action_replays_selected_letters(dead_letter: DeadLetter, role_use
     dead_letter.refresh_from_db()
     assert dead_letter.status == "discarded"
     assert AuditEntry.objects.get(action="deadletter.discard").actor_label == "boss"
+
+
+@pytest.mark.usefixtures("redis_clean")
+def test_the_run_page_says_a_node_is_held_by_its_cap(client_as: Any) -> None:
+    workflow = publish("capped", {"nodes": [node("call", "core.noop", max_in_flight=1)]})
+    first, second = (runs.start_run(workflow, {})[0] for _ in range(2))
+    advancing.advance_runs([first.pk, second.pk])
+
+    viewer = client_as("viewer")
+    assert b'data-field="held"' in viewer.get(f"/runs/{second.pk}/").content
+    assert b'data-field="held"' not in viewer.get(f"/runs/{first.pk}/").content

@@ -286,10 +286,8 @@ def enqueue_due(workers: int, limit: int = 1000) -> int:
         cur.execute(DUE_SQL, {"now": timezone.now(), "limit": limit})
         due = cur.fetchall()
     for status in (engine.RETRYING, engine.PENDING):
-        rows = [(i, node_id, version_id) for i, node_id, version_id, s in due if s == status]
-        jobs.claim_and_enqueue(
-            [jobs.ready(i, load_graph(version_id), node_id) for i, node_id, version_id in rows],
-            workers,
-            status,
-        )
+        rows = [
+            jobs.ready(i, load_graph(version_id), node_id) for i, node_id, version_id, s in due if s == status
+        ]
+        jobs.claim_and_enqueue(rows, workers, status)
     return len(due)

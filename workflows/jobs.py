@@ -98,7 +98,7 @@ def pack_roots(graph: Graph) -> list[PackedJob]:
     """Pack a new run's root nodes into direct jobs, before the run has node rows.
 
     Each job names its nodes by their place in `graph.order`; `enqueue_roots` puts the rows'
-    ids in once the run is written. None when a root is capped: a scheduler admits those.
+    ids in once the run is written. Nothing when a root is capped: a scheduler admits those.
     """
     if any(graph.nodes[node_id].max_in_flight for node_id in graph.roots):
         return []

@@ -272,18 +272,25 @@ DUE_SQL = """
  WHERE n.status = 'retrying' AND n.due_at <= %(now)s
  LIMIT %(limit)s)
 UNION ALL
-(SELECT n.id, n.node_id, r.version_id, n.status FROM workflows_noderun n JOIN workflows_run r ON r.id = n.run_id
- WHERE n.status = 'pending' AND n.due_at IS NOT NULL AND r.status = 'running'
- ORDER BY n.due_at LIMIT %(limit)s)
+(SELECT id, node_id, version_id, status FROM (
+    SELECT n.id, n.node_id, r.version_id, n.status, n.due_at,
+           row_number() OVER (PARTITION BY r.workflow_id, n.node_id ORDER BY n.due_at, n.id) AS place
+    FROM workflows_noderun n JOIN workflows_run r ON r.id = n.run_id
+    WHERE n.status = 'pending' AND n.due_at IS NOT NULL AND r.status = 'running'
+ ) AS held
+ WHERE place <= %(per_node)s ORDER BY due_at LIMIT %(limit)s)
 """
 
 
-def enqueue_due(workers: int, limit: int = 1000) -> int:
+def enqueue_due(workers: int, limit: int = 1000, per_node: int = 100) -> int:
     """Start the next attempt of every node whose backoff has expired, and offer the nodes
     held by their concurrency cap again (capacity.py), oldest first; return how many were due.
+
+    Held nodes are offered at most `per_node` per (workflow, node): a long queue behind one
+    saturated node never keeps the held nodes of another from their free places.
     """
     with connection.cursor() as cur:
-        cur.execute(DUE_SQL, {"now": timezone.now(), "limit": limit})
+        cur.execute(DUE_SQL, {"now": timezone.now(), "limit": limit, "per_node": per_node})
         due = cur.fetchall()
     for status in (engine.RETRYING, engine.PENDING):
         rows = [

@@ -7,6 +7,7 @@ import threading
 
 import pytest
 from django.db import connection
+from django.utils import timezone
 
 from tests.integration.conftest import node, publish
 from workflows import advancing, runs
@@ -79,3 +80,16 @@ def test_two_schedulers_admitting_at_once_stay_within_the_cap() -> None:
 
     assert failures == []
     assert statuses(started).count("queued") == 2
+
+
+def test_a_long_queue_behind_one_capped_node_does_not_starve_another() -> None:
+    busy = capped(1)
+    behind = [runs.start_run(busy, {})[0] for _ in range(4)]
+    advancing.advance_runs([run.pk for run in behind])  # one queued, three held (the oldest)
+    other = publish("other", {"nodes": [node("call", "core.noop", max_in_flight=1)]})
+    late = runs.start_run(other, {})[0]
+    NodeRun.objects.filter(run=late).update(due_at=timezone.now())  # held, its place since freed
+
+    advancing.enqueue_due(workers=1, limit=2, per_node=1)
+
+    assert statuses([*behind, late]) == ["queued", "pending", "pending", "pending", "queued"]

@@ -7,7 +7,8 @@ Three checks, each cheap and each safe to run at any time (every change is condi
   never reported long after their timeout, are failed, so the engine retries them
   elsewhere or files a dead letter;
 - running runs with nothing in flight and no recent progress (a notice was lost: scheduler
-  killed mid-batch, stream flushed) are advanced again.
+  killed mid-batch, stream flushed) are advanced again; a node held by its concurrency cap
+  counts as in flight (the schedulers' housekeeping offers it again, capacity.py).
 Only one scheduler reconciles at a time (a Redis lock); any of them can.
 """
 
@@ -35,6 +36,7 @@ WHERE r.status = 'running' AND r.created_at < now() - %(after)s * interval '1 se
   AND NOT EXISTS (
     SELECT 1 FROM workflows_noderun n WHERE n.run_id = r.id AND (
       n.status IN ('queued', 'running', 'retrying')
+      OR (n.status = 'pending' AND n.due_at IS NOT NULL)  -- held by a cap: housekeeping's
       OR n.finished_at > now() - %(after)s * interval '1 second'))
 ORDER BY r.id LIMIT %(limit)s
 """

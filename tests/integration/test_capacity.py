@@ -10,7 +10,7 @@ from django.db import connection
 from django.utils import timezone
 
 from tests.integration.conftest import node, publish
-from workflows import advancing, runs
+from workflows import advancing, reconciler, runs
 from workflows.models import NodeRun, Run, Workflow
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("redis_clean", "lone_starts")]
@@ -93,3 +93,14 @@ def test_a_long_queue_behind_one_capped_node_does_not_starve_another() -> None:
     advancing.enqueue_due(workers=1, limit=2, per_node=1)
 
     assert statuses([*behind, late]) == ["queued", "pending", "pending", "pending", "queued"]
+
+
+def test_the_reconciler_leaves_a_held_run_to_housekeeping(settings) -> None:
+    settings.SWITCHYARD = {**settings.SWITCHYARD, "RECONCILE_AFTER_SECONDS": 0.0}
+    workflow = capped(1)
+    started = [runs.start_run(workflow, {})[0] for _ in range(2)]
+    advancing.advance_runs([run.pk for run in started])  # the second is held
+    NodeRun.objects.filter(run=started[0]).update(status="succeeded", finished_at=timezone.now())
+    Run.objects.filter(pk=started[0].pk).update(status="succeeded")
+
+    assert reconciler.Reconciler().redrive_stalled_runs(workers=1) == 0

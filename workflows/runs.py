@@ -33,6 +33,13 @@ def check_json_size(value: Any, limit: int, what: str) -> str:
     return text
 
 
+def check_input(value: Any) -> None:
+    """Refuse a run input (or a replay's edited input) that is not a JSON object within the limit."""
+    if not isinstance(value, dict):
+        raise Invalid("input must be a JSON object.")
+    check_json_size(value, settings.SWITCHYARD["MAX_INPUT_BYTES"], "input")
+
+
 def start_run(
     workflow: Workflow,
     run_input: Any,
@@ -44,9 +51,7 @@ def start_run(
     With an idempotency key, the same key and input return the run made the first time;
     the same key with another input is refused.
     """
-    if not isinstance(run_input, dict):
-        raise Invalid("input must be a JSON object.")
-    check_json_size(run_input, settings.SWITCHYARD["MAX_INPUT_BYTES"], "input")
+    check_input(run_input)
     version_id = version.pk if version is not None else workflow.active_version_id
     if version_id is None:
         raise Conflict(f"Workflow {workflow.slug!r} has no active version: publish one first.")
@@ -259,9 +264,7 @@ def replay_dead_letter(letter_id: int, user: Any = None, edited_input: Any = Non
     given before.
     """
     if edited_input is not None:
-        if not isinstance(edited_input, dict):
-            raise Invalid("input must be a JSON object.")
-        check_json_size(edited_input, settings.SWITCHYARD["MAX_INPUT_BYTES"], "input")
+        check_input(edited_input)
     with transaction.atomic():
         letter = locked_letter(letter_id)
         run = locked_run(letter.run_id)

@@ -10,11 +10,12 @@ from django.db import connection
 from django.db.backends.signals import connection_created
 
 from tests.factories import make_workflow
-from workflows import advancing, execution, jobs, pgsession, reconciler, webhooks
+from workflows import advancing, capacity, execution, jobs, pgsession, reconciler, webhooks
 
 SCANS = {
     "due retries": (advancing.DUE_SQL, "noderun_retry_due_idx"),
     "held nodes": (advancing.DUE_SQL, "noderun_held_idx"),
+    "capped attempts in flight": (capacity.IN_FLIGHT_SQL, "noderun_in_flight_idx"),
     "queued attempts": (reconciler.QUEUED_BEFORE_SQL, "noderun_in_flight_idx"),
     "running attempts": (reconciler.RUNNING_BEFORE_SQL, "noderun_in_flight_idx"),
     "stuck deliveries": (webhooks.RECLAIM_SQL, "delivery_due_idx"),

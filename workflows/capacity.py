@@ -1,21 +1,34 @@
-"""Per-node concurrency caps: at most `max_in_flight` attempts of a node queued or running at
-once, over every run of its workflow (whatever version they run).
+"""Per-node limits, over every run of a workflow (whatever version they run):
+- a concurrency cap, `max_in_flight`: at most that many attempts queued or running at once,
+  counted in Postgres;
+- a rate limit, `rate_limit: {count, per_seconds}`: at most `count` attempts started in any
+  window of `per_seconds`, counted in a Redis sorted set of recent starts. Like everything in
+  Redis it is no one's only copy: a Redis restarted empty forgets one window, which may then
+  let up to `count` more attempts start.
 
-Checked where nodes are claimed (`jobs.claim_and_enqueue`), inside one transaction that holds
-an advisory lock per (workflow, node): two schedulers never admit more than a cap between
-them. A ready node that does not fit stays pending, marked held (`due_at` = when it was first
-held); the schedulers' housekeeping offers held nodes again, oldest first, several times a
-second (`advancing.enqueue_due`). A start whose roots are capped leaves them to a scheduler.
+Both are checked where nodes are claimed (`jobs.claim_and_enqueue`), inside one transaction
+that holds an advisory lock per (workflow, node): two schedulers never admit more than a limit
+between them. A ready node that does not fit stays pending, marked held (`due_at` = when it
+was first held); the schedulers' housekeeping offers held nodes again, oldest first, several
+times a second (`advancing.enqueue_due`). A start whose roots are limited leaves them to a
+scheduler. Where versions disagree on a node's rate limit, its oldest waiting row's applies.
 """
 
 from __future__ import annotations
 
+import math
+import time
 from typing import TYPE_CHECKING
 
 from django.db import connection
 
+from workflows import bus
+
 if TYPE_CHECKING:
+    from workflows.graph import RateLimit
     from workflows.jobs import Ready
+
+Key = tuple[int, str]  # (workflow id, node id)
 
 KEYS_SQL = """
 SELECT n.id, r.workflow_id, n.node_id FROM workflows_noderun n JOIN workflows_run r ON r.id = n.run_id
@@ -55,16 +68,53 @@ def admit(rows: list[Ready]) -> list[Ready]:
             {"nodes": sorted({n for _, n in keys}), "workflows": sorted({w for w, _ in keys})},
         )
         in_flight = {(workflow_id, node_id): count for workflow_id, node_id, count in cur.fetchall()}
-        admitted, held = [], []
+        now = time.time()
+        rates: dict[Key, RateLimit] = {}
+        for row in sorted(rows, key=lambda r: r.noderun_id):
+            if row.rate is not None and row.noderun_id in key_of:
+                rates.setdefault(key_of[row.noderun_id], row.rate)
+        started = recent_starts(rates, now)
+        admitted, held, starts = [], [], []
         for row in sorted(rows, key=lambda r: r.noderun_id):
             key = key_of.get(row.noderun_id)
             if key is None:
                 continue  # the run is gone
-            if in_flight.get(key, 0) < row.cap:
+            fits_cap = row.cap is None or in_flight.get(key, 0) < row.cap
+            fits_rate = key not in rates or started[key] < rates[key].count
+            if fits_cap and fits_rate:
                 in_flight[key] = in_flight.get(key, 0) + 1
+                if key in rates:
+                    started[key] += 1
+                    starts.append((key, row.noderun_id))
                 admitted.append(row)
             else:
                 held.append(row.noderun_id)
         if held:
             cur.execute(HOLD_SQL, {"ids": held})
+    record_starts(starts, rates, now)
     return admitted
+
+
+def recent_starts(rates: dict[Key, RateLimit], now: float) -> dict[Key, int]:
+    """How many attempts of each rate-limited node started within its window."""
+    if not rates:
+        return {}
+    pipe = bus.client().pipeline(transaction=False)
+    for key, rate in rates.items():
+        pipe.zremrangebyscore(bus.rate_key(*key), "-inf", now - rate.per_seconds)
+        pipe.zcard(bus.rate_key(*key))
+    counts = pipe.execute()[1::2]
+    return dict(zip(rates, counts, strict=True))
+
+
+def record_starts(starts: list[tuple[Key, int]], rates: dict[Key, RateLimit], now: float) -> None:
+    """Count these admitted attempts in their nodes' windows. Written before the claim
+    commits: a claim that then fails only leaves its window fuller (the safe side)."""
+    if not starts:
+        return
+    pipe = bus.client().pipeline(transaction=False)
+    for key, noderun_id in starts:
+        pipe.zadd(bus.rate_key(*key), {f"{noderun_id}:{now}": now})
+    for key in {key for key, _ in starts}:
+        pipe.expire(bus.rate_key(*key), math.ceil(rates[key].per_seconds) + 1)
+    pipe.execute()

@@ -26,7 +26,7 @@ import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from workflows.conditions import Condition, ConditionError
-from workflows.graph import Edge, Graph, Node, RetryPolicy
+from workflows.graph import Edge, Graph, Node, RateLimit, RetryPolicy
 
 if TYPE_CHECKING:
     from pydantic_core import ErrorDetails
@@ -106,6 +106,14 @@ class RetrySpec(BaseModel):
     jitter: float = Field(default=0.1, ge=0, le=1)
 
 
+class RateLimitSpec(BaseModel):
+    """Validate a node's ``rate_limit`` object."""
+
+    model_config = _STRICT
+    count: int = Field(ge=1, le=100_000)
+    per_seconds: float = Field(ge=0.1, le=86_400)
+
+
 class NodeSpec(BaseModel):
     """Validate one entry of ``nodes``."""
 
@@ -118,11 +126,12 @@ class NodeSpec(BaseModel):
     queue: str = Field(default="default", pattern=QUEUE_PATTERN)
     join: JoinRule = "all_success"
     max_in_flight: int | None = Field(default=None, ge=1, le=10_000)
+    rate_limit: RateLimitSpec | None = None
 
 
 # Node fields written into the normalised definition only when set, so that definitions
 # saved before the field existed keep their checksums.
-_OMITTED_WHEN_UNSET = frozenset({"max_in_flight"})
+_OMITTED_WHEN_UNSET = frozenset({"max_in_flight", "rate_limit"})
 
 
 def _node_json(spec: NodeSpec) -> dict[str, Any]:
@@ -547,7 +556,9 @@ def _build_graph(draft: _Draft) -> Graph:
 
 def _build_node(spec: NodeSpec) -> Node:
     """Turn a node spec into a Node."""
-    return Node(**spec.model_dump(exclude={"retry"}), retry=RetryPolicy(**spec.retry.model_dump()))
+    rate = RateLimit(**spec.rate_limit.model_dump()) if spec.rate_limit is not None else None
+    fields = spec.model_dump(exclude={"retry", "rate_limit"})
+    return Node(**fields, retry=RetryPolicy(**spec.retry.model_dump()), rate_limit=rate)
 
 
 def _format_path(parts: Iterable[str | int]) -> str:

@@ -42,6 +42,14 @@ class RetryPolicy:
 
 
 @dataclass(frozen=True)
+class RateLimit:
+    """At most ``count`` attempts of a node started in any ``per_seconds`` window."""
+
+    count: int
+    per_seconds: float
+
+
+@dataclass(frozen=True)
 class Node:
     """Describe one step of a workflow: which handler runs, with what config and policy."""
 
@@ -53,6 +61,12 @@ class Node:
     queue: str = "default"
     join: str = "all_success"
     max_in_flight: int | None = None  # attempts of this node (any run) queued or running at once
+    rate_limit: RateLimit | None = None  # attempts of this node (any run) started per window
+
+    @property
+    def limited(self) -> bool:
+        """Whether a scheduler must admit this node's attempts (workflows/capacity.py)."""
+        return self.max_in_flight is not None or self.rate_limit is not None
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from django.db import connection, transaction
 from rq import Queue
 
 from workflows import capacity, engine, handlers
-from workflows.graph import Graph
+from workflows.graph import Graph, RateLimit
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +49,11 @@ class Ready:
     batchable: bool
     upstream: tuple[str, ...] = ()  # a batchable node's predecessors: their outputs go in its job
     cap: int | None = None  # the node's max_in_flight (see capacity.py)
+    rate: RateLimit | None = None  # the node's rate_limit (see capacity.py)
+
+    @property
+    def limited(self) -> bool:
+        return self.cap is not None or self.rate is not None
 
 
 @dataclass(frozen=True)
@@ -61,9 +66,9 @@ class PackedJob:
 
 def ready(noderun_id: int, graph: Graph, node_id: str) -> Ready:
     node = graph.nodes[node_id]
-    if handlers.get_handler(node.handler).batchable:
-        return Ready(noderun_id, node.queue, True, graph.predecessors(node_id), node.max_in_flight)
-    return Ready(noderun_id, node.queue, False, cap=node.max_in_flight)
+    batchable = handlers.get_handler(node.handler).batchable
+    upstream = graph.predecessors(node_id) if batchable else ()
+    return Ready(noderun_id, node.queue, batchable, upstream, node.max_in_flight, node.rate_limit)
 
 
 def new_job_id(batchable: bool) -> str:
@@ -100,7 +105,7 @@ def pack_roots(graph: Graph) -> list[PackedJob]:
     Each job names its nodes by their place in `graph.order`; `enqueue_roots` puts the rows'
     ids in once the run is written. Nothing when a root is capped: a scheduler admits those.
     """
-    if any(graph.nodes[node_id].max_in_flight for node_id in graph.roots):
+    if any(graph.nodes[node_id].limited for node_id in graph.roots):
         return []
     place = {node_id: i for i, node_id in enumerate(graph.order)}
     return pack([ready(place[node_id], graph, node_id) for node_id in graph.roots], 1, direct=True)
@@ -167,14 +172,14 @@ def claim_and_enqueue(rows: list[Ready], workers: int, status: str = engine.PEND
     predecessors' outputs, and the job carries them, so the worker runs them without a
     claim of its own (execution.run_batch). One autocommit statement with a relaxed commit:
     never call it inside a transaction whose other changes must be durable at commit.
-    Nodes with a concurrency cap are claimed in a transaction of their own, as far as their
-    caps allow (capacity.admit).
+    Nodes with a concurrency cap or a rate limit are claimed in a transaction of their own,
+    as far as their limits allow (capacity.admit).
     """
-    claimed = claim_ready([row for row in rows if row.cap is None], workers, status)
-    capped = [row for row in rows if row.cap is not None]
-    if capped:
+    claimed = claim_ready([row for row in rows if not row.limited], workers, status)
+    limited = [row for row in rows if row.limited]
+    if limited:
         with transaction.atomic():
-            claimed += claim_ready(capacity.admit(capped), workers, status)
+            claimed += claim_ready(capacity.admit(limited), workers, status)
     return claimed
 
 

@@ -78,6 +78,8 @@ def test_build_the_demo_workflow_with_the_mouse_publish_and_run_it(
     page.get_by_label("max attempts").fill("3")
     page.get_by_label("timeout (s)").fill("30")
     page.get_by_label("max in flight").fill("2")
+    page.get_by_label("starts").fill("100")
+    page.get_by_label("per (s)").fill("60")
     expect(page.locator("#ed-problems")).to_have_attribute("data-count", "0")
     page.fill("#ed-comment", "drawn with the mouse")
     page.click('[data-cmd="save"]')
@@ -104,6 +106,7 @@ def test_build_the_demo_workflow_with_the_mouse_publish_and_run_it(
     stored = run.version.definition
     fetch = next(n for n in stored["nodes"] if n["id"] == "fetch_profile")
     assert (fetch["retry"]["max_attempts"], fetch["timeout_seconds"], fetch["max_in_flight"]) == (3, 30, 2)
+    assert fetch["rate_limit"] == {"count": 100, "per_seconds": 60}
     assert {(e["source"], e["target"]) for e in stored["edges"]} == set(DEMO_EDGES)
     assert run.nodes.get(node_id="recommendation_engine").output["inputs"] == [
         "enrich_location",

@@ -1,5 +1,6 @@
-"""Per-node concurrency caps (workflows/capacity.py) against real PostgreSQL and Redis; the
-scheduler's steps are called in this process, by two threads where two schedulers race."""
+"""Per-node limits, concurrency caps and rate limits (workflows/capacity.py), against real
+PostgreSQL and Redis; the scheduler's steps are called in this process, by two threads where
+two schedulers race."""
 
 from __future__ import annotations
 
@@ -104,3 +105,16 @@ def test_the_reconciler_leaves_a_held_run_to_housekeeping(settings) -> None:
     Run.objects.filter(pk=started[0].pk).update(status="succeeded")
 
     assert reconciler.Reconciler().redrive_stalled_runs(workers=1) == 0
+
+
+def test_a_rate_limited_node_starts_at_most_its_count_per_window_then_waits() -> None:
+    definition = {"nodes": [node("call", "core.noop", rate_limit={"count": 2, "per_seconds": 60})]}
+    started = [runs.start_run(publish("rated", definition), {})[0] for _ in range(3)]
+    assert statuses(started) == ["pending"] * 3, "a rate-limited root is left to a scheduler"
+
+    advancing.advance_runs([run.pk for run in started])
+    assert statuses(started) == ["queued", "queued", "pending"]
+
+    NodeRun.objects.filter(run__in=started[:2]).update(status="succeeded")  # finished: still counted
+    advancing.enqueue_due(workers=1)
+    assert statuses(started) == ["succeeded", "succeeded", "pending"], "the window is not over"

@@ -272,3 +272,17 @@ def test_a_capped_node_never_runs_more_attempts_at_once_than_its_cap(runtime: Ru
     spans = sorted(NodeRun.objects.filter(run__in=started).values_list("started_at", "finished_at"))
     for (_, finished), (next_started, _) in zip(spans, spans[1:], strict=False):
         assert next_started >= finished, "two attempts of a node capped at 1 overlapped"
+
+
+def test_a_rate_limited_node_never_starts_more_attempts_per_window_than_its_count(runtime: Runtime) -> None:
+    definition = {"nodes": [node("call", "core.noop", rate_limit={"count": 2, "per_seconds": 1.0})]}
+    workflow = publish("rated-call", definition)
+    started = [runs.start_run(workflow, {"n": i})[0] for i in range(5)]
+
+    for run in started:
+        assert wait_finished(run).status == "succeeded"
+    admitted = sorted(NodeRun.objects.filter(run__in=started).values_list("queued_at", flat=True))
+    for earlier, later in zip(admitted, admitted[2:], strict=False):
+        # a third start within one second of the first two would break the limit; 0.1 s of slack
+        # covers the scheduler's clock (the window) against Postgres's (queued_at).
+        assert (later - earlier).total_seconds() >= 0.9

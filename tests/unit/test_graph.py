@@ -20,7 +20,7 @@ from workflows.definition import (
     parse_definition,
     validate_definition,
 )
-from workflows.graph import Edge, Graph, Node, RetryPolicy
+from workflows.graph import Edge, Graph, Node, RateLimit, RetryPolicy
 
 HANDLERS: dict[str, dict[str, Any] | None] = {
     "demo.fetch_profile": None,
@@ -106,6 +106,17 @@ DIAMOND = dag("a>b a>c b>d c>d")
         ({"nodes": [node("a", max_in_flight=0)]}, "nodes[0].max_in_flight", ["greater than or equal to 1"]),
         ({"nodes": [node("a", max_in_flight=10001)]}, "nodes[0].max_in_flight", ["10000"]),
         ({"nodes": [node("a", max_in_flight="2")]}, "nodes[0].max_in_flight", ["integer"]),
+        (
+            {"nodes": [node("a", rate_limit={"count": 0, "per_seconds": 1})]},
+            "nodes[0].rate_limit.count",
+            ["1"],
+        ),
+        ({"nodes": [node("a", rate_limit={"count": 5})]}, "nodes[0].rate_limit.per_seconds", ["required"]),
+        (
+            {"nodes": [node("a", rate_limit={"count": 5, "per_seconds": 0})]},
+            "nodes[0].rate_limit.per_seconds",
+            ["0.1"],
+        ),
         ({"nodes": [node("a")], "edges": [{"source": "a"}]}, "edges[0].target", ["required"]),
         ({"nodes": [node("a")], "edges": [["a", "a"]]}, "edges[0]", ["must be an object"]),
         ({"nodes": [node("a")], "edges": [{**edge("a", "a"), "x": 1}]}, "edges[0].x", ["unknown field"]),
@@ -519,13 +530,15 @@ def test_normalise_fills_every_default() -> None:
     }
 
 
-def test_a_concurrency_cap_is_kept_and_written_only_when_set() -> None:
-    capped = {"nodes": [node("a", max_in_flight=3)]}
-    assert parse_definition(capped).nodes["a"].max_in_flight == 3
-    assert normalise(capped)["nodes"][0]["max_in_flight"] == 3
-    # Unset, it is left out: definitions saved before the field existed keep their checksums.
-    assert "max_in_flight" not in normalise({"nodes": [node("a")]})["nodes"][0]
-    assert parse_definition({"nodes": [node("a")]}).nodes["a"].max_in_flight is None
+def test_node_limits_are_kept_and_written_only_when_set() -> None:
+    limited = {"nodes": [node("a", max_in_flight=3, rate_limit={"count": 10, "per_seconds": 60})]}
+    parsed = parse_definition(limited).nodes["a"]
+    assert (parsed.max_in_flight, parsed.rate_limit, parsed.limited) == (3, RateLimit(10, 60.0), True)
+    written = normalise(limited)["nodes"][0]
+    assert (written["max_in_flight"], written["rate_limit"]) == (3, {"count": 10, "per_seconds": 60.0})
+    # Unset, they are left out: definitions saved before the fields existed keep their checksums.
+    assert not {"max_in_flight", "rate_limit"} & set(normalise({"nodes": [node("a")]})["nodes"][0])
+    assert parse_definition({"nodes": [node("a")]}).nodes["a"].limited is False
 
 
 def test_normalise_checks_only_the_schema() -> None:

@@ -11,6 +11,10 @@ const RETRY_FIELDS = [
   ["backoff_max_seconds", "backoff cap (s)", false, 300, "Longest wait between attempts."],
   ["jitter", "jitter (0–1)", false, 0.1, "Spread each wait by up to this fraction."],
 ];
+const RATE_FIELDS = [
+  ["count", "starts", true, "At most this many attempts of this node started per window, over every run."],
+  ["per_seconds", "per (s)", false, "The window; the attempts beyond wait for it to slide."],
+];
 const JOIN_HELP = {
   all_success: "Runs when every predecessor succeeded.",
   any_success: "Runs when at least one predecessor succeeded.",
@@ -121,6 +125,13 @@ export class Inspector {
     cap.placeholder = "no cap";
     cap.min = "1";
 
+    const rate = h("fieldset", { class: "ed-retry" }, h("legend", { text: "rate limit" }));
+    for (const [key, label, integer, help] of RATE_FIELDS) {
+      const input = numberInput(getPath(data, ["rate_limit", key]), integer, disabled, (v) => edit(["rate_limit", key], v));
+      input.placeholder = "none";
+      rate.append(field(label, input, { key: `rate_limit.${key}`, help }));
+    }
+
     const queue = h("select", { disabled });
     const queues = [...app.config.queues];
     if (data.queue && !queues.includes(data.queue)) queues.push(data.queue);
@@ -153,6 +164,7 @@ export class Inspector {
         key: "max_in_flight",
         help: "At most this many attempts of this node queued or running at once, over every run; the others wait.",
       }),
+      rate,
       joinField,
       h("section", { class: "ed-node-run" }),
       this.app.canEdit

@@ -52,7 +52,8 @@ WHERE id = ANY(%(ids)s::bigint[]) AND status = 'pending'
 
 
 def admit(rows: list[Ready]) -> list[Ready]:
-    """Return the capped rows that fit under their caps now, oldest node first; hold the rest.
+    """Return the limited rows that fit under their limits now, oldest node first; hold the
+    rest (rows whose run is gone are dropped).
 
     Call it inside the transaction that claims what it returns: the locks it takes keep
     another scheduler from counting the same free places until that transaction ends.
@@ -69,16 +70,15 @@ def admit(rows: list[Ready]) -> list[Ready]:
         )
         in_flight = {(workflow_id, node_id): count for workflow_id, node_id, count in cur.fetchall()}
         now = time.time()
+        waiting = sorted((row for row in rows if row.noderun_id in key_of), key=lambda r: r.noderun_id)
         rates: dict[Key, RateLimit] = {}
-        for row in sorted(rows, key=lambda r: r.noderun_id):
-            if row.rate is not None and row.noderun_id in key_of:
+        for row in waiting:
+            if row.rate is not None:
                 rates.setdefault(key_of[row.noderun_id], row.rate)
         started = recent_starts(rates, now)
         admitted, held, starts = [], [], []
-        for row in sorted(rows, key=lambda r: r.noderun_id):
-            key = key_of.get(row.noderun_id)
-            if key is None:
-                continue  # the run is gone
+        for row in waiting:
+            key = key_of[row.noderun_id]
             fits_cap = row.cap is None or in_flight.get(key, 0) < row.cap
             fits_rate = key not in rates or started[key] < rates[key].count
             if fits_cap and fits_rate:

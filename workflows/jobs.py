@@ -123,8 +123,8 @@ def enqueue_roots(
     for job in packed:
         nodes = [graph.order[i] for i in job.noderun_ids]
         placed.append(replace(job, noderun_ids=tuple(ids[n] for n in nodes)))
+        given = run_input if job.direct else None
         for node_id in nodes:
-            given = run_input if job.direct else None
             claimed[ids[node_id]] = ("claim", ids[node_id], 1, version_id, node_id, run_id, given)
     try:
         enqueue(placed, claimed, {})

@@ -108,8 +108,10 @@ def test_the_reconciler_leaves_a_held_run_to_housekeeping(settings) -> None:
 
 
 def test_a_rate_limited_node_starts_at_most_its_count_per_window_then_waits() -> None:
-    definition = {"nodes": [node("call", "core.noop", rate_limit={"count": 2, "per_seconds": 60})]}
-    started = [runs.start_run(publish("rated", definition), {})[0] for _ in range(3)]
+    workflow = publish(
+        "rated", {"nodes": [node("call", "core.noop", rate_limit={"count": 2, "per_seconds": 60})]}
+    )
+    started = [runs.start_run(workflow, {})[0] for _ in range(3)]
     assert statuses(started) == ["pending"] * 3, "a rate-limited root is left to a scheduler"
 
     advancing.advance_runs([run.pk for run in started])

@@ -157,8 +157,9 @@ class SwitchyardBench:
         import django
 
         django.setup()
-        from workflows import bus, runs, versions
+        from workflows import runs, versions
         from workflows.models import NodeRun, Run
+        from workflows.runtime import bus
 
         self.bus, self.runs, self.versions = bus, runs, versions
         self.Run, self.NodeRun = Run, NodeRun

@@ -76,7 +76,7 @@ def database_from_url(url: str) -> dict[str, object]:
         "CONN_HEALTH_CHECKS": True,
         # Server-side binding lets psycopg prepare a statement run five times on a connection:
         # parsed once per connection; workers and schedulers also keep its plan (generic plans,
-        # workflows/pgsession.py), since planning cost more than running their claims.
+        # workflows/runtime/pgsession.py), since planning cost more than running their claims.
         # DB_PREPARE_THRESHOLD=0 turns preparing off (a pooler that cannot keep them).
         "OPTIONS": {
             "connect_timeout": 5,
@@ -144,8 +144,8 @@ REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
 # The queues a node may name; workers listen on these (in this order of priority).
 SWITCHYARD_QUEUES = [q for q in env_str("SWITCHYARD_QUEUES", "default,agents").split(",") if q]
 RQ_QUEUES = {name: {"URL": REDIS_URL, "DEFAULT_TIMEOUT": -1} for name in SWITCHYARD_QUEUES}
-# Workers are NodeWorker (non-forking, heartbeating); see workflows/worker.py.
-RQ = {"COMMIT_MODE": "auto", "WORKER_CLASS": "workflows.worker.NodeWorker"}
+# Workers are NodeWorker (non-forking, heartbeating); see workflows/runtime/worker.py.
+RQ = {"COMMIT_MODE": "auto", "WORKER_CLASS": "workflows.runtime.worker.NodeWorker"}
 
 # channels-redis's list-based layer. Its pub/sub layer (one copy per Daphne process instead of
 # one per consumer, half of Daphne's CPU with fifty dashboards) was tried and dropped: under

@@ -31,8 +31,8 @@ from django.template.loader import render_to_string
 
 from monitoring import counters, events, snapshots, sources, tracing
 from monitoring.stats import Windows
-from workflows import bus
 from workflows.errors import STORES_AWAY
+from workflows.runtime import bus
 
 log = logging.getLogger(__name__)
 

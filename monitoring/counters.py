@@ -11,7 +11,7 @@ import json
 from collections import Counter
 from typing import Any
 
-from workflows import bus
+from workflows.runtime import bus
 
 LATEST_PREFIX = "sy:mon:latest:"
 CURSOR = "sy:mon:cursor"

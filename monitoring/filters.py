@@ -10,7 +10,7 @@ from django.db.models import QuerySet
 from django.http import QueryDict
 from django.utils import timezone
 
-from workflows import engine
+from workflows.core import engine
 from workflows.models import DeadLetter, Run
 
 SINCE = {

@@ -11,7 +11,7 @@ from typing import Any
 from django.template.loader import render_to_string
 
 from controlplane import access
-from workflows import engine
+from workflows.core import engine
 from workflows.models import DeadLetter, NodeRun, Run, RunEvent
 
 FRAGMENTS = {

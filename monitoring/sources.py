@@ -19,8 +19,8 @@ from django.conf import settings
 from django.db import connection
 from rq import Queue, Worker
 
-from workflows import bus
 from workflows.models import Workflow
+from workflows.runtime import bus
 
 EVENT_BATCH = 20_000
 GAP_SECONDS = 10.0  # a transaction holding an event id longer than this is taken as rolled back

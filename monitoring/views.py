@@ -23,7 +23,8 @@ from controlplane import access
 from monitoring import runstate, snapshots
 from monitoring.filters import LetterFilter, RunFilter
 from monitoring.guards import requires
-from workflows import engine, runs
+from workflows import runs
+from workflows.core import engine
 from workflows.errors import DomainError, Invalid
 from workflows.models import AuditEntry, DeadLetter, NodeRun, Run, RunEvent, Workflow
 

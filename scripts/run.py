@@ -218,7 +218,7 @@ def long_running(env: dict[str, str], port: int, workers: int) -> list[Child]:
     def worker_argv(number: int) -> Callable[[], list[str]]:
         # RQ refuses a name a dead worker still holds in Redis, so each start gets a new one.
         return lambda: [
-            python, "manage.py", "rqworker", "-v", "0", "--worker-class", "workflows.worker.NodeWorker",
+            python, "manage.py", "rqworker", "-v", "0", "--worker-class", "workflows.runtime.worker.NodeWorker",
             "--name", f"{host}-worker-{number}-{uuid.uuid4().hex[:8]}", *queues,
         ]  # fmt: skip
 

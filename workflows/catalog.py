@@ -12,7 +12,8 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.db.models.deletion import ProtectedError
 
-from workflows import audit, drafts, engine, versions
+from workflows import audit, drafts, versions
+from workflows.core import engine
 from workflows.errors import Conflict
 from workflows.models import Run, Workflow, WorkflowVersion
 

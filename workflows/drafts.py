@@ -10,7 +10,7 @@ from typing import Any
 
 from django.db import transaction
 
-from workflows.definition import checksum, normalise
+from workflows.core.definition import checksum, normalise
 from workflows.errors import Conflict
 from workflows.models import WorkflowVersion
 from workflows.versions import parse

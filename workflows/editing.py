@@ -21,10 +21,11 @@ from typing import Any
 
 from django.db import transaction
 
-from workflows import audit, catalog, engine, handlers, runs
-from workflows.definition import canonical_json
+from workflows import audit, catalog, handlers, runs
+from workflows.core import engine
+from workflows.core.definition import canonical_json
+from workflows.core.diff import diff_definitions
 from workflows.errors import Invalid, NotFound
-from workflows.graphdiff import diff_definitions
 from workflows.models import NodeRun, Run, Workflow, WorkflowVersion
 
 SNAPSHOT_PREFIX = "test-run snapshot of draft"

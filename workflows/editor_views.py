@@ -26,7 +26,7 @@ from django.views.decorators.http import require_http_methods
 
 from controlplane import access
 from workflows import catalog, editing, handlers, versions
-from workflows.definition import JOIN_RULES, validate_definition
+from workflows.core.definition import JOIN_RULES, validate_definition
 from workflows.drafts import StaleRevision
 from workflows.errors import Conflict, DomainError, Invalid, NotFound
 from workflows.models import Workflow

@@ -12,7 +12,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 
-from workflows import engine
+from workflows.core import engine
 
 NODE_STATUS_CHOICES = [(s, s) for s in engine.NODE_STATUSES]
 RUN_STATUS_CHOICES = [(s, s) for s in engine.RUN_STATUSES]

@@ -15,10 +15,12 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from workflows import audit, bus, engine, jobs
-from workflows.definition import canonical_json
+from workflows import audit
+from workflows.core import engine
+from workflows.core.definition import canonical_json
 from workflows.errors import Conflict, Invalid, NotFound
 from workflows.models import DeadLetter, NodeRun, Run, RunEvent, Workflow, WorkflowVersion
+from workflows.runtime import bus, jobs
 from workflows.versions import load_graph
 
 

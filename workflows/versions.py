@@ -16,11 +16,12 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from workflows import bus, handlers
-from workflows.definition import DefinitionError, Limits, checksum, normalise, parse_definition
+from workflows import handlers
+from workflows.core.definition import DefinitionError, Limits, checksum, normalise, parse_definition
+from workflows.core.graph import Graph
 from workflows.errors import Conflict, Invalid, NotFound
-from workflows.graph import Graph
 from workflows.models import Workflow, WorkflowVersion
+from workflows.runtime import bus
 
 EXPORT_FORMAT = "switchyard.workflow/v1"
 

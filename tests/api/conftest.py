@@ -19,8 +19,9 @@ from django.test import Client
 from controlplane import access
 from tests.integration.conftest import node, publish
 from tests.integration.runtime import Runtime
-from workflows import advancing, bus, keys, runs
+from workflows import keys, runs
 from workflows.models import NodeRun, Run, Workflow
+from workflows.runtime import advancing, bus
 
 PREFIX = "/api/v1"
 _names = itertools.count(1)

@@ -6,9 +6,9 @@ import pytest
 from django.urls import get_resolver
 
 from tests.api.conftest import Api
-from workflows import bus
 from workflows.api.openapi import document, path_template
 from workflows.api.routes import ROUTES
+from workflows.runtime import bus
 
 pytestmark = pytest.mark.django_db
 

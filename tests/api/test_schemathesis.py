@@ -30,8 +30,8 @@ from schemathesis.generation.modes import GenerationMode
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
 from tests.integration.conftest import publish
-from workflows import bus
 from workflows.handlers.demo import DEMO_PROFILE
+from workflows.runtime import bus
 
 MAX_EXAMPLES = 5
 SCHEMA = schemathesis.openapi.from_wsgi("/api/v1/openapi.json", get_wsgi_application())

@@ -18,8 +18,9 @@ from django.utils import timezone
 from tests.api.conftest import Api, assert_problem, dead_letter
 from tests.integration.conftest import wait_finished
 from tests.integration.runtime import wait_for
-from workflows import advancing, runs, webhooks
+from workflows import runs, webhooks
 from workflows.models import AuditEntry, Run, RunEvent, WebhookDelivery
+from workflows.runtime import advancing
 
 pytestmark = pytest.mark.django_db
 

@@ -28,7 +28,7 @@ from playwright.sync_api import Browser, Page, expect
 from controlplane import access
 from tests.browser.chromium import CHROMIUM, CHROMIUM_ARGS
 from tests.integration.runtime import ROOT, Runtime, wait_for
-from workflows import bus
+from workflows.runtime import bus
 
 SCREENSHOTS = ROOT / "test-artifacts" / "screenshots"
 PASSWORD = "switchyard-browser-test-1"

@@ -8,8 +8,9 @@ from django.test import Client
 
 from controlplane import access
 from tests.integration.conftest import node, publish
-from workflows import bus, runs
+from workflows import runs
 from workflows.models import DeadLetter, NodeRun, Run
+from workflows.runtime import bus
 
 
 @pytest.fixture

@@ -7,8 +7,8 @@ from typing import Any
 from django.test import Client
 
 from monitoring import counters
-from workflows import bus
 from workflows.models import DeadLetter
+from workflows.runtime import bus
 
 
 def test_metrics_refuse_anonymous_and_non_admin_users(dead_letter: DeadLetter, client_as: Any) -> None:

@@ -8,8 +8,9 @@ import pytest
 from django.test import Client
 
 from tests.integration.conftest import node, publish
-from workflows import advancing, runs
+from workflows import runs
 from workflows.models import AuditEntry, DeadLetter, NodeRun, Run
+from workflows.runtime import advancing
 
 PAGES = ["/", "/runs/", "/dead-letters/", "/workers/", "/workflows/drill/live/"]
 

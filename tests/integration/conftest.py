@@ -6,8 +6,9 @@ from typing import Any
 import pytest
 
 from tests.integration.runtime import Runtime, wait_for
-from workflows import bus, versions
+from workflows import versions
 from workflows.models import Run, Workflow
+from workflows.runtime import bus
 
 FINISHED = {"succeeded", "failed", "cancelled"}
 

@@ -80,7 +80,7 @@ class Runtime:
 
     def wait_ready(self, timeout: float = 120.0) -> None:
         """Wait until every started worker and scheduler heart-beats (slow on a busy machine)."""
-        from workflows import bus
+        from workflows.runtime import bus
 
         def ready() -> bool:
             roster = set(bus.client().zrange(bus.WORKERS_ROSTER, 0, -1))

@@ -1,4 +1,4 @@
-"""Per-node limits, concurrency caps and rate limits (workflows/capacity.py), against real
+"""Per-node limits, concurrency caps and rate limits (workflows/runtime/capacity.py), against real
 PostgreSQL and Redis; the scheduler's steps are called in this process, by two threads where
 two schedulers race."""
 
@@ -11,8 +11,9 @@ from django.db import connection
 from django.utils import timezone
 
 from tests.integration.conftest import node, publish
-from workflows import advancing, reconciler, runs
+from workflows import runs
 from workflows.models import NodeRun, Run, Workflow
+from workflows.runtime import advancing, reconciler
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("redis_clean", "lone_starts")]
 

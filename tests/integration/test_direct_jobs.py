@@ -11,8 +11,9 @@ from django.test.utils import CaptureQueriesContext
 from rq.job import Job
 
 from tests.integration.conftest import node, publish
-from workflows import advancing, execution, jobs, runs
+from workflows import runs
 from workflows.models import NodeRun, Run, RunEvent
+from workflows.runtime import advancing, execution, jobs
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

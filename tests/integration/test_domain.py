@@ -9,10 +9,11 @@ import pytest
 from django.db import connection
 
 from tests.integration.conftest import node, publish
-from workflows import advancing, execution, runs, versions
+from workflows import runs, versions
 from workflows.errors import Conflict, Invalid, NotFound
 from workflows.handlers.demo import DEMO_PROFILE
 from workflows.models import DeadLetter, NodeRun, Run, Workflow, WorkflowVersion
+from workflows.runtime import advancing, execution
 
 pytestmark = pytest.mark.django_db
 

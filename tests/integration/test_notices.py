@@ -14,8 +14,9 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from tests.integration.conftest import node, publish
-from workflows import advancing, bus, execution, jobs, runs
+from workflows import runs
 from workflows.models import NodeRun, Run
+from workflows.runtime import advancing, bus, execution, jobs
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("lone_starts")]
 

@@ -1,4 +1,4 @@
-"""Runtime sessions plan generically (workflows/pgsession.py); the runtime's scans keep their indexes."""
+"""Runtime sessions plan generically (workflows/runtime/pgsession.py); the runtime's scans keep their indexes."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from django.db import connection
 from django.db.backends.signals import connection_created
 
 from tests.factories import make_workflow
-from workflows import advancing, capacity, execution, jobs, pgsession, reconciler, webhooks
+from workflows import webhooks
+from workflows.runtime import advancing, capacity, execution, jobs, pgsession, reconciler
 
 SCANS = {
     "due retries": (advancing.DUE_SQL, "noderun_retry_due_idx"),

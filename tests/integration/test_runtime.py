@@ -10,9 +10,10 @@ from rq.job import Job
 
 from tests.integration.conftest import node, publish, wait_finished
 from tests.integration.runtime import Runtime, wait_for
-from workflows import bus, runs
+from workflows import runs
 from workflows.handlers.demo import DEMO_PROFILE, DEMO_RETRIES
 from workflows.models import DeadLetter, NodeRun, Run, RunEvent
+from workflows.runtime import bus
 
 DEMO_PROFILE_NODES = [n["id"] for n in DEMO_PROFILE["nodes"]]
 

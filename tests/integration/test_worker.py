@@ -8,10 +8,11 @@ import pytest
 from django.utils import timezone
 
 from tests.integration.conftest import node, publish
-from workflows import advancing, jobs, runs
+from workflows import runs
 from workflows.models import NodeRun
-from workflows.reconciler import Reconciler
-from workflows.worker import TAKE_AT_MOST, NodeWorker
+from workflows.runtime import advancing, jobs
+from workflows.runtime.reconciler import Reconciler
+from workflows.runtime.worker import TAKE_AT_MOST, NodeWorker
 
 pytestmark = pytest.mark.django_db
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from workflows.conditions import MAX_CONDITION_LENGTH, Condition, ConditionError, parse_condition
+from workflows.core.conditions import MAX_CONDITION_LENGTH, Condition, ConditionError, parse_condition
 
 OUTPUT: dict[str, Any] = {
     "score": 0.7,

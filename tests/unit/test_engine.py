@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from workflows import engine
-from workflows.definition import parse_definition
-from workflows.engine import (
+from workflows.core import engine
+from workflows.core.definition import parse_definition
+from workflows.core.engine import (
     DEAD,
     FAILED,
     PENDING,
@@ -24,7 +24,7 @@ from workflows.engine import (
     RetryNode,
     SkipNode,
 )
-from workflows.graph import Graph
+from workflows.core.graph import Graph
 
 
 def dag(

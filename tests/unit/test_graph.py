@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from workflows.conditions import Condition
-from workflows.definition import (
+from workflows.core.conditions import Condition
+from workflows.core.definition import (
     JOIN_RULES,
     DefinitionError,
     Issue,
@@ -20,7 +20,7 @@ from workflows.definition import (
     parse_definition,
     validate_definition,
 )
-from workflows.graph import Edge, Graph, Node, RateLimit, RetryPolicy
+from workflows.core.graph import Edge, Graph, Node, RateLimit, RetryPolicy
 
 HANDLERS: dict[str, dict[str, Any] | None] = {
     "demo.fetch_profile": None,

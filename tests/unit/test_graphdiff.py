@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from workflows.definition import DefinitionError
-from workflows.graphdiff import EdgeChange, FieldChange, GraphDiff, NodeChange, diff_definitions
+from workflows.core.definition import DefinitionError
+from workflows.core.diff import EdgeChange, FieldChange, GraphDiff, NodeChange, diff_definitions
 
 
 def node(node_id: str, **fields: Any) -> dict[str, Any]:

@@ -14,7 +14,7 @@ import jsonschema
 import pytest
 
 from workflows import handlers
-from workflows.definition import DefinitionError, parse_definition
+from workflows.core.definition import DefinitionError, parse_definition
 from workflows.handlers import builtin, demo
 from workflows.handlers.registry import Handler, Registry, UnknownHandlerError
 

@@ -11,11 +11,11 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 PURE_MODULES = [
-    "workflows.graph",
-    "workflows.definition",
-    "workflows.conditions",
-    "workflows.graphdiff",
-    "workflows.engine",
+    "workflows.core.graph",
+    "workflows.core.definition",
+    "workflows.core.conditions",
+    "workflows.core.diff",
+    "workflows.core.engine",
 ]
 FORBIDDEN = ("django", "redis", "rq", "channels", "psycopg")
 CHECK = """

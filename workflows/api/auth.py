@@ -18,9 +18,10 @@ from django.conf import settings
 from django.http import HttpRequest
 
 from controlplane import access
-from workflows import bus, keys
+from workflows import keys
 from workflows.api.errors import ApiError, FieldError
 from workflows.models import ApiKey
+from workflows.runtime import bus
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field
 
-from workflows import engine
 from workflows.api.routing import MAX_ID
+from workflows.core import engine
 from workflows.webhooks import EVENT_TYPES
 
 SLUG_PATTERN = r"^[-a-zA-Z0-9_]+$"

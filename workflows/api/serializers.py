@@ -14,7 +14,7 @@ from typing import Any, NotRequired
 from typing_extensions import TypedDict
 
 from workflows import drafts
-from workflows.definition import Issue
+from workflows.core.definition import Issue
 from workflows.handlers.registry import Handler
 from workflows.models import (
     ApiKey,

@@ -10,9 +10,9 @@ from django.conf import settings
 from django.db import DatabaseError, connection
 from django.http import HttpResponse
 
-from workflows import bus
 from workflows.api.routing import Call, render
 from workflows.api.serializers import CheckOut
+from workflows.runtime import bus
 
 
 def live(call: Call) -> HttpResponse:

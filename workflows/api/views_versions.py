@@ -10,9 +10,9 @@ from workflows import catalog, drafts, handlers, versions
 from workflows.api import serializers as s
 from workflows.api.errors import ApiError, FieldError, issues_under
 from workflows.api.routing import Call, render
-from workflows.definition import validate_definition
+from workflows.core.definition import validate_definition
+from workflows.core.diff import diff_definitions
 from workflows.errors import NotFound
-from workflows.graphdiff import diff_definitions
 from workflows.models import WorkflowVersion
 
 ETAG = re.compile(r'^"(\d{1,18})-(\d{1,9})"$')

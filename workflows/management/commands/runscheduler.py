@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand
 from django.db import close_old_connections
 
 from workflows.errors import STORES_AWAY
-from workflows.scheduler import Scheduler
+from workflows.runtime.scheduler import Scheduler
 
 
 class Command(BaseCommand):

@@ -1,11 +1,11 @@
 """Turn a workflow definition (JSON) into a validated, immutable Graph.
 
 This module is part of the pure core: standard library, pydantic and jsonschema only (plus
-``workflows.graph`` and ``workflows.conditions``), so the same code runs in the web process,
+``workflows.core.graph`` and ``workflows.core.conditions``), so the same code runs in the web process,
 the scheduler and every worker, and tests run in milliseconds. ``validate_definition``
 reports every problem it can find at once, each with a JSON path
 (``nodes[2].retry.max_attempts``) that an editor can pin to a field; ``parse_definition``
-returns a ``workflows.graph.Graph`` or raises ``DefinitionError`` with those issues.
+returns a ``workflows.core.graph.Graph`` or raises ``DefinitionError`` with those issues.
 
 Definition order matters to the Graph (it breaks ties in its roots and order and orders
 predecessors), so ``normalise`` and ``checksum`` keep list order and only canonicalise
@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from workflows.conditions import Condition, ConditionError
-from workflows.graph import Edge, Graph, Node, RateLimit, RetryPolicy
+from workflows.core.conditions import Condition, ConditionError
+from workflows.core.graph import Edge, Graph, Node, RateLimit, RetryPolicy
 
 if TYPE_CHECKING:
     from pydantic_core import ErrorDetails

@@ -30,10 +30,12 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from workflows import bus, engine, handlers
+from workflows import handlers
+from workflows.core import engine
 from workflows.errors import Invalid
-from workflows.jobs import RELAXED_COMMIT, Given, Item
 from workflows.runs import check_json_size
+from workflows.runtime import bus
+from workflows.runtime.jobs import RELAXED_COMMIT, Given, Item
 from workflows.versions import load_graph
 
 log = logging.getLogger(__name__)

@@ -22,11 +22,11 @@ from typing import TYPE_CHECKING
 
 from django.db import connection
 
-from workflows import bus
+from workflows.runtime import bus
 
 if TYPE_CHECKING:
-    from workflows.graph import RateLimit
-    from workflows.jobs import Ready
+    from workflows.core.graph import RateLimit
+    from workflows.runtime.jobs import Ready
 
 Key = tuple[int, str]  # (workflow id, node id)
 

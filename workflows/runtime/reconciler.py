@@ -21,10 +21,10 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from workflows import bus, jobs
-from workflows.advancing import advance_runs
 from workflows.models import RunEvent
 from workflows.runs import event
+from workflows.runtime import bus, jobs
+from workflows.runtime.advancing import advance_runs
 from workflows.versions import load_graph
 
 SCAN_LIMIT = 2000

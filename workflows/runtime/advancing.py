@@ -21,11 +21,12 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
-from workflows import bus, engine, jobs
-from workflows.graph import Graph
-from workflows.jobs import RELAXED_COMMIT
+from workflows.core import engine
+from workflows.core.graph import Graph
 from workflows.models import DeadLetter, NodeRun, RunEvent
 from workflows.runs import event
+from workflows.runtime import bus, jobs
+from workflows.runtime.jobs import RELAXED_COMMIT
 from workflows.versions import load_graph
 
 

@@ -40,7 +40,7 @@ from rq import Queue, SimpleWorker
 from rq.job import Job
 from rq.utils import as_text
 
-from workflows import bus, execution, jobs, pgsession
+from workflows.runtime import bus, execution, jobs, pgsession
 
 log = logging.getLogger(__name__)
 

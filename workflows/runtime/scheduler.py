@@ -20,8 +20,9 @@ import redis
 from django.conf import settings
 from django.db import close_old_connections
 
-from workflows import advancing, bus, pgsession, versions, webhooks
-from workflows.reconciler import Reconciler
+from workflows import versions, webhooks
+from workflows.runtime import advancing, bus, pgsession
+from workflows.runtime.reconciler import Reconciler
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Compare two workflow definitions node by node, edge by edge and field by field.
 
-Both sides are normalised first (``workflows.definition.normalise``), so a default spelled out
+Both sides are normalised first (``workflows.core.definition.normalise``), so a default spelled out
 on one side and left implicit on the other is not a change. Nodes are matched by id and
 edges by (source, target); reordering either list is not a change. Node fields are
 flattened with dots (``retry.max_attempts``, ``config.headers.accept``); lists are compared
@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from workflows.definition import canonical_json, normalise
+from workflows.core.definition import canonical_json, normalise
 
 
 @dataclass(frozen=True)

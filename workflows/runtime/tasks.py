@@ -7,8 +7,8 @@ import socket
 
 from rq import get_current_job
 
-from workflows import execution, worker
-from workflows.jobs import Given, Item
+from workflows.runtime import execution, worker
+from workflows.runtime.jobs import Given, Item
 
 
 def run_nodes(items: list[Item], given: Given | None = None) -> int:

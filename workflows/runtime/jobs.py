@@ -22,8 +22,10 @@ import redis
 from django.db import connection, transaction
 from rq import Queue
 
-from workflows import capacity, engine, handlers
-from workflows.graph import Graph, RateLimit
+from workflows import handlers
+from workflows.core import engine
+from workflows.core.graph import Graph, RateLimit
+from workflows.runtime import capacity
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +37,7 @@ log = logging.getLogger(__name__)
 # always committed synchronously.
 RELAXED_COMMIT = "(SELECT set_config('synchronous_commit', 'off', true)) AS relaxed_commit"
 
-TASK = "workflows.tasks.run_nodes"
+TASK = "workflows.runtime.tasks.run_nodes"
 MAX_BATCH = 32
 SPREAD_FROM = 8
 BATCHABLE_PREFIX = "syb-"  # job ids of batchable nodes: a worker may pop several together

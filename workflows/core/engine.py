@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from workflows.graph import Edge, Graph
+from workflows.core.graph import Edge, Graph
 
 PENDING = "pending"
 QUEUED = "queued"

@@ -1,8 +1,8 @@
 """The immutable in-memory workflow graph: nodes, edges, retry policy and the DAG itself.
 
-This module is part of the pure core: standard library only (plus ``workflows.conditions``),
+This module is part of the pure core: standard library only (plus ``workflows.core.conditions``),
 so the same code runs in the web process, the scheduler and every worker, and tests run in
-milliseconds. A ``Graph`` is built from a definition by ``workflows.definition``, which
+milliseconds. A ``Graph`` is built from a definition by ``workflows.core.definition``, which
 validates it first.
 
 Definition order matters: it breaks ties in ``Graph.roots`` and ``Graph.order`` and orders
@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from workflows.conditions import Condition
+from workflows.core.conditions import Condition
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ class Node:
 
     @property
     def limited(self) -> bool:
-        """Whether a scheduler must admit this node's attempts (workflows/capacity.py)."""
+        """Whether a scheduler must admit this node's attempts (workflows/runtime/capacity.py)."""
         return self.max_in_flight is not None or self.rate_limit is not None
 
 

@@ -14,7 +14,7 @@ help:
 	@echo "make test        run the tests (PYTEST_ARGS=... to pass options)"
 	@echo "make bench       run the benchmarks"
 	@echo "make assets      install the npm packages (npm ci) and bundle the editor (npm run build)"
-	@echo "make lint        ruff check and format check"
+	@echo "make lint        ruff check and format check, mypy --strict on workflows/core"
 	@echo "make clean-data  stop the embedded servers and delete .data"
 
 venv: $(VENV)/.installed
@@ -52,8 +52,9 @@ test: venv assets browser
 bench: venv
 	$(PY) bench/run.py
 
+# mypy reads its files and strictness from [tool.mypy] in pyproject.toml.
 lint: venv
-	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check .
+	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(VENV)/bin/mypy
 
 clean-data:
 	@if [ -x $(PY) ]; then \

@@ -17,10 +17,10 @@ import django_rq
 import redis
 from django.conf import settings
 from django.db import connection
-from rq import Queue, Worker
+from rq import Worker
 
 from workflows.models import Workflow
-from workflows.runtime import bus
+from workflows.runtime import bus, rqcompat
 
 EVENT_BATCH = 20_000
 GAP_SECONDS = 10.0  # a transaction holding an event id longer than this is taken as rolled back
@@ -161,7 +161,7 @@ def queues_and_roster() -> dict[str, Any]:
     queues = settings.SWITCHYARD_QUEUES
     pipe = bus.client().pipeline(transaction=False)
     for name in queues:
-        pipe.llen(f"{Queue.redis_queue_namespace_prefix}{name}")
+        pipe.llen(rqcompat.queue_key(name))
     pipe.zrange(bus.WORKERS_ROSTER, 0, -1, withscores=True)
     replies = pipe.execute()
     return {"depths": dict(zip(queues, replies[:-1], strict=True)), "roster": replies[-1]}

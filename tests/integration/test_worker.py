@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
+from rq.job import Job
 
 from tests.integration.conftest import node, publish
 from workflows import runs
@@ -62,7 +63,7 @@ def test_executing_a_batch_deletes_every_job_it_held(worker: NodeWorker) -> None
     worker.execute_job(job, queue)  # the attempts name no node row: nothing is claimed
 
     assert worker.companions == ()
-    assert not any(queue.connection.exists(f"rq:job:{i}") for i in ("syb-a", "syb-b", "syb-c"))
+    assert not any(queue.connection.exists(Job.key_for(i)) for i in ("syb-a", "syb-b", "syb-c"))
 
 
 @pytest.mark.django_db(transaction=True)

@@ -46,7 +46,7 @@ _JSON_TYPES: Final[Mapping[type, str]] = {
     list: "an array",
     dict: "an object",
 }
-_PATTERN_HINTS: Final[Mapping[str, str]] = {
+_PATTERN_HINTS: Final[Mapping[str | int, str]] = {  # keyed by a pydantic loc's last item
     "id": "must start with a letter or '_' and contain only letters, digits, '_' and '-'"
     " (at most 64 characters)",
     "queue": "must start with a lowercase letter and contain only lowercase letters,"

@@ -25,7 +25,7 @@ from rq import Queue
 from workflows import handlers
 from workflows.core import engine
 from workflows.core.graph import Graph, RateLimit
-from workflows.runtime import capacity
+from workflows.runtime import capacity, rqcompat
 
 log = logging.getLogger(__name__)
 
@@ -245,10 +245,7 @@ def enqueue(
                 for _, noderun_id, _, _, _, run_id, run_input in rows
                 if run_input is not None
             }
-            data = Queue.prepare_data(
-                TASK, (items, given), timeout=-1, result_ttl=0, failure_ttl=FAILED_JOB_TTL, job_id=job.job_id
-            )
-            rq_queue(job.queue).enqueue_many([data], pipeline=pipe)
+            rqcompat.push_job(pipe, rq_queue(job.queue), TASK, job.job_id, (items, given), FAILED_JOB_TTL)
     pipe.execute()
 
 
@@ -258,7 +255,6 @@ def jobs_waiting(jobs: list[tuple[str, str]]) -> list[bool]:
     The queue itself is asked, not the job's hash: a job taken by a worker that died before
     claiming its attempts waits nowhere, though its hash outlives the worker.
     """
-    pipe = rq_queue("default").connection.pipeline(transaction=False)
-    for job_id, queue in jobs:
-        pipe.lpos(rq_queue(queue).key, job_id)
-    return [position is not None for position in pipe.execute()]
+    return rqcompat.are_waiting(
+        rq_queue("default").connection, [(job_id, rq_queue(queue)) for job_id, queue in jobs]
+    )

@@ -21,6 +21,10 @@ with their hashes, in one Lua call and executed as one batch (one claim, one res
 statement per flush). Idle, the call finds nothing and RQ's blocking pop takes the next
 job. RQ's own worker heartbeat, which RQ writes around every job, is written by the
 heartbeat thread once a second instead, and its state only when it changes.
+
+Everything this relies on in RQ beyond its public API (the methods overridden here, the
+queue and job layout the take reads, the intermediate list) is reached through, and
+listed in, `rqcompat`.
 """
 
 from __future__ import annotations
@@ -36,11 +40,11 @@ from typing import Any
 import redis
 from django.conf import settings
 from django.db import close_old_connections
+from redis.commands.core import Script
 from rq import Queue, SimpleWorker
 from rq.job import Job
-from rq.utils import as_text
 
-from workflows.runtime import bus, execution, jobs, pgsession
+from workflows.runtime import bus, execution, jobs, pgsession, rqcompat
 
 log = logging.getLogger(__name__)
 
@@ -79,24 +83,6 @@ def beat_forever(name: str, also: Callable[[], None] | None) -> None:
             continue  # Redis away: the next beat may land
 
 
-# Take, from the first non-empty queue, the batchable jobs at its head (at most ARGV[1]) and
-# return {queue key, id, job hash, id, job hash, ...}, or {} when that head is not batchable.
-TAKE_BATCHABLE = """
-for _, queue in ipairs(KEYS) do
-    local ids = redis.call('LRANGE', queue, 0, tonumber(ARGV[1]) - 1)
-    if #ids > 0 then
-        local out = {queue}
-        for _, id in ipairs(ids) do
-            if string.sub(id, 1, #ARGV[2]) ~= ARGV[2] then break end
-            out[#out + 1] = id
-            out[#out + 1] = redis.call('HGETALL', ARGV[3] .. id)
-        end
-        if #out > 1 then redis.call('LTRIM', queue, (#out - 1) / 2, -1) end
-        return out
-    end
-end
-return {}
-"""
 TAKE_AT_MOST = 16  # jobs taken in one step, each of up to jobs.MAX_BATCH nodes
 
 
@@ -116,8 +102,8 @@ class NodeWorker(SimpleWorker):
         return super().work(*args, **kwargs)
 
     @cached_property
-    def take_batchable(self) -> Any:
-        return self.connection.register_script(TAKE_BATCHABLE)
+    def take_batchable(self) -> Script:
+        return rqcompat.take_script(self.connection)
 
     def heartbeat(self, timeout: int | None = None, pipeline: Any = None) -> None:
         """Leave RQ's plain heartbeat to the heartbeat thread (`beat_rq`).
@@ -134,7 +120,7 @@ class NodeWorker(SimpleWorker):
             pipe.execute()
 
     def set_state(self, state: str, pipeline: Any = None) -> None:
-        if pipeline is None and state == getattr(self, "_state", None):
+        if pipeline is None and state == self.get_state():
             return
         super().set_state(state, pipeline)
 
@@ -144,21 +130,12 @@ class NodeWorker(SimpleWorker):
         The take never blocks: on an idle system it finds nothing and RQ's blocking pop
         waits for the next job, which then runs alone.
         """
-        reply = self.take_batchable(
-            keys=[q.key for q in self._ordered_queues],
-            args=[TAKE_AT_MOST, jobs.BATCHABLE_PREFIX, Job.redis_job_namespace_prefix],
-        )
-        taken = []
-        for job_id, fields in zip(reply[1::2], reply[2::2], strict=True):
-            if fields:  # a job whose hash is gone was deleted meanwhile
-                job = self.job_class(as_text(job_id), connection=self.connection, serializer=self.serializer)
-                job.restore(dict(zip(fields[::2], fields[1::2], strict=True)))
-                taken.append(job)
-        if not taken:
+        taken = rqcompat.take_head(self, self.take_batchable, TAKE_AT_MOST, jobs.BATCHABLE_PREFIX)
+        if taken is None:
             return super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
-        self.companions = tuple(taken[1:])
-        queue = next(q for q in self._ordered_queues if q.key == as_text(reply[0]))
-        return taken[0], queue
+        batch, queue = taken
+        self.companions = tuple(batch[1:])
+        return batch[0], queue
 
     def execute_job(self, job: Job, queue: Queue) -> None:
         if job.func_name != jobs.TASK:
@@ -174,8 +151,4 @@ class NodeWorker(SimpleWorker):
             log.exception("node job %s failed outside any handler", job.id)
             close_old_connections()  # a broken connection is replaced before the next job
         finally:
-            with self.connection.pipeline() as pipe:
-                pipe.delete(*(j.key for j in batch))
-                if len(self.queues) == 1:  # RQ moved the first id to an intermediate list (LMOVE)
-                    pipe.lrem(queue.intermediate_queue_key, 1, job.id)
-                pipe.execute()
+            rqcompat.delete_taken(self, queue, batch)

@@ -16,6 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from workflows.core.backoff import backoff_delay
 from workflows.core.conditions import Condition
 
 
@@ -35,10 +36,9 @@ class RetryPolicy:
         the same inputs always give the same delay. The result is the exponential backoff,
         capped, then spread by +/- ``jitter`` of itself; it is never negative.
         """
-        exponent = min(max(attempt, 1) - 1, 1000)
-        base = min(self.backoff_max_seconds, self.backoff_seconds * 2.0**exponent)
-        spread = self.jitter * (2 * min(max(rand, 0.0), 1.0) - 1)
-        return max(0.0, base * (1 + spread))
+        return backoff_delay(
+            attempt, rand, first=self.backoff_seconds, cap=self.backoff_max_seconds, jitter=self.jitter
+        )
 
 
 @dataclass(frozen=True)

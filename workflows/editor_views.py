@@ -26,7 +26,9 @@ from django.views.decorators.http import require_http_methods
 
 from controlplane import access
 from workflows import catalog, editing, handlers, versions
-from workflows.core.definition import JOIN_RULES, validate_definition
+from workflows.core.definition import validate_definition
+from workflows.core.engine import JOINS
+from workflows.core.graph import DEFAULT_JOIN
 from workflows.drafts import StaleRevision
 from workflows.errors import Conflict, DomainError, Invalid, NotFound
 from workflows.models import Workflow
@@ -236,7 +238,8 @@ def editor_config(request: HttpRequest, workflow: Workflow, **extra: Any) -> dic
         },
         "palette": editing.palette(),
         "queues": list(settings.SWITCHYARD_QUEUES),
-        "joinRules": list(JOIN_RULES),
+        "joinRules": [{"name": rule, "help": join.__doc__ or ""} for rule, join in JOINS.items()],
+        "defaultJoin": DEFAULT_JOIN,
         "maxNodes": versions.limits().max_nodes,
         "urls": {
             "list": reverse("editor:list"),

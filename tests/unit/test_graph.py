@@ -8,12 +8,14 @@ from typing import Any
 
 import pytest
 
+from workflows.core import engine
 from workflows.core.conditions import Condition
 from workflows.core.definition import (
     JOIN_RULES,
     DefinitionError,
     Issue,
     Limits,
+    NodeSpec,
     canonical_json,
     checksum,
     normalise,
@@ -133,6 +135,13 @@ def test_join_rules_are_the_three_documented_ones() -> None:
     assert JOIN_RULES == ("all_success", "any_success", "all_done")
     for rule in JOIN_RULES:
         assert validate_definition({"nodes": [node("a", join=rule)]}) == []
+
+
+def test_join_rules_are_read_from_the_engines_table() -> None:
+    assert tuple(engine.JOINS) == JOIN_RULES
+    assert NodeSpec.model_json_schema()["properties"]["join"]["enum"] == list(engine.JOINS)
+    assert Node("a", "h").join in engine.JOINS
+    assert parse_definition({"nodes": [node("a")]}).nodes["a"].join == Node("a", "h").join
 
 
 # --- structural errors --------------------------------------------------------------------

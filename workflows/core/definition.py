@@ -26,13 +26,15 @@ import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from workflows.core.conditions import Condition, ConditionError
-from workflows.core.graph import Edge, Graph, Node, RateLimit, RetryPolicy
+from workflows.core.engine import JOIN_RULES
+from workflows.core.graph import DEFAULT_JOIN, Edge, Graph, Node, RateLimit, RetryPolicy
 
 if TYPE_CHECKING:
     from pydantic_core import ErrorDetails
 
-JoinRule = Literal["all_success", "any_success", "all_done"]
-JOIN_RULES: Final = ("all_success", "any_success", "all_done")
+# The same three names as Literal["all_success", ...], read from the engine's table; a
+# Literal gives the schema its enum and pydantic its "should be 'all_success', ..." message.
+JoinRule = Literal[JOIN_RULES]  # type: ignore[valid-type]
 NODE_ID_PATTERN: Final = r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$"
 QUEUE_PATTERN: Final = r"^[a-z][a-z0-9_-]{0,39}$"
 MAX_CYCLES_REPORTED: Final = 5
@@ -124,7 +126,7 @@ class NodeSpec(BaseModel):
     retry: RetrySpec = Field(default_factory=RetrySpec)
     timeout_seconds: float = Field(default=300.0, gt=0, le=86400)
     queue: str = Field(default="default", pattern=QUEUE_PATTERN)
-    join: JoinRule = "all_success"
+    join: JoinRule = DEFAULT_JOIN
     max_in_flight: int | None = Field(default=None, ge=1, le=10_000)
     rate_limit: RateLimitSpec | None = None
 

@@ -19,6 +19,8 @@ from typing import Any
 from workflows.core.backoff import backoff_delay
 from workflows.core.conditions import Condition
 
+DEFAULT_JOIN = "all_success"  # one of the engine's join rules (engine.JOINS)
+
 
 @dataclass(frozen=True)
 class RetryPolicy:
@@ -59,7 +61,7 @@ class Node:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     timeout_seconds: float = 300.0
     queue: str = "default"
-    join: str = "all_success"
+    join: str = DEFAULT_JOIN
     max_in_flight: int | None = None  # attempts of this node (any run) queued or running at once
     rate_limit: RateLimit | None = None  # attempts of this node (any run) started per window
 

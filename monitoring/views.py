@@ -8,7 +8,6 @@ workflows.runs; a refused domain call is shown as a message, never a 500.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from typing import Any
 
@@ -23,13 +22,13 @@ from controlplane import access
 from monitoring import runstate, snapshots
 from monitoring.filters import LetterFilter, RunFilter
 from monitoring.guards import requires
-from workflows import runs
+from workflows import deadletters, runs
 from workflows.core import engine
 from workflows.errors import DomainError, Invalid
 from workflows.models import AuditEntry, DeadLetter, NodeRun, Run, RunEvent, Workflow
 
 PAGE_SIZE = 50
-MAX_BULK = 1000
+MAX_BULK = deadletters.MAX_BULK
 OVERVIEW_FRAGMENTS = {
     "workflows": "monitoring/fragments/overview_workflows.html",
     "system": "monitoring/fragments/overview_system.html",
@@ -255,36 +254,25 @@ def deadletters_bulk(request: HttpRequest) -> HttpResponse:
         messages.error(request, "Discarding needs a reason: say why these dead letters are dropped.")
         return redirect(back)
     if request.POST.get("scope") == "matching":
-        matching = letters_query(dataclasses.replace(flt, status=DeadLetter.OPEN, before=None))
-        count = matching.count()
+        letters: deadletters.LetterFilter | list[int] = letter_filter(flt)
+        count = deadletters.matching(letters).count()
         if request.POST.get("confirmed") != str(count):
             context = {"action": action, "count": count, "filter": flt, "reason": reason, "max": MAX_BULK}
             return render(request, "monitoring/deadletters_confirm.html", {**context, "nav": "deadletters"})
-        ids = list(matching.order_by("id").values_list("id", flat=True)[:MAX_BULK])
     else:
-        ids = [int(i) for i in request.POST.getlist("ids") if i.isdigit()][:MAX_BULK]
-    done, refused = apply_to_letters(ids, action, reason, request.user)
-    if done:
+        letters = [int(i) for i in request.POST.getlist("ids") if i.isdigit()][:MAX_BULK]
+    result = deadletters.act_on_letters(action, letters, request.user, reason)
+    if result.done:
         messages.success(
-            request, f"{'Replayed' if action == 'replay' else 'Discarded'} {done} dead letter(s)."
+            request, f"{'Replayed' if action == 'replay' else 'Discarded'} {len(result.done)} dead letter(s)."
         )
-    for message in refused[:5]:
-        messages.error(request, message)
-    if not ids:
+    for refusal in result.refused[:5]:
+        messages.error(request, refusal["reason"])
+    if not (result.done or result.refused):
         messages.info(request, "No dead letter was selected.")
     return redirect(back)
 
 
-def apply_to_letters(ids: list[int], action: str, reason: str, user: Any) -> tuple[int, list[str]]:
-    """Replay or discard each letter in its own transaction; one refusal spares the others."""
-    done, refused = 0, []
-    for letter_id in ids:
-        try:
-            if action == "replay":
-                runs.replay_dead_letter(letter_id, user)
-            else:
-                runs.discard_dead_letter(letter_id, reason, user)
-            done += 1
-        except DomainError as exc:
-            refused.append(str(exc))
-    return done, refused
+def letter_filter(flt: LetterFilter) -> deadletters.LetterFilter:
+    """The open letters the page's filter shows, on every page of the list."""
+    return deadletters.LetterFilter(workflow=flt.workflow or None, run=flt.run, node_id=flt.node or None)

@@ -11,8 +11,7 @@ from django.template.response import TemplateResponse
 from django.utils import timezone
 
 from controlplane import access
-from workflows import keys, runs
-from workflows.errors import DomainError
+from workflows import deadletters, keys
 from workflows.models import (
     ApiKey,
     DeadLetter,
@@ -70,7 +69,7 @@ class DeadLetterAdmin(admin.ModelAdmin):
         if not access.can(request.user, "replay"):
             self.message_user(request, "Your role may not replay dead letters.", messages.ERROR)
             return
-        self.apply(request, queryset, lambda pk: runs.replay_dead_letter(pk, request.user), "Replayed")
+        self.apply(request, queryset, "replay")
 
     @admin.action(description="Discard selected dead letters (asks for a reason)")
     def discard_letters(self, request: HttpRequest, queryset: QuerySet[DeadLetter]) -> HttpResponse | None:
@@ -79,9 +78,7 @@ class DeadLetterAdmin(admin.ModelAdmin):
             return None
         reason = request.POST.get("reason", "").strip()
         if request.POST.get("confirmed") and reason:
-            self.apply(
-                request, queryset, lambda pk: runs.discard_dead_letter(pk, reason, request.user), "Discarded"
-            )
+            self.apply(request, queryset, "discard", reason)
             return None
         context = {
             **self.admin_site.each_context(request),
@@ -92,15 +89,20 @@ class DeadLetterAdmin(admin.ModelAdmin):
         }
         return TemplateResponse(request, "monitoring/admin_discard.html", context)
 
-    def apply(self, request: HttpRequest, queryset: QuerySet[DeadLetter], act: Any, verb: str) -> None:
+    def apply(
+        self,
+        request: HttpRequest,
+        queryset: QuerySet[DeadLetter],
+        action: deadletters.Action,
+        reason: str = "",
+    ) -> None:
         """Act on each letter in its own transaction; report what was done and what was refused."""
-        done = 0
-        for pk in queryset.order_by("id").values_list("id", flat=True):
-            try:
-                act(pk)
-                done += 1
-            except DomainError as exc:
-                self.message_user(request, str(exc), messages.WARNING)
+        ids = list(queryset.order_by("id").values_list("id", flat=True))
+        result = deadletters.act_on_letters(action, ids, request.user, reason)
+        for refusal in result.refused:
+            self.message_user(request, refusal["reason"], messages.WARNING)
+        verb = "Replayed" if action == "replay" else "Discarded"
+        done = len(result.done)
         self.message_user(
             request, f"{verb} {done} dead letter(s).", messages.SUCCESS if done else messages.INFO
         )

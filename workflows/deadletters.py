@@ -1,15 +1,21 @@
 """Dead letters in bulk: find open letters by filter, count them (dry run), replay or discard them.
 
-Each letter is replayed or discarded in its own transaction through `runs`, so one refusal
-(its run was cancelled meanwhile, someone else replayed it first) does not undo the others,
-and each letter gets its own audit entry, exactly as when it is handled alone.
+`act_on_letters` is the one bulk action: the dashboard's page, the API and the admin all call
+it, with the letters chosen by id or by filter. Each letter is replayed or discarded in its
+own transaction through `runs`, so one refusal (its run was cancelled meanwhile, someone else
+replayed it first) does not undo the others, and each letter gets its own audit entry,
+exactly as when it is handled alone.
+
+A filter selects at most `limit` letters (its size is not known to whoever sent it); a list
+of ids is taken whole: the caller chose every letter in it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from django.db.models import QuerySet
 
@@ -18,6 +24,8 @@ from workflows.errors import DomainError, Invalid
 from workflows.models import DeadLetter
 
 MAX_BULK = 1000
+Action = Literal["replay", "discard"]
+ACTIONS: tuple[Action, ...] = ("replay", "discard")
 
 
 @dataclass(frozen=True)
@@ -58,33 +66,55 @@ def matching(letter_filter: LetterFilter) -> QuerySet[DeadLetter]:
 
 def replay_matching(letter_filter: LetterFilter, dry_run: bool, limit: int, actor: Any = None) -> BulkResult:
     """Replay up to `limit` open letters matching the filter, oldest first (or only count them)."""
-    return bulk(letter_filter, dry_run, limit, lambda letter_id: runs.replay_dead_letter(letter_id, actor))
+    return act_on_letters("replay", letter_filter, actor, dry_run=dry_run, limit=limit)
 
 
 def discard_matching(
     letter_filter: LetterFilter, reason: str, dry_run: bool, limit: int, actor: Any = None
 ) -> BulkResult:
     """Discard up to `limit` open letters matching the filter with one reason (or only count them)."""
-    if not reason.strip():
+    return act_on_letters("discard", letter_filter, actor, reason, dry_run=dry_run, limit=limit)
+
+
+def act_on_letters(
+    action: Action,
+    letters: LetterFilter | Sequence[int],
+    actor: Any = None,
+    reason: str = "",
+    *,
+    dry_run: bool = False,
+    limit: int = MAX_BULK,
+) -> BulkResult:
+    """Replay or discard the letters named by id, or up to `limit` open letters matching a
+    filter, oldest first; `dry_run` only counts them. A refused letter spares the others."""
+    if action == "discard" and not reason.strip():
         raise Invalid("reason: say why these dead letters are discarded.")
-    return bulk(
-        letter_filter, dry_run, limit, lambda letter_id: runs.discard_dead_letter(letter_id, reason, actor)
-    )
-
-
-def bulk(letter_filter: LetterFilter, dry_run: bool, limit: int, action: Any) -> BulkResult:
     if not 1 <= limit <= MAX_BULK:
         raise Invalid(f"limit: give a number from 1 to {MAX_BULK}.")
-    letters = matching(letter_filter)
-    ids = list(letters.values_list("id", flat=True)[:limit])
-    result = BulkResult(matched=letters.count(), dry_run=dry_run, sample=ids[:100])
+    ids, matched = select(letters, limit)
+    result = BulkResult(matched=matched, dry_run=dry_run, sample=ids[:100])
     if dry_run:
         return result
     for letter_id in ids:
         try:
-            action(letter_id)
+            act_on_letter(action, letter_id, actor, reason)
         except DomainError as exc:
             result.refused.append({"id": letter_id, "reason": exc.message})
         else:
             result.done.append(letter_id)
     return result
+
+
+def select(letters: LetterFilter | Sequence[int], limit: int) -> tuple[list[int], int]:
+    """Return the ids to act on and how many letters were chosen."""
+    if isinstance(letters, LetterFilter):
+        chosen = matching(letters)
+        return list(chosen.values_list("id", flat=True)[:limit]), chosen.count()
+    return list(letters), len(letters)
+
+
+def act_on_letter(action: Action, letter_id: int, actor: Any, reason: str) -> None:
+    if action == "replay":
+        runs.replay_dead_letter(letter_id, actor)
+    else:
+        runs.discard_dead_letter(letter_id, reason, actor)

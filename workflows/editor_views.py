@@ -3,7 +3,9 @@
 Thin by design: authorize with ``controlplane.access``, parse, make one call into the
 domain (``catalog`` for changes, as the API does; ``editing``, ``versions``, ``graph``), answer. Pages need a login and at least the
 viewer role; every JSON endpoint answers 401/403 as JSON instead of redirecting, and a
-``DomainError`` becomes its own status with ``{"error", "issues"}``. CSRF applies to every
+``DomainError`` becomes its own status with ``{"error", "issues"}``. Each issue is a
+structured problem, ``{"code", "message", "node", "field"}`` and ``"cycle"`` (the node ids
+along it) for a cycle: the shape of a problem+json ``errors`` item (``Issue.as_problem``). CSRF applies to every
 POST (the page hands the token to the script, which sends it as ``X-CSRFToken``).
 """
 
@@ -26,7 +28,9 @@ from django.views.decorators.http import require_http_methods
 
 from controlplane import access
 from workflows import catalog, editing, handlers, versions
-from workflows.core.definition import JOIN_RULES, validate_definition
+from workflows.core.definition import validate_definition
+from workflows.core.engine import JOINS
+from workflows.core.graph import DEFAULT_JOIN
 from workflows.drafts import StaleRevision
 from workflows.errors import Conflict, DomainError, Invalid, NotFound
 from workflows.models import Workflow
@@ -104,7 +108,7 @@ def error_response(status: int, message: str, **extra: Any) -> JsonResponse:
 
 
 def domain_error_response(exc: DomainError) -> JsonResponse:
-    issues = [{"path": i.path, "message": i.message} for i in exc.issues]
+    issues = [i.as_problem() for i in exc.issues]
     extra: dict[str, Any] = {}
     if isinstance(exc, StaleRevision):
         extra = {"code": "stale_revision", "current_revision": exc.current.revision}
@@ -236,7 +240,8 @@ def editor_config(request: HttpRequest, workflow: Workflow, **extra: Any) -> dic
         },
         "palette": editing.palette(),
         "queues": list(settings.SWITCHYARD_QUEUES),
-        "joinRules": list(JOIN_RULES),
+        "joinRules": [{"name": rule, "help": join.__doc__ or ""} for rule, join in JOINS.items()],
+        "defaultJoin": DEFAULT_JOIN,
         "maxNodes": versions.limits().max_nodes,
         "urls": {
             "list": reverse("editor:list"),
@@ -280,9 +285,7 @@ def validate(request: HttpRequest, slug: str) -> JsonResponse:
     versions.get_workflow(slug)
     definition = read_json(request).get("definition")
     issues = validate_definition(definition, handlers.schemas(), versions.limits())
-    return JsonResponse(
-        {"valid": not issues, "issues": [{"path": i.path, "message": i.message} for i in issues]}
-    )
+    return JsonResponse({"valid": not issues, "issues": [i.as_problem() for i in issues]})
 
 
 @endpoint("edit", "POST")

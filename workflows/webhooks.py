@@ -45,6 +45,7 @@ from django.utils import timezone
 
 from workflows import audit, runs
 from workflows.catalog import person_of
+from workflows.core.backoff import backoff_delay
 from workflows.errors import DomainError, Invalid, NotFound
 from workflows.models import (
     DeadLetter,
@@ -74,6 +75,7 @@ CHECKPOINT_EVERY = 1.0
 SCAN_LIMIT = 5000
 REQUEUE_AFTER = timedelta(minutes=2)  # enqueued but never picked up: enqueue again
 MAX_BACKOFF_SECONDS = 3600
+WEBHOOK_JITTER = 0.2
 RESPONSE_EXCERPT = 1000
 
 
@@ -442,5 +444,5 @@ def record(delivery: WebhookDelivery, outcome: dict[str, Any], now: datetime) ->
 
 def backoff(attempts: int, rand: float) -> float:
     """Seconds before the next attempt: exponential from WEBHOOK_BACKOFF_SECONDS, capped, +/-20%."""
-    base = settings.SWITCHYARD["WEBHOOK_BACKOFF_SECONDS"] * 2 ** min(attempts - 1, 20)
-    return min(MAX_BACKOFF_SECONDS, base) * (0.8 + 0.4 * rand)
+    first = settings.SWITCHYARD["WEBHOOK_BACKOFF_SECONDS"]
+    return backoff_delay(attempts, rand, first=first, cap=MAX_BACKOFF_SECONDS, jitter=WEBHOOK_JITTER)

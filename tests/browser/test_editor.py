@@ -75,6 +75,10 @@ def test_build_the_demo_workflow_with_the_mouse_publish_and_run_it(
     expect(page.locator("#ed-status")).to_contain_text("Laid out 4 nodes")
 
     select_node(page, "fetch_profile")
+    join = page.get_by_label("join rule")  # choices, default and help from the engine's table
+    expect(join).to_have_value("all_success")
+    expect(join.locator("option")).to_have_text(["all_success", "any_success", "all_done"])
+    expect(page.locator("#ed-inspect")).to_contain_text("Runs when every predecessor succeeded.")
     page.get_by_label("max attempts").fill("3")
     page.get_by_label("timeout (s)").fill("30")
     page.get_by_label("max in flight").fill("2")

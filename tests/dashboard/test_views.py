@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.contrib.messages import get_messages
 from django.test import Client
 
 from tests.integration.conftest import node, publish
-from workflows import runs
+from workflows import deadletters, runs
 from workflows.models import AuditEntry, DeadLetter, NodeRun, Run
 from workflows.runtime import advancing
 
@@ -201,6 +202,31 @@ def test_admin_action_replays_selected_letters(dead_letter: DeadLetter, role_use
     dead_letter.refresh_from_db()
     assert dead_letter.status == "discarded"
     assert AuditEntry.objects.get(action="deadletter.discard").actor_label == "boss"
+
+
+def test_page_admin_and_domain_refuse_a_handled_letter_in_the_same_words(
+    dead_letter: DeadLetter, client_as: Any, role_user: Any
+) -> None:
+    runs.discard_dead_letter(dead_letter.pk, "handled elsewhere")
+    domain = deadletters.act_on_letters("replay", [dead_letter.pk])
+    [refusal] = domain.refused
+    assert (domain.done, refusal["id"]) == ([], dead_letter.pk)
+    assert refusal["reason"].startswith(f"Dead letter {dead_letter.pk} was already discarded")
+
+    page = client_as("operator").post("/dead-letters/bulk/", {"action": "replay", "ids": [dead_letter.pk]})
+    assert [str(m) for m in get_messages(page.wsgi_request)] == [refusal["reason"]]
+
+    admin = role_user("admin", "boss")
+    admin.is_staff = admin.is_superuser = True
+    admin.save()
+    client = Client()
+    client.force_login(admin)
+    answer = client.post(
+        "/admin/workflows/deadletter/", {"action": "replay_letters", "_selected_action": [dead_letter.pk]}
+    )
+    said = [str(m) for m in get_messages(answer.wsgi_request)]
+    assert said == [refusal["reason"], "Replayed 0 dead letter(s)."]
+    assert not AuditEntry.objects.filter(action="deadletter.replay").exists()
 
 
 @pytest.mark.usefixtures("redis_clean")

@@ -17,6 +17,13 @@ CYCLE: dict[str, Any] = {
     **CHAIN,
     "edges": [*CHAIN["edges"], {"source": "c", "target": "a"}],
 }
+CYCLE_PROBLEM = {
+    "code": "cycle",
+    "message": "cycle: a -> b -> c -> a",
+    "node": None,
+    "field": "edges",
+    "cycle": ["a", "b", "c", "a"],
+}
 
 
 def with_node(definition: dict[str, Any], index: int, **fields: Any) -> dict[str, Any]:
@@ -25,24 +32,25 @@ def with_node(definition: dict[str, Any], index: int, **fields: Any) -> dict[str
     return changed
 
 
-def test_validate_answers_issues_with_json_paths(editor: JsonClient) -> None:
+def test_validate_answers_structured_issues_with_json_paths(editor: JsonClient) -> None:
     make_workflow("paths")
     broken = with_node(CHAIN, 1, handler="core.nope")
     broken = with_node(broken, 2, config={"unexpected": 1}, retry={"max_attempts": 0})
     response = editor.post(url("paths", "api/validate"), {"definition": broken})
     assert response.status_code == 200
     body = response.json()
-    paths = {issue["path"] for issue in body["issues"]}
+    paths = {issue["field"] for issue in body["issues"]}
     assert body["valid"] is False
     assert {"nodes[1].handler", "nodes[2].config", "nodes[2].retry.max_attempts"} <= paths
-    unknown = next(i for i in body["issues"] if i["path"] == "nodes[1].handler")
+    unknown = next(i for i in body["issues"] if i["field"] == "nodes[1].handler")
     assert "unknown handler 'core.nope'" in unknown["message"]
+    assert (unknown["code"], unknown["node"]) == ("unknown_handler", CHAIN["nodes"][1]["id"])
 
 
-def test_validate_reports_a_cycle_as_its_path(editor: JsonClient) -> None:
+def test_validate_reports_a_cycle_with_its_node_ids(editor: JsonClient) -> None:
     make_workflow("cyclic")
     body = editor.post(url("cyclic", "api/validate"), {"definition": CYCLE}).json()
-    assert body["issues"] == [{"path": "edges", "message": "cycle: a -> b -> c -> a"}]
+    assert body["issues"] == [CYCLE_PROBLEM]
 
 
 def test_validate_accepts_a_valid_definition(editor: JsonClient) -> None:
@@ -128,7 +136,7 @@ def test_an_unknown_handler_is_refused_even_if_the_browser_sends_it(editor: Json
     ):
         response = editor.post(url("guarded", "api/save"), body)
         assert response.status_code == 422
-        assert response.json()["issues"][0]["path"] == "nodes[0].handler"
+        assert response.json()["issues"][0]["field"] == "nodes[0].handler"
     assert workflow.versions.count() == 2
     assert body_version(workflow, 2).revision == 1
 
@@ -138,7 +146,7 @@ def test_an_invalid_definition_is_not_saved(editor: JsonClient) -> None:
     add_draft(workflow, CHAIN)
     response = editor.post(url("acyclic", "api/save"), {"base": 2, "revision": 1, "definition": CYCLE})
     assert response.status_code == 422
-    assert response.json()["issues"] == [{"path": "edges", "message": "cycle: a -> b -> c -> a"}]
+    assert response.json()["issues"] == [CYCLE_PROBLEM]
 
 
 def test_publish_makes_the_draft_active(editor: JsonClient) -> None:

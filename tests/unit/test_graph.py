@@ -8,12 +8,14 @@ from typing import Any
 
 import pytest
 
+from workflows.core import engine
 from workflows.core.conditions import Condition
 from workflows.core.definition import (
     JOIN_RULES,
     DefinitionError,
     Issue,
     Limits,
+    NodeSpec,
     canonical_json,
     checksum,
     normalise,
@@ -135,6 +137,13 @@ def test_join_rules_are_the_three_documented_ones() -> None:
         assert validate_definition({"nodes": [node("a", join=rule)]}) == []
 
 
+def test_join_rules_are_read_from_the_engines_table() -> None:
+    assert tuple(engine.JOINS) == JOIN_RULES
+    assert NodeSpec.model_json_schema()["properties"]["join"]["enum"] == list(engine.JOINS)
+    assert Node("a", "h").join in engine.JOINS
+    assert parse_definition({"nodes": [node("a")]}).nodes["a"].join == Node("a", "h").join
+
+
 # --- structural errors --------------------------------------------------------------------
 
 
@@ -174,7 +183,52 @@ def test_edge_to_a_node_with_other_errors_is_not_called_unknown() -> None:
     ],
 )
 def test_cycle_error_names_the_cycle_path(pairs: str, cycle: str) -> None:
-    assert validate_definition(dag(pairs)) == [Issue("edges", cycle)]
+    ids = tuple(cycle.removeprefix("cycle: ").split(" -> "))
+    assert validate_definition(dag(pairs)) == [Issue("edges", cycle, "cycle", cycle=ids)]
+
+
+def test_a_cycle_is_a_problem_with_its_node_ids_as_a_list() -> None:
+    [issue] = validate_definition(dag("x>a a>b b>a"))
+    assert issue.as_problem() == {
+        "code": "cycle",
+        "message": "cycle: a -> b -> a",
+        "node": None,
+        "field": "edges",
+        "cycle": ["a", "b", "a"],
+    }
+
+
+@pytest.mark.parametrize(
+    ("data", "field", "code", "node_id"),
+    [
+        (
+            {"nodes": [node("a", retry={"max_attempts": 0})]},
+            "nodes[0].retry.max_attempts",
+            "invalid_value",
+            "a",
+        ),
+        ({"nodes": [{"id": "a"}]}, "nodes[0].handler", "required", "a"),
+        ({"nodes": [{**node("a"), "colour": "red"}]}, "nodes[0].colour", "unknown_field", "a"),
+        ({"nodes": [node("a"), node("a")]}, "nodes[1].id", "duplicate_node_id", "a"),
+        ({"nodes": [node("a", "nope")]}, "nodes[0].handler", "unknown_handler", "a"),
+        ({"nodes": [node("a", "demo.sentiment", config={})]}, "nodes[0].config", "invalid_config", "a"),
+        ({"nodes": [node("a")], "edges": [edge("a", "ghost")]}, "edges[0].target", "unknown_node", None),
+        ({"nodes": [node("a")], "edges": [edge("a", "a")]}, "edges[0]", "self_loop", "a"),
+        (
+            {"nodes": [node("a"), node("b")], "edges": [edge("a", "b", "output >")]},
+            "edges[0].when",
+            "invalid_condition",
+            None,
+        ),
+        ([], "", "not_an_object", None),
+    ],
+)
+def test_each_problem_says_its_kind_its_field_and_its_node(
+    data: object, field: str, code: str, node_id: str | None
+) -> None:
+    problems = [issue.as_problem() for issue in validate_definition(data, HANDLERS)]
+    assert [(p["field"], p["code"], p["node"]) for p in problems] == [(field, code, node_id)]
+    assert all("cycle" not in p for p in problems)
 
 
 def test_every_disjoint_cycle_is_reported() -> None:

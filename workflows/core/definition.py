@@ -26,13 +26,15 @@ import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from workflows.core.conditions import Condition, ConditionError
-from workflows.core.graph import Edge, Graph, Node, RateLimit, RetryPolicy
+from workflows.core.engine import JOIN_RULES
+from workflows.core.graph import DEFAULT_JOIN, Edge, Graph, Node, RateLimit, RetryPolicy
 
 if TYPE_CHECKING:
     from pydantic_core import ErrorDetails
 
-JoinRule = Literal["all_success", "any_success", "all_done"]
-JOIN_RULES: Final = ("all_success", "any_success", "all_done")
+# The same three names as Literal["all_success", ...], read from the engine's table; a
+# Literal gives the schema its enum and pydantic its "should be 'all_success', ..." message.
+JoinRule = Literal[JOIN_RULES]  # type: ignore[valid-type]
 NODE_ID_PATTERN: Final = r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$"
 QUEUE_PATTERN: Final = r"^[a-z][a-z0-9_-]{0,39}$"
 MAX_CYCLES_REPORTED: Final = 5
@@ -74,13 +76,33 @@ DEFAULT_LIMITS: Final = Limits()
 
 @dataclass(frozen=True)
 class Issue:
-    """Describe one problem; ``path`` is a JSON path, or "" for the whole document."""
+    """Describe one problem; ``path`` is a JSON path, or "" for the whole document.
+
+    ``code`` says what kind of problem it is (a word a program may branch on: "cycle",
+    "unknown_handler", ...); ``node`` names the node it belongs to when that is known;
+    ``cycle`` lists a cycle's node ids in edge direction, the first repeated at the end.
+    """
 
     path: str
     message: str
+    code: str = "invalid"
+    node: str | None = None
+    cycle: tuple[str, ...] | None = None
 
     def __str__(self) -> str:
         return f"{self.path}: {self.message}" if self.path else self.message
+
+    def as_problem(self) -> dict[str, Any]:
+        """Return the issue as one item of a problem+json ``errors`` list."""
+        problem: dict[str, Any] = {
+            "code": self.code,
+            "message": self.message,
+            "node": self.node,
+            "field": self.path,
+        }
+        if self.cycle is not None:
+            problem["cycle"] = list(self.cycle)
+        return problem
 
 
 class DefinitionError(ValueError):
@@ -124,7 +146,7 @@ class NodeSpec(BaseModel):
     retry: RetrySpec = Field(default_factory=RetrySpec)
     timeout_seconds: float = Field(default=300.0, gt=0, le=86400)
     queue: str = Field(default="default", pattern=QUEUE_PATTERN)
-    join: JoinRule = "all_success"
+    join: JoinRule = DEFAULT_JOIN
     max_in_flight: int | None = Field(default=None, ge=1, le=10_000)
     rate_limit: RateLimitSpec | None = None
 
@@ -259,7 +281,10 @@ def _check_queues(draft: _Draft, queues: tuple[str, ...]) -> list[Issue]:
     """Report nodes sent to a queue no worker listens on: they would wait forever."""
     return [
         Issue(
-            f"nodes[{index}].queue", f"queue {spec.queue!r} has no workers; use one of: {', '.join(queues)}"
+            f"nodes[{index}].queue",
+            f"queue {spec.queue!r} has no workers; use one of: {', '.join(queues)}",
+            "queue_without_workers",
+            spec.id,
         )
         for index, spec in draft.nodes.items()
         if spec.queue not in queues
@@ -273,16 +298,16 @@ def _check_document(data: object, limits: Limits | None) -> list[Issue]:
     errors of their own (RecursionError, "maximum depth exceeded").
     """
     if not isinstance(data, dict):
-        return [Issue("", f"definition must be a JSON object, not {_json_type(data)}")]
+        return [Issue("", f"definition must be a JSON object, not {_json_type(data)}", "not_an_object")]
     if _is_too_deep(data, MAX_NESTING_DEPTH):
-        return [Issue("", f"definition is nested more than {MAX_NESTING_DEPTH} levels deep")]
+        return [Issue("", f"definition is nested more than {MAX_NESTING_DEPTH} levels deep", "too_deep")]
     try:
         size = len(canonical_json(data).encode())
     except (TypeError, ValueError) as err:
-        return [Issue("", f"definition is not valid JSON: {err}")]
+        return [Issue("", f"definition is not valid JSON: {err}", "not_json")]
     if limits is not None and size > limits.max_definition_bytes:
         limit = limits.max_definition_bytes
-        return [Issue("", f"definition is {size} bytes; the limit is {limit} bytes")]
+        return [Issue("", f"definition is {size} bytes; the limit is {limit} bytes", "too_large")]
     return []
 
 
@@ -302,13 +327,15 @@ def _read_definition(data: object) -> tuple[list[Issue], _Draft]:
     """Validate the schema, keeping every node and edge that is valid on its own."""
     draft = _Draft()
     if not isinstance(data, dict):
-        return [Issue("", f"definition must be a JSON object, not {_json_type(data)}")], draft
+        return [
+            Issue("", f"definition must be a JSON object, not {_json_type(data)}", "not_an_object")
+        ], draft
     document, issues = _validate(DocumentSpec, data, ())
     draft.description = document.description if document else ""
     draft.raw_nodes = _list_field(data, "nodes")
     draft.raw_edges = _list_field(data, "edges")
     if "nodes" in data and not draft.raw_nodes and isinstance(data["nodes"], list):
-        issues.append(Issue("nodes", "must contain at least one node"))
+        issues.append(Issue("nodes", "must contain at least one node", "no_nodes"))
     issues += _read_items(draft.raw_nodes, NodeSpec, "nodes", draft.nodes)
     issues += _read_items(draft.raw_edges, EdgeSpec, "edges", draft.edges)
     return issues, draft
@@ -336,13 +363,17 @@ def _validate(
 ) -> tuple[_SpecT | None, list[Issue]]:
     """Validate raw data against a model, turning pydantic errors into issues."""
     if not isinstance(raw, dict):
-        return None, [Issue(_format_path(prefix), f"must be an object, not {_json_type(raw)}")]
+        return None, [
+            Issue(_format_path(prefix), f"must be an object, not {_json_type(raw)}", "not_an_object")
+        ]
     try:
         return model.model_validate(raw), []
     except ValidationError as err:
-        suffix = _node_suffix(raw) if prefix[:1] == ("nodes",) else ""
+        is_node = prefix[:1] == ("nodes",)
+        suffix, node = (_node_suffix(raw), _node_id(raw)) if is_node else ("", None)
         return None, [
-            Issue(_format_path(prefix + tuple(e["loc"])), _schema_message(e) + suffix) for e in err.errors()
+            Issue(_format_path(prefix + tuple(e["loc"])), _schema_message(e) + suffix, _schema_code(e), node)
+            for e in err.errors()
         ]
 
 
@@ -358,10 +389,21 @@ def _schema_message(error: ErrorDetails) -> str:
     return str(error["msg"])
 
 
+def _schema_code(error: ErrorDetails) -> str:
+    """Name the kind of a schema error: required, unknown_field or invalid_value."""
+    return {"missing": "required", "extra_forbidden": "unknown_field"}.get(error["type"], "invalid_value")
+
+
 def _node_suffix(raw: Mapping[str, Any]) -> str:
     """Name the node an issue belongs to, when its id is readable."""
+    node_id = _node_id(raw)
+    return f" (node '{node_id}')" if node_id else ""
+
+
+def _node_id(raw: Mapping[str, Any]) -> str | None:
+    """Return a raw node's id when it is readable, else None."""
     node_id = raw.get("id")
-    return f" (node '{node_id}')" if isinstance(node_id, str) and node_id else ""
+    return node_id if isinstance(node_id, str) and node_id else None
 
 
 def _check_counts(draft: _Draft, limits: Limits) -> list[Issue]:
@@ -369,10 +411,10 @@ def _check_counts(draft: _Draft, limits: Limits) -> list[Issue]:
     issues: list[Issue] = []
     if len(draft.raw_nodes) > limits.max_nodes:
         message = f"too many nodes: {len(draft.raw_nodes)}; the limit is {limits.max_nodes}"
-        issues.append(Issue("nodes", message))
+        issues.append(Issue("nodes", message, "too_many_nodes"))
     if len(draft.raw_edges) > limits.max_edges:
         message = f"too many edges: {len(draft.raw_edges)}; the limit is {limits.max_edges}"
-        issues.append(Issue("edges", message))
+        issues.append(Issue("edges", message, "too_many_edges"))
     return issues
 
 
@@ -384,11 +426,12 @@ def _check_config_sizes(draft: _Draft, limits: Limits) -> list[Issue]:
         try:
             size = len(canonical_json(config).encode())
         except (TypeError, ValueError) as err:
-            issues.append(Issue(path, f"config is not valid JSON: {err}{_node_suffix(raw)}"))
+            message = f"config is not valid JSON: {err}{_node_suffix(raw)}"
+            issues.append(Issue(path, message, "config_not_json", _node_id(raw)))
             continue
         if size > limits.max_config_bytes:
             message = f"config is {size} bytes; the limit is {limits.max_config_bytes}{_node_suffix(raw)}"
-            issues.append(Issue(path, message))
+            issues.append(Issue(path, message, "config_too_large", _node_id(raw)))
     return issues
 
 
@@ -409,7 +452,7 @@ def _check_node_ids(draft: _Draft) -> list[Issue]:
     for index, node_id in _raw_ids(draft).items():
         if node_id in first_seen:
             message = f"duplicate node id '{node_id}' (first used by nodes[{first_seen[node_id]}])"
-            issues.append(Issue(f"nodes[{index}].id", message))
+            issues.append(Issue(f"nodes[{index}].id", message, "duplicate_node_id", node_id))
         first_seen.setdefault(node_id, index)
     return issues
 
@@ -424,12 +467,12 @@ def _check_edges(draft: _Draft) -> list[Issue]:
         pair = (edge.source, edge.target)
         if edge.source == edge.target:
             message = f"edge {edge.source} -> {edge.target} is a self-loop; a node cannot follow itself"
-            issues.append(Issue(f"edges[{index}]", message))
+            issues.append(Issue(f"edges[{index}]", message, "self_loop", edge.source))
         elif pair in first_seen:
             message = (
                 f"duplicate edge {edge.source} -> {edge.target} (first given as edges[{first_seen[pair]}])"
             )
-            issues.append(Issue(f"edges[{index}]", message))
+            issues.append(Issue(f"edges[{index}]", message, "duplicate_edge"))
         first_seen.setdefault(pair, index)
     return issues
 
@@ -437,7 +480,7 @@ def _check_edges(draft: _Draft) -> list[Issue]:
 def _check_edge_ends(index: int, edge: EdgeSpec, known: set[str]) -> list[Issue]:
     """Report an edge's source or target that names no node."""
     return [
-        Issue(f"edges[{index}].{end}", f"{end} '{node_id}' is not a node in this definition")
+        Issue(f"edges[{index}].{end}", f"{end} '{node_id}' is not a node in this definition", "unknown_node")
         for end, node_id in (("source", edge.source), ("target", edge.target))
         if node_id not in known
     ]
@@ -459,7 +502,7 @@ def _check_cycles(draft: _Draft) -> list[Issue]:
         if cycle is None:
             break
         cycle = _rotate_cycle(cycle, order)
-        issues.append(Issue("edges", "cycle: " + " -> ".join(cycle)))
+        issues.append(Issue("edges", "cycle: " + " -> ".join(cycle), "cycle", cycle=tuple(cycle)))
         predecessors[cycle[-1]].remove(cycle[-2])  # the edge back into the earliest node
     return issues
 
@@ -491,7 +534,7 @@ def _check_conditions(draft: _Draft) -> list[Issue]:
         try:
             draft.conditions[index] = Condition(when)
         except ConditionError as err:
-            issues.append(Issue(f"edges[{index}].when", str(err)))
+            issues.append(Issue(f"edges[{index}].when", str(err), "invalid_condition"))
     return issues
 
 
@@ -505,7 +548,7 @@ def _check_handlers(draft: _Draft, handlers: HandlerSchemas) -> list[Issue]:
             continue
         if handler not in handlers:
             message = _unknown_handler(handler, handlers) + _node_suffix(raw)
-            issues.append(Issue(f"nodes[{index}].handler", message))
+            issues.append(Issue(f"nodes[{index}].handler", message, "unknown_handler", _node_id(raw)))
             continue
         schema = handlers[handler]
         if schema is not None and isinstance(config, dict):
@@ -537,11 +580,17 @@ def _config_validator(handler: str, schema: Mapping[str, Any]) -> _ConfigValidat
 def _check_config(index: int, raw: Mapping[str, Any], validator: _ConfigValidator) -> list[Issue]:
     """Validate a node's config with its handler's validator."""
     if isinstance(validator, str):
-        return [Issue(f"nodes[{index}].handler", validator)]
+        return [Issue(f"nodes[{index}].handler", validator, "invalid_handler_schema", _node_id(raw))]
     prefix: tuple[str | int, ...] = ("nodes", index, "config")
     errors = sorted(validator.iter_errors(raw.get("config", {})), key=lambda e: _format_path(e.absolute_path))
     return [
-        Issue(_format_path(prefix + tuple(e.absolute_path)), e.message + _node_suffix(raw)) for e in errors
+        Issue(
+            _format_path(prefix + tuple(e.absolute_path)),
+            e.message + _node_suffix(raw),
+            "invalid_config",
+            _node_id(raw),
+        )
+        for e in errors
     ]
 
 

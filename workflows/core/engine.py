@@ -32,11 +32,11 @@ waiting for an operator), otherwise `succeeded`.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from workflows.core.graph import Edge, Graph
+from workflows.core.graph import DEFAULT_JOIN, Edge, Graph
 
 PENDING = "pending"
 QUEUED = "queued"
@@ -178,6 +178,7 @@ def edge_outcome(edge: Edge, source: NodeState, run_input: Any) -> str:
 
 
 def join_all_success(outcomes: list[str]) -> str:
+    """Runs when every predecessor succeeded."""
     if _EDGE_FAILED in outcomes:
         return UPSTREAM_FAILED
     if _NOT_TAKEN in outcomes:
@@ -186,6 +187,7 @@ def join_all_success(outcomes: list[str]) -> str:
 
 
 def join_any_success(outcomes: list[str]) -> str:
+    """Runs when at least one predecessor succeeded."""
     if _TAKEN in outcomes:
         return _READY
     if _WAITING in outcomes:
@@ -194,16 +196,21 @@ def join_any_success(outcomes: list[str]) -> str:
 
 
 def join_all_done(outcomes: list[str]) -> str:
+    """Runs when every predecessor finished, whatever the outcome."""
     if _WAITING in outcomes:
         return _WAIT
     return SKIPPED if all(o == _NOT_TAKEN for o in outcomes) else _READY
 
 
-JOINS = {
+# The join rules: this table is their one list (definition.JOIN_RULES, the editor's choices
+# and their help, a docstring each, are read from it); graph.DEFAULT_JOIN names one of them.
+JOINS: dict[str, Callable[[list[str]], str]] = {
     "all_success": join_all_success,
     "any_success": join_any_success,
     "all_done": join_all_done,
 }
+JOIN_RULES: tuple[str, ...] = tuple(JOINS)
+assert DEFAULT_JOIN in JOINS, f"graph.DEFAULT_JOIN {DEFAULT_JOIN!r} is not a join rule"
 
 
 def finish_status(states: Any) -> str | None:

@@ -16,7 +16,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from workflows.core.backoff import backoff_delay
 from workflows.core.conditions import Condition
+
+DEFAULT_JOIN = "all_success"  # one of the engine's join rules (engine.JOINS)
 
 
 @dataclass(frozen=True)
@@ -35,10 +38,9 @@ class RetryPolicy:
         the same inputs always give the same delay. The result is the exponential backoff,
         capped, then spread by +/- ``jitter`` of itself; it is never negative.
         """
-        exponent = min(max(attempt, 1) - 1, 1000)
-        base = min(self.backoff_max_seconds, self.backoff_seconds * 2.0**exponent)
-        spread = self.jitter * (2 * min(max(rand, 0.0), 1.0) - 1)
-        return max(0.0, base * (1 + spread))
+        return backoff_delay(
+            attempt, rand, first=self.backoff_seconds, cap=self.backoff_max_seconds, jitter=self.jitter
+        )
 
 
 @dataclass(frozen=True)
@@ -59,7 +61,7 @@ class Node:
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     timeout_seconds: float = 300.0
     queue: str = "default"
-    join: str = "all_success"
+    join: str = DEFAULT_JOIN
     max_in_flight: int | None = None  # attempts of this node (any run) queued or running at once
     rate_limit: RateLimit | None = None  # attempts of this node (any run) started per window
 

@@ -11,7 +11,6 @@ import { PUBLISH_NOTE, VersionsPanel } from "./versions.js";
 
 const VALIDATE_DELAY_MS = 300;
 const MAX_PROBLEMS_SHOWN = 200;
-const CYCLE_PREFIX = "cycle: ";
 
 export class Editor {
   constructor(root, config) {
@@ -368,20 +367,19 @@ export class Editor {
     const res = await this.api.post("validate", undefined, { definition: candidate });
     this.root.dataset.validation = "done";
     if (!res.ok) return this.say(`Could not check the connection: ${res.data.error}`, "error");
-    const known = new Set(this.issues.filter((i) => i.path === "edges").map((i) => i.message));
+    const known = new Set(this.issues.filter((i) => i.code === "cycle").map((i) => i.cycle.join(" ")));
     const blocking = res.data.issues.filter(
-      (i) =>
-        i.path.startsWith(`edges[${edgeIndex}]`) ||
-        (i.path === "edges" && i.message.startsWith(CYCLE_PREFIX) && !known.has(i.message)),
+      (i) => i.field.startsWith(`edges[${edgeIndex}]`) || (i.code === "cycle" && !known.has(i.cycle.join(" "))),
     );
-    if (blocking.length) return this.refuse(sourceUid, targetUid, `${source} → ${target}`, blocking[0].message);
+    if (blocking.length) return this.refuse(sourceUid, targetUid, `${source} → ${target}`, blocking[0]);
     let edge = null;
     this.change(() => (edge = this.doc.addEdge(sourceUid, targetUid)));
     this.selectOnly([], [edge.uid]);
   }
 
-  refuse(sourceUid, targetUid, label, message) {
-    this.refusal = { label, message, cycle: this.cycleOf(message) };
+  refuse(sourceUid, targetUid, label, issue) {
+    const { message } = issue;
+    this.refusal = { label, message, cycle: this.cycleOf(issue.cycle ?? []) };
     this.canvas.showRefusedEdge(sourceUid, targetUid);
     this.canvas.requestSync();
     this.renderProblems();
@@ -502,7 +500,7 @@ export class Editor {
       const index = kind === "node" ? this.nodeIssues : kind === "edge" ? this.edgeIssues : null;
       if (index && uid) index.set(uid, [...(index.get(uid) ?? []), issue]);
       if (kind === "cycle") {
-        const cycle = this.cycleOf(issue.message);
+        const cycle = this.cycleOf(issue.cycle);
         cycle.nodes.forEach((uid) => cycleNodes.add(uid));
         cycle.edges.forEach((uid) => cycleEdges.add(uid));
       }
@@ -517,20 +515,19 @@ export class Editor {
 
   // Map an issue's JSON path to what it is about: nodes[2].retry -> node, field "retry".
   locate(issue, order) {
-    let match = /^nodes\[(\d+)\]\.?(.*)$/.exec(issue.path);
+    if (issue.code === "cycle") return { kind: "cycle" };
+    let match = /^nodes\[(\d+)\]\.?(.*)$/.exec(issue.field);
     if (match) return { kind: "node", uid: order.nodeUids[Number(match[1])], field: match[2] };
-    match = /^edges\[(\d+)\]\.?(.*)$/.exec(issue.path);
+    match = /^edges\[(\d+)\]\.?(.*)$/.exec(issue.field);
     if (match) return { kind: "edge", uid: order.edgeUids[Number(match[1])], field: match[2] };
-    if (issue.path === "edges" && issue.message.startsWith(CYCLE_PREFIX)) return { kind: "cycle" };
     return { kind: "document" };
   }
 
-  // "cycle: a -> b -> a" -> the uids of its nodes and of the edges along it.
-  cycleOf(message) {
+  // A cycle's node ids, as the core lists them (["a", "b", "a"]) -> the uids of its nodes
+  // and of the edges along it.
+  cycleOf(ids) {
     const nodes = new Set();
     const edges = new Set();
-    if (!message.startsWith(CYCLE_PREFIX)) return { nodes, edges };
-    const ids = message.slice(CYCLE_PREFIX.length).split(" -> ");
     const uids = ids.map((id) => this.doc.nodeById(id)?.uid);
     uids.forEach((uid) => uid && nodes.add(uid));
     for (let i = 0; i + 1 < uids.length; i++) {
@@ -579,7 +576,7 @@ export class Editor {
       const label = edge ? `${this.doc.nodes.get(edge.source).data.id} → ${this.doc.nodes.get(edge.target).data.id}` : "?";
       return field ? `edge ${label} · ${field}` : `edge ${label}`;
     }
-    return kind === "cycle" ? "graph" : issue.path || "definition";
+    return kind === "cycle" ? "graph" : issue.field || "definition";
   }
 
   reveal(issue) {

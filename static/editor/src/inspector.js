@@ -15,11 +15,6 @@ const RATE_FIELDS = [
   ["count", "starts", true, "At most this many attempts of this node started per window, over every run."],
   ["per_seconds", "per (s)", false, "The window; the attempts beyond wait for it to slide."],
 ];
-const JOIN_HELP = {
-  all_success: "Runs when every predecessor succeeded.",
-  any_success: "Runs when at least one predecessor succeeded.",
-  all_done: "Runs when every predecessor finished, whatever the outcome.",
-};
 const CONDITION_HELP =
   "Optional. An expression over output (this edge's source output) and input (the run input): " +
   'output.score > 0.5, output.label == "positive", "error" not in output. Blank: always follow.';
@@ -140,12 +135,15 @@ export class Inspector {
     queue.addEventListener("change", () => edit(["queue"], queue.value === "default" ? undefined : queue.value));
 
     const join = h("select", { disabled });
-    for (const rule of app.config.joinRules) join.append(h("option", { value: rule, text: rule }));
-    join.value = data.join ?? "all_success";
-    const joinHelp = h("p", { class: "ed-help", text: JOIN_HELP[join.value] ?? "" });
+    // The rules, their help and the default come from the engine's table (editor_config).
+    const { joinRules, defaultJoin } = app.config;
+    const helpOf = (name) => joinRules.find((rule) => rule.name === name)?.help ?? "";
+    for (const rule of joinRules) join.append(h("option", { value: rule.name, text: rule.name }));
+    join.value = data.join ?? defaultJoin;
+    const joinHelp = h("p", { class: "ed-help", text: helpOf(join.value) });
     join.addEventListener("change", () => {
-      joinHelp.textContent = JOIN_HELP[join.value] ?? "";
-      edit(["join"], join.value === "all_success" ? undefined : join.value);
+      joinHelp.textContent = helpOf(join.value);
+      edit(["join"], join.value === defaultJoin ? undefined : join.value);
     });
     const joinField = field("join rule", join, { key: "join" });
     joinField.append(joinHelp);

@@ -54,7 +54,8 @@ class Cause(StrEnum):
     RESUME = "resume"  # a paused workflow's waiting runs start
 
 
-N, R = NodeStatus, RunStatus
+N = NodeStatus
+R = RunStatus
 NODE_TERMINAL = frozenset({N.SUCCEEDED, N.DEAD, N.SKIPPED, N.UPSTREAM_FAILED, N.CANCELLED})
 NODE_IN_FLIGHT = frozenset({N.QUEUED, N.RUNNING, N.FAILED, N.RETRYING})
 RUN_FINISHED = frozenset({R.SUCCEEDED, R.FAILED, R.CANCELLED})

@@ -12,15 +12,16 @@ import time
 from typing import Any
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from workflows import audit
 from workflows.core import engine
 from workflows.core.definition import canonical_json
+from workflows.core.states import NodeStatus, RunStatus
 from workflows.errors import Conflict, Invalid, NotFound
 from workflows.models import DeadLetter, NodeRun, Run, RunEvent, Workflow, WorkflowVersion
-from workflows.runtime import bus, jobs
+from workflows.runtime import bus, jobs, transitions
 from workflows.versions import load_graph
 
 
@@ -77,37 +78,6 @@ def find_idempotent_run(workflow: Workflow, key: str, request_hash: str) -> Run:
     return run
 
 
-# The run, its node rows and its first event in one statement. Root nodes that have a job
-# (%(job_ids)s, '' for the others) are written queued at attempt 1 unless the run waits.
-CREATE_RUN_SQL = """
-WITH wf AS (SELECT paused FROM workflows_workflow WHERE id = %(workflow)s),
-run AS (
-    INSERT INTO workflows_run
-        (workflow_id, version_id, status, input, idempotency_key, request_hash, epoch, created_at)
-    SELECT %(workflow)s, %(version)s, CASE WHEN wf.paused THEN 'waiting' ELSE 'running' END,
-           %(input)s::jsonb, %(key)s, %(hash)s, 0, now()
-    FROM wf
-    ON CONFLICT (workflow_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-    RETURNING id, status, created_at
-),
-nodes AS (
-    INSERT INTO workflows_noderun
-        (run_id, node_id, status, attempt, tries, queue, job_id, queued_at, worker, error, traceback)
-    SELECT run.id, n.node_id, CASE WHEN go THEN 'queued' ELSE 'pending' END, go::int, go::int, n.queue,
-           CASE WHEN go THEN n.job_id ELSE '' END, CASE WHEN go THEN run.created_at END, '', '', ''
-    FROM run, unnest(%(nodes)s::text[], %(queues)s::text[], %(job_ids)s::text[]) AS n(node_id, queue, job_id),
-         LATERAL (SELECT n.job_id <> '' AND run.status = 'running' AS go) AS dispatch
-    RETURNING id, node_id
-),
-history AS (
-    INSERT INTO workflows_runevent (run_id, kind, node_id, attempt, at, worker, data)
-    SELECT id, 'run.' || CASE status WHEN 'waiting' THEN 'waiting' ELSE 'started' END, '', 0, created_at, '', '{}'
-    FROM run
-)
-SELECT id, status, created_at, (SELECT json_object_agg(node_id, id) FROM nodes) FROM run
-"""
-
-
 class StartPacing:
     """Decide, per start, who enqueues a new run's roots (ready by definition).
 
@@ -141,7 +111,7 @@ def create_run(
     """
     graph = load_graph(version_id)
     roots = jobs.pack_roots(graph) if pacing.direct() else []
-    job_of = {graph.order[i]: job.job_id for job in roots for i in job.noderun_ids}
+    job_of = {node_id: job.job_id for job in roots for node_id in job.node_ids}
     params = {
         "workflow": workflow.pk,
         "version": version_id,
@@ -152,17 +122,17 @@ def create_run(
         "queues": [graph.nodes[n].queue for n in graph.order],
         "job_ids": [job_of.get(n, "") for n in graph.order],
     }
-    with connection.cursor() as cur:
-        cur.execute(CREATE_RUN_SQL, params)
-        row = cur.fetchone()
+    row = transitions.create_run(params)
     if row is None:
         return None
     run_id, status, created_at, ids = row
-    if status == engine.RUN_RUNNING and roots:
-        transaction.on_commit(lambda: jobs.enqueue_roots(roots, graph, ids, run_id, version_id, run_input))
-    elif status == engine.RUN_RUNNING:
+    if status == RunStatus.RUNNING and roots:
+        transaction.on_commit(lambda: jobs.enqueue_roots(roots, ids, run_id, version_id, run_input))
+    elif status == RunStatus.RUNNING:
         # The notice carries the new run's state, so the scheduler need not read it back.
-        rows = [(ids[n], run_id, n, engine.PENDING, 0, version_id, 0) for n in graph.order]
+        rows = [
+            transitions.NodeRow(ids[n], run_id, n, NodeStatus.PENDING, 0, version_id, 0) for n in graph.order
+        ]
         transaction.on_commit(lambda: bus.notify([run_id], rows if len(rows) <= bus.ROWS_AT_MOST else ()))
     run = Run(
         id=run_id,
@@ -190,11 +160,11 @@ def resume_workflow(workflow: Workflow, user: Any = None) -> int:
     with transaction.atomic():
         Workflow.objects.select_for_update().filter(pk=workflow.pk).update(paused=False)
         waiting = list(
-            Run.objects.filter(workflow=workflow, status=engine.RUN_WAITING)
+            Run.objects.filter(workflow=workflow, status=RunStatus.WAITING)
             .order_by("id")
             .values_list("id", flat=True)
         )
-        Run.objects.filter(pk__in=waiting).update(status=engine.RUN_RUNNING)
+        transitions.resume_runs(waiting)
         RunEvent.objects.bulk_create(event("run.started", run_id) for run_id in waiting)
         audit.record(user, "workflow.resume", workflow, started=len(waiting))
         transaction.on_commit(lambda: bus.notify(waiting))
@@ -225,16 +195,10 @@ def cancel_run(run_id: int, reason: str = "", user: Any = None) -> Run:
     """Cancel a running run: queued nodes never start, running results are ignored."""
     with transaction.atomic():
         run = locked_run(run_id)
-        if run.status not in (engine.RUN_RUNNING, engine.RUN_WAITING):
+        if not transitions.cancel_run(run, timezone.now()):
             raise Conflict(
                 f"Run {run_id} is already {run.status}; only running or waiting runs can be cancelled."
             )
-        now = timezone.now()
-        run.status, run.finished_at = engine.RUN_CANCELLED, now
-        run.save(update_fields=["status", "finished_at"])
-        NodeRun.objects.filter(run=run).exclude(status__in=engine.TERMINAL).update(
-            status=engine.CANCELLED, finished_at=now
-        )
         record_events(event("run.cancelled", run.pk, data={"reason": reason, "by": audit.actor_label(user)}))
         audit.record(user, "run.cancel", run, reason=reason)
         transaction.on_commit(lambda: after_cancel(run.pk))
@@ -243,7 +207,7 @@ def cancel_run(run_id: int, reason: str = "", user: Any = None) -> Run:
 
 def after_cancel(run_id: int) -> None:
     bus.mark_cancelled(run_id)
-    bus.publish_runs_finished([(run_id, engine.RUN_CANCELLED)])
+    bus.publish_runs_finished([(run_id, RunStatus.CANCELLED)])
 
 
 def locked_run(run_id: int) -> Run:
@@ -270,19 +234,17 @@ def replay_dead_letter(letter_id: int, user: Any = None, edited_input: Any = Non
     with transaction.atomic():
         letter = locked_letter(letter_id)
         run = locked_run(letter.run_id)
-        if run.status == engine.RUN_CANCELLED:
+        if run.status == RunStatus.CANCELLED:
             raise Conflict(f"Run {run.pk} was cancelled; its dead letters can only be discarded.")
         node = NodeRun.objects.select_for_update().get(pk=letter.node_run_id)
         graph = load_graph(run.version_id)
         states = {n.node_id: engine.NodeState(n.status, n.tries) for n in run.nodes.all()}
         resets = engine.replay_resets(graph, node.node_id, states)
         edits = {} if edited_input is None else {"input_override": edited_input}
-        NodeRun.objects.filter(pk=node.pk).update(
-            status=engine.PENDING, tries=0, finished_at=None, due_at=None, **edits
-        )
-        NodeRun.objects.filter(run=run, node_id__in=resets).update(status=engine.PENDING, finished_at=None)
-        run.status, run.finished_at, run.epoch = engine.RUN_RUNNING, None, run.epoch + 1
-        run.save(update_fields=["status", "finished_at", "epoch"])
+        if not transitions.replay_node(run, node.pk, resets, edits):  # the atomic block undoes it all
+            raise Conflict(
+                f"Node {node.node_id!r} of run {run.pk} is {node.status}, not dead: it cannot be replayed."
+            )
         resolve_letter(letter, DeadLetter.REPLAYED, user)
         by = audit.actor_label(user)
         edited = {} if edited_input is None else {"edited_input": edited_input}

@@ -11,7 +11,7 @@ from django.db.backends.signals import connection_created
 
 from tests.factories import make_workflow
 from workflows import webhooks
-from workflows.runtime import advancing, capacity, execution, jobs, pgsession, reconciler
+from workflows.runtime import advancing, capacity, pgsession, reconciler, transitions
 
 SCANS = {
     "due retries": (advancing.DUE_SQL, "noderun_retry_due_idx"),
@@ -25,9 +25,9 @@ SCANS = {
 # Driven by primary keys: under load the in-flight index holds every queued node, and a plan
 # that walked it would cost each of these statements a scan of the whole backlog.
 BY_KEY = {
-    "scheduler's claim": jobs.CLAIM_SQL,
-    "worker's claim": execution.CLAIM_SQL,
-    "worker's results": execution.FINISH_SQL,
+    "scheduler's claim": transitions.CLAIM_SQL,
+    "worker's claim": transitions.START_SQL,
+    "worker's results": transitions.FINISH_SQL,
 }
 
 

@@ -13,6 +13,7 @@ from workflows import runs
 from workflows.models import NodeRun
 from workflows.runtime import advancing, jobs
 from workflows.runtime.reconciler import Reconciler
+from workflows.runtime.transitions import InputRow
 from workflows.runtime.worker import TAKE_AT_MOST, NodeWorker
 
 pytestmark = pytest.mark.django_db
@@ -21,7 +22,7 @@ pytestmark = pytest.mark.django_db
 def enqueue(*job_ids: str) -> None:
     """Put node jobs on the default queue in this order; their items name no real node."""
     packed = [jobs.PackedJob(job_id, "default", (n,)) for n, job_id in enumerate(job_ids, start=1)]
-    claimed = {n: ("claim", n, 1, 1, f"node-{n}", 1, None) for n in range(1, len(job_ids) + 1)}
+    claimed = {n: InputRow("claim", n, 1, 1, f"node-{n}", 1, None) for n in range(1, len(job_ids) + 1)}
     jobs.enqueue(packed, claimed, {})
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
@@ -179,3 +180,16 @@ def test_replay_resets_only_the_blocked_descendants() -> None:
         graph, a=DEAD, b=UPSTREAM_FAILED, c=UPSTREAM_FAILED, d=UPSTREAM_FAILED, x=DEAD, y=UPSTREAM_FAILED
     )
     assert sorted(engine.replay_resets(graph, "a", given)) == ["b", "c", "d"]
+
+
+def test_nodes_are_tasks_unless_told_and_a_ready_task_is_enqueued() -> None:
+    graph = dag("a>b")
+    assert {node.kind for node in graph.nodes.values()} == {"task"}
+    assert engine.start_node(graph, "a") == EnqueueNode("a")
+
+
+def test_a_ready_node_of_a_kind_the_engine_does_not_know_is_refused_by_name() -> None:
+    graph = dag("a>b")
+    graph.nodes["a"] = dataclasses.replace(graph.nodes["a"], kind="wait.timer")
+    with pytest.raises(ValueError, match="'a' has kind 'wait.timer'"):
+        engine.advance(graph, states(graph))

@@ -5,7 +5,8 @@ function runs in the scheduler, the reconciler and in tests. It never mutates an
 returns decisions, and `runs.py` applies them with conditional updates, so two schedulers
 deciding from snapshots of the same run can never start a node twice.
 
-Node states and their meaning:
+Node states and their meaning (named in core/states.py, with the one table of the moves between
+them that workflows/runtime/transitions.py performs):
 
     pending          not decided yet
     queued           claimed for an attempt, its job is in RQ
@@ -36,40 +37,31 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from workflows.core.graph import DEFAULT_JOIN, Edge, Graph
+from workflows.core.graph import DEFAULT_JOIN, TASK, Edge, Graph
+from workflows.core.states import NODE_IN_FLIGHT, NODE_TERMINAL, NodeStatus, RunStatus
 
-PENDING = "pending"
-QUEUED = "queued"
-RUNNING = "running"
-FAILED = "failed"
-RETRYING = "retrying"
-SUCCEEDED = "succeeded"
-DEAD = "dead"
-SKIPPED = "skipped"
-UPSTREAM_FAILED = "upstream_failed"
-CANCELLED = "cancelled"
+# The statuses under their old names (states.py has them as enums, with the table of moves).
+PENDING = NodeStatus.PENDING
+QUEUED = NodeStatus.QUEUED
+RUNNING = NodeStatus.RUNNING
+FAILED = NodeStatus.FAILED
+RETRYING = NodeStatus.RETRYING
+SUCCEEDED = NodeStatus.SUCCEEDED
+DEAD = NodeStatus.DEAD
+SKIPPED = NodeStatus.SKIPPED
+UPSTREAM_FAILED = NodeStatus.UPSTREAM_FAILED
+CANCELLED = NodeStatus.CANCELLED
 
-NODE_STATUSES = (
-    PENDING,
-    QUEUED,
-    RUNNING,
-    FAILED,
-    RETRYING,
-    SUCCEEDED,
-    DEAD,
-    SKIPPED,
-    UPSTREAM_FAILED,
-    CANCELLED,
-)
-TERMINAL = frozenset({SUCCEEDED, DEAD, SKIPPED, UPSTREAM_FAILED, CANCELLED})
-IN_FLIGHT = frozenset({QUEUED, RUNNING, FAILED, RETRYING})
+NODE_STATUSES = tuple(NodeStatus)
+TERMINAL = NODE_TERMINAL
+IN_FLIGHT = NODE_IN_FLIGHT
 
-RUN_WAITING = "waiting"  # started while its workflow was paused; runs on resume
-RUN_RUNNING = "running"
-RUN_SUCCEEDED = "succeeded"
-RUN_FAILED = "failed"
-RUN_CANCELLED = "cancelled"
-RUN_STATUSES = (RUN_WAITING, RUN_RUNNING, RUN_SUCCEEDED, RUN_FAILED, RUN_CANCELLED)
+RUN_WAITING = RunStatus.WAITING
+RUN_RUNNING = RunStatus.RUNNING
+RUN_SUCCEEDED = RunStatus.SUCCEEDED
+RUN_FAILED = RunStatus.FAILED
+RUN_CANCELLED = RunStatus.CANCELLED
+RUN_STATUSES = tuple(RunStatus)
 
 _TAKEN, _NOT_TAKEN, _EDGE_FAILED, _WAITING = "taken", "not_taken", "failed", "waiting"
 _READY, _WAIT = "ready", "wait"
@@ -136,7 +128,7 @@ def advance(
         elif state.status == PENDING:
             verdict = judge(graph, node_id, current, run_input)
             if verdict == _READY:
-                decisions.append(EnqueueNode(node_id))
+                decisions.append(start_node(graph, node_id))
                 current[node_id] = NodeState(QUEUED, state.tries)
             elif verdict != _WAIT:
                 decisions.append(SkipNode(node_id, verdict))
@@ -145,6 +137,19 @@ def advance(
     if finish is not None:
         decisions.append(FinishRun(finish))
     return decisions
+
+
+def start_node(graph: Graph, node_id: str) -> EnqueueNode:
+    """Decide how a ready node starts: the one place where the engine looks at a node's kind.
+
+    A task is enqueued for a worker. A new kind adds its branch here (a waiting node, say,
+    would be decided `WaitNode` and hold no worker) and its runtime side in
+    workflows/runtime/kinds.py.
+    """
+    kind = graph.nodes[node_id].kind
+    if kind == TASK:
+        return EnqueueNode(node_id)
+    raise ValueError(f"Node {node_id!r} has kind {kind!r}, which this engine cannot run.")
 
 
 def resolve_failure(graph: Graph, node_id: str, state: NodeState, rand: float) -> RetryNode | KillNode:

@@ -51,6 +51,9 @@ class RateLimit:
     per_seconds: float
 
 
+TASK = "task"  # call a handler once; the only kind so far (see engine.start_node, runtime/kinds.py)
+
+
 @dataclass(frozen=True)
 class Node:
     """Describe one step of a workflow: which handler runs, with what config and policy."""
@@ -64,6 +67,7 @@ class Node:
     join: str = DEFAULT_JOIN
     max_in_flight: int | None = None  # attempts of this node (any run) queued or running at once
     rate_limit: RateLimit | None = None  # attempts of this node (any run) started per window
+    kind: str = TASK  # how the node is claimed, executed and finished (runtime/kinds.py)
 
     @property
     def limited(self) -> bool:

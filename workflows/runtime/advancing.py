@@ -1,12 +1,13 @@
 """Advancing runs: read snapshots, decide with the engine, apply the decisions.
 
-Every state change is a conditional UPDATE (`... WHERE status = <expected>`): a decision
-taken twice, by two schedulers or by a scheduler and the reconciler, changes a row once.
-Each kind of decision is applied by one statement (dead letters: one transaction) that also
-appends its history events, so a plan needs no transaction around it: a scheduler that dies
-halfway leaves every change whole, and the rest is decided again from Postgres. Claims,
-skips and retry schedules commit relaxed (jobs.RELAXED_COMMIT); dead nodes and finished
-runs synchronously. Jobs are enqueued and runs announced only after their statement commits.
+Every state change is a conditional UPDATE (`... WHERE status = <expected>`), in
+transitions.py: a decision taken twice, by two schedulers or by a scheduler and the
+reconciler, changes a row once. Each kind of decision is applied by one statement (dead
+letters: one transaction) that also appends its history events, so a plan needs no
+transaction around it: a scheduler that dies halfway leaves every change whole, and the
+rest is decided again from Postgres. Claims, skips and retry schedules commit relaxed
+(transitions.RELAXED_COMMIT); dead nodes and finished runs synchronously. Jobs are enqueued
+and runs announced only after their statement commits.
 """
 
 from __future__ import annotations
@@ -23,10 +24,12 @@ from django.utils import timezone
 
 from workflows.core import engine
 from workflows.core.graph import Graph
+from workflows.core.states import NodeStatus, RunStatus
 from workflows.models import DeadLetter, NodeRun, RunEvent
 from workflows.runs import event
-from workflows.runtime import bus, jobs
-from workflows.runtime.jobs import RELAXED_COMMIT
+from workflows.runtime import bus, jobs, kinds, transitions
+from workflows.runtime.execution import from_json
+from workflows.runtime.transitions import FinishRun, Kill, NodeRow, Retry, Skip
 from workflows.versions import load_graph
 
 
@@ -45,36 +48,36 @@ class Plan:
     """Decisions for many runs, applied together in one transaction."""
 
     ready: list[jobs.Ready] = field(default_factory=list)
-    skips: list[tuple[int, str]] = field(default_factory=list)
-    retries: list[tuple[int, int, float]] = field(default_factory=list)
-    kills: list[tuple[int, int]] = field(default_factory=list)
-    finishes: list[tuple[int, int, str]] = field(default_factory=list)
+    skips: list[Skip] = field(default_factory=list)
+    retries: list[Retry] = field(default_factory=list)
+    kills: list[Kill] = field(default_factory=list)
+    finishes: list[FinishRun] = field(default_factory=list)
 
     def add(self, snap: RunSnapshot, graph: Graph, decision: engine.Decision) -> None:
         if isinstance(decision, engine.FinishRun):
-            self.finishes.append((snap.run_id, snap.epoch, decision.status))
+            self.finishes.append(FinishRun(snap.run_id, snap.epoch, decision.status))
             return
         noderun_id = snap.ids[decision.node_id]
         if isinstance(decision, engine.EnqueueNode):
             self.ready.append(jobs.ready(noderun_id, graph, decision.node_id))
         elif isinstance(decision, engine.SkipNode):
-            self.skips.append((noderun_id, decision.status))
+            self.skips.append(Skip(noderun_id, decision.status))
         elif isinstance(decision, engine.RetryNode):
-            self.retries.append((noderun_id, decision.tries, decision.delay))
+            self.retries.append(Retry(noderun_id, decision.tries, decision.delay))
         else:
-            self.kills.append((noderun_id, decision.tries))
+            self.kills.append(Kill(noderun_id, decision.tries))
 
 
-SNAPSHOT_SQL = """
+SNAPSHOT_SQL = f"""
 SELECT n.id, n.run_id, n.node_id, n.status, n.tries, r.version_id, r.epoch
 FROM workflows_noderun n JOIN workflows_run r ON r.id = n.run_id
-WHERE r.id = ANY(%(runs)s::bigint[]) AND n.run_id = ANY(%(runs)s::bigint[]) AND r.status = 'running'
+WHERE r.id = ANY(%(runs)s::bigint[]) AND n.run_id = ANY(%(runs)s::bigint[]) AND r.status = '{RunStatus.RUNNING}'
 """
 
-CONDITION_DATA_SQL = """
+CONDITION_DATA_SQL = f"""
 SELECT n.run_id, n.node_id, n.output, r.input
 FROM workflows_noderun n JOIN workflows_run r ON r.id = n.run_id
-WHERE r.id = ANY(%(runs)s::bigint[]) AND n.run_id = ANY(%(runs)s::bigint[]) AND n.status = 'succeeded'
+WHERE r.id = ANY(%(runs)s::bigint[]) AND n.run_id = ANY(%(runs)s::bigint[]) AND n.status = '{NodeStatus.SUCCEEDED}'
 """
 
 
@@ -91,7 +94,7 @@ def known_states(notices: list[bus.Notice]) -> tuple[set[int], list[list[Any]]]:
 def load_snapshots(run_ids: Collection[int], known: Iterable[Sequence[Any]] = ()) -> dict[int, RunSnapshot]:
     """Read the state of every node of these runs (only runs still running).
 
-    `known` holds node rows (shaped like SNAPSHOT_SQL's) that a notice carried: their runs
+    `known` holds node rows (NodeRow, or lists from a notice's JSON) that a notice carried: their runs
     are not read again. Its writer took them in the statement that changed the run, and
     only when no other node of the run was queued or running: no worker can have finished
     one since, and every other change (a claim, a cancel, a replay) is applied by a
@@ -112,10 +115,11 @@ def load_snapshots(run_ids: Collection[int], known: Iterable[Sequence[Any]] = ()
 
 
 def add_rows(snaps: dict[int, RunSnapshot], rows: Iterable[Sequence[Any]]) -> None:
-    for noderun_id, run_id, node_id, status, tries, version_id, epoch in rows:
-        snap = snaps.setdefault(run_id, RunSnapshot(run_id, version_id, epoch))
-        snap.ids[node_id] = noderun_id
-        snap.states[node_id] = engine.NodeState(status, tries)
+    for row in rows:
+        n = NodeRow(*row)
+        snap = snaps.setdefault(n.run_id, RunSnapshot(n.run_id, n.version_id, n.epoch))
+        snap.ids[n.node_id] = n.noderun_id
+        snap.states[n.node_id] = engine.NodeState(n.status, n.tries)
 
 
 def add_condition_data(snaps: dict[int, RunSnapshot], run_ids: list[int]) -> None:
@@ -126,7 +130,7 @@ def add_condition_data(snaps: dict[int, RunSnapshot], run_ids: list[int]) -> Non
             snap = snaps[run_id]
             snap.input = json.loads(run_input) if isinstance(run_input, str) else run_input
             value = json.loads(output) if isinstance(output, str) else output
-            snap.states[node_id] = engine.NodeState(engine.SUCCEEDED, snap.states[node_id].tries, value)
+            snap.states[node_id] = engine.NodeState(NodeStatus.SUCCEEDED, snap.states[node_id].tries, value)
 
 
 def advance_runs(run_ids: Collection[int], workers: int = 1, known: Iterable[Sequence[Any]] = ()) -> int:
@@ -146,79 +150,39 @@ def advance_runs(run_ids: Collection[int], workers: int = 1, known: Iterable[Seq
 
 
 def apply_plan(plan: Plan, workers: int) -> None:
-    jobs.claim_and_enqueue(plan.ready, workers)
+    kinds.claim_ready(plan.ready, workers)
     apply_skips(plan.skips)
     apply_retries(plan.retries)
     apply_kills(plan.kills)
     apply_finishes(plan.finishes)
 
 
-def apply_skips(skips: list[tuple[int, str]]) -> None:
-    if not skips:
-        return
-    with connection.cursor() as cur:
-        cur.execute(
-            f"""WITH done AS (
-                   UPDATE workflows_noderun n SET status = v.status, finished_at = clock_timestamp()
-                   FROM unnest(%s::bigint[], %s::text[]) AS v(id, status), {RELAXED_COMMIT}
-                   WHERE n.id = v.id AND n.status = 'pending'
-                   RETURNING n.run_id, n.node_id, n.status
-               )
-               INSERT INTO workflows_runevent (run_id, kind, node_id, attempt, at, worker, data)
-               SELECT run_id, 'node.' || status, node_id, 0, clock_timestamp(), '', '{{}}' FROM done""",
-            [[s[0] for s in skips], [s[1] for s in skips]],
-        )
+def apply_skips(skips: list[Skip]) -> None:
+    if skips:
+        transitions.skip_nodes(skips)
 
 
-def apply_retries(retries: list[tuple[int, int, float]]) -> None:
-    if not retries:
-        return
-    with connection.cursor() as cur:
-        cur.execute(
-            f"""WITH done AS (
-                   UPDATE workflows_noderun n
-                   SET status = 'retrying', due_at = now() + v.delay * interval '1 second'
-                   FROM unnest(%s::bigint[], %s::int[], %s::float8[]) AS v(id, tries, delay),
-                        {RELAXED_COMMIT}
-                   WHERE n.id = v.id AND n.status = 'failed' AND n.tries = v.tries
-                   RETURNING n.run_id, n.node_id, n.attempt, v.delay
-               )
-               INSERT INTO workflows_runevent (run_id, kind, node_id, attempt, at, worker, data)
-               SELECT run_id, 'node.retry_scheduled', node_id, attempt, clock_timestamp(), '',
-                      jsonb_build_object('delay_seconds', round(delay::numeric, 3))
-               FROM done""",
-            [[r[0] for r in retries], [r[1] for r in retries], [r[2] for r in retries]],
-        )
+def apply_retries(retries: list[Retry]) -> None:
+    if retries:
+        transitions.schedule_retries(retries)
 
 
-def apply_kills(kills: list[tuple[int, int]]) -> None:
+def apply_kills(kills: list[Kill]) -> None:
     """Mark nodes dead and file a dead letter for each, with what it was given."""
     if not kills:
         return
     with transaction.atomic():
-        dead_ids = mark_dead(kills)
-        letters = [
-            dead_letter(node) for node in NodeRun.objects.filter(id__in=dead_ids).select_related("run")
-        ]
+        dead_ids = transitions.mark_dead(kills)
+        nodes = list(NodeRun.objects.filter(id__in=dead_ids).select_related("run"))
+        given = node_inputs(nodes)
+        letters = [dead_letter(node, given[node.pk]) for node in nodes]
         DeadLetter.objects.bulk_create(letters)
         RunEvent.objects.bulk_create(
             event("node.dead", d.run_id, d.node_id, d.attempt, {"error": d.error[:500]}) for d in letters
         )
 
 
-def mark_dead(kills: list[tuple[int, int]]) -> list[int]:
-    with connection.cursor() as cur:
-        cur.execute(
-            """UPDATE workflows_noderun n SET status = 'dead', finished_at = now()
-               FROM unnest(%s::bigint[], %s::int[]) AS v(id, tries)
-               WHERE n.id = v.id AND n.status = 'failed' AND n.tries = v.tries
-               RETURNING n.id""",
-            [[k[0] for k in kills], [k[1] for k in kills]],
-        )
-        return [row[0] for row in cur.fetchall()]
-
-
-def dead_letter(node: NodeRun) -> DeadLetter:
+def dead_letter(node: NodeRun, given: dict[str, Any]) -> DeadLetter:
     return DeadLetter(
         run_id=node.run_id,
         node_run=node,
@@ -226,58 +190,53 @@ def dead_letter(node: NodeRun) -> DeadLetter:
         attempt=node.attempt,
         error=node.error,
         traceback=node.traceback,
-        input_snapshot=input_snapshot(node),
+        input_snapshot=given,
     )
 
 
-def input_snapshot(node: NodeRun) -> dict[str, Any]:
-    """Return what the node was given: the run input (or the edited input a replay gave it,
-    then `edited` is true) and its predecessors' outputs."""
-    graph = load_graph(node.run.version_id)
-    upstream = dict(
-        NodeRun.objects.filter(
-            run_id=node.run_id, node_id__in=graph.predecessors(node.node_id), status=engine.SUCCEEDED
-        ).values_list("node_id", "output")
-    )
-    snapshot = {
-        "input": node.run.input if node.input_override is None else node.input_override,
-        "upstream": upstream,
-        "config": graph.nodes[node.node_id].config,
-    }
-    return snapshot if node.input_override is None else {**snapshot, "edited": True}
+def node_inputs(nodes: list[NodeRun]) -> dict[int, dict[str, Any]]:
+    """Return what each node was given, by row id: the run input (or the edited input a
+    replay gave it, then `edited` is true), its predecessors' outputs and its config."""
+    if not nodes:
+        return {}
+    graphs = {node.pk: load_graph(node.run.version_id) for node in nodes}
+    upstream = {p for node in nodes for p in graphs[node.pk].predecessors(node.node_id)}
+    rows = transitions.read_inputs([node.pk for node in nodes], upstream)
+    outputs: dict[int, dict[str, Any]] = {}
+    for row in rows:
+        if row.kind == "output":
+            outputs.setdefault(row.run_id, {})[row.node_id] = from_json(row.value)
+    run_input = {row.noderun_id: from_json(row.value) for row in rows if row.kind == "claim"}
+    snapshots = {}
+    for node in nodes:
+        graph, done = graphs[node.pk], outputs.get(node.run_id, {})
+        snapshot = {
+            "input": run_input[node.pk],
+            "upstream": {p: done[p] for p in graph.predecessors(node.node_id) if p in done},
+            "config": graph.nodes[node.node_id].config,
+        }
+        snapshots[node.pk] = snapshot if node.input_override is None else {**snapshot, "edited": True}
+    return snapshots
 
 
-def apply_finishes(finishes: list[tuple[int, int, str]]) -> None:
+def apply_finishes(finishes: list[FinishRun]) -> None:
     if not finishes:
         return
-    with connection.cursor() as cur:
-        cur.execute(
-            """WITH done AS (
-                   UPDATE workflows_run r SET status = v.status, finished_at = clock_timestamp()
-                   FROM unnest(%s::bigint[], %s::int[], %s::text[]) AS v(id, epoch, status)
-                   WHERE r.id = v.id AND r.status = 'running' AND r.epoch = v.epoch
-                   RETURNING r.id, r.status, r.finished_at
-               )
-               INSERT INTO workflows_runevent (run_id, kind, node_id, attempt, at, worker, data)
-               SELECT id, 'run.' || status, '', 0, finished_at, '', '{}' FROM done
-               RETURNING run_id, kind""",
-            [[f[0] for f in finishes], [f[1] for f in finishes], [f[2] for f in finishes]],
-        )
-        finished = [(run_id, kind.removeprefix("run.")) for run_id, kind in cur.fetchall()]
+    finished = transitions.finish_runs(finishes)
     transaction.on_commit(lambda: bus.publish_runs_finished(finished))
 
 
 # Statuses spelled out, not parameters: the partial indexes serve generic plans (pgsession).
-DUE_SQL = """
+DUE_SQL = f"""
 (SELECT n.id, n.node_id, r.version_id, n.status FROM workflows_noderun n JOIN workflows_run r ON r.id = n.run_id
- WHERE n.status = 'retrying' AND n.due_at <= %(now)s
+ WHERE n.status = '{NodeStatus.RETRYING}' AND n.due_at <= %(now)s
  LIMIT %(limit)s)
 UNION ALL
 (SELECT id, node_id, version_id, status FROM (
     SELECT n.id, n.node_id, r.version_id, n.status, n.due_at,
            row_number() OVER (PARTITION BY r.workflow_id, n.node_id ORDER BY n.due_at, n.id) AS place
     FROM workflows_noderun n JOIN workflows_run r ON r.id = n.run_id
-    WHERE n.status = 'pending' AND n.due_at IS NOT NULL AND r.status = 'running'
+    WHERE n.status = '{NodeStatus.PENDING}' AND n.due_at IS NOT NULL AND r.status = '{RunStatus.RUNNING}'
  ) AS held
  WHERE place <= %(per_node)s ORDER BY due_at LIMIT %(limit)s)
 """
@@ -293,9 +252,9 @@ def enqueue_due(workers: int, limit: int = 1000, per_node: int = 100) -> int:
     with connection.cursor() as cur:
         cur.execute(DUE_SQL, {"now": timezone.now(), "limit": limit, "per_node": per_node})
         due = cur.fetchall()
-    for status in (engine.RETRYING, engine.PENDING):
+    for status in (NodeStatus.RETRYING, NodeStatus.PENDING):
         rows = [
             jobs.ready(i, load_graph(version_id), node_id) for i, node_id, version_id, s in due if s == status
         ]
-        jobs.claim_and_enqueue(rows, workers, status)
+        kinds.claim_ready(rows, workers, status)
     return len(due)

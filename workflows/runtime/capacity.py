@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from django.db import connection
 
+from workflows.core.states import NodeStatus
 from workflows.runtime import bus
 
 if TYPE_CHECKING:
@@ -38,16 +39,17 @@ WHERE n.id = ANY(%(ids)s::bigint[])
 LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtextextended('sy:cap:' || %s || ':' || %s, 0))"
 
 # Statuses spelled out, not parameters: the partial in-flight index serves generic plans.
-IN_FLIGHT_SQL = """
+IN_FLIGHT_SQL = f"""
 SELECT r.workflow_id, n.node_id, count(*) FROM workflows_noderun n JOIN workflows_run r ON r.id = n.run_id
-WHERE n.status IN ('queued', 'running') AND n.node_id = ANY(%(nodes)s::text[])
+WHERE n.status IN ('{NodeStatus.QUEUED}', '{NodeStatus.RUNNING}') AND n.node_id = ANY(%(nodes)s::text[])
   AND r.workflow_id = ANY(%(workflows)s::bigint[])
 GROUP BY r.workflow_id, n.node_id
 """
 
-HOLD_SQL = """
+# Not a status change: a held node stays pending, marked held.
+HOLD_SQL = f"""
 UPDATE workflows_noderun SET due_at = coalesce(due_at, now())
-WHERE id = ANY(%(ids)s::bigint[]) AND status = 'pending'
+WHERE id = ANY(%(ids)s::bigint[]) AND status = '{NodeStatus.PENDING}'
 """
 
 

@@ -2,7 +2,7 @@
 
 A worker hands over a batch of attempts (one RQ job, or several popped together). Postgres
 sees one statement per batch that claims the attempts and reads their upstream outputs
-(relaxed commit, see jobs.RELAXED_COMMIT), then one statement per flush that stores the
+(relaxed commit, see transitions.RELAXED_COMMIT), then one statement per flush that stores the
 results and appends every attempt's span to the run history; Redis sees one XADD per flush.
 Batchable attempts come in direct jobs that carry what they are given: they skip the claim
 (see run_batch), so an idle hop between two such nodes costs one statement in the worker.
@@ -27,15 +27,14 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import connection
 from django.utils import timezone
 
 from workflows import handlers
-from workflows.core import engine
+from workflows.core.states import NodeStatus
 from workflows.errors import Invalid
 from workflows.runs import check_json_size
-from workflows.runtime import bus
-from workflows.runtime.jobs import RELAXED_COMMIT, Given, Item
+from workflows.runtime import bus, kinds, transitions
+from workflows.runtime.jobs import Given, Item
 from workflows.versions import load_graph
 
 log = logging.getLogger(__name__)
@@ -61,61 +60,12 @@ class Claim:
 
 @dataclass(frozen=True)
 class Outcome:
-    status: str
+    status: NodeStatus  # succeeded or failed
     output: str | None = None  # JSON text
     error: str = ""
     traceback: str = ""
 
 
-# Claim the attempts and read their predecessors' outputs in one round trip: rows of kind
-# 'claim' carry the run's input, rows of kind 'output' a succeeded upstream node's output.
-# `status || ''` keeps the planner off the status indexes, which at rest hold no queued
-# node or running run: a plan cached then would scan every queued row under load; these
-# statements are driven by primary keys.
-CLAIM_SQL = f"""
-WITH claimed AS (
-    UPDATE workflows_noderun n SET status = 'running', worker = %(worker)s, started_at = now()
-    FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS v(id, attempt), workflows_run r, {RELAXED_COMMIT}
-    WHERE n.id = ANY(%(ids)s::bigint[]) AND n.id = v.id AND n.attempt = v.attempt AND n.status || '' = 'queued'
-      AND r.id = n.run_id AND r.status || '' = 'running'
-    RETURNING n.id, n.run_id, n.node_id, n.attempt, r.version_id,
-              coalesce(n.input_override, r.input) AS input
-)
-SELECT 'claim', id, run_id, node_id, attempt, version_id, input FROM claimed
-UNION ALL
-SELECT 'output', u.id, u.run_id, u.node_id, u.attempt, 0, u.output FROM workflows_noderun u
-WHERE u.run_id IN (SELECT run_id FROM claimed) AND u.node_id = ANY(%(upstream)s) AND u.status = 'succeeded'
-"""
-
-# The results travel as one JSON document: psycopg adapting ten arrays element by element
-# cost the worker more CPU than the rest of the statement (profiled).
-FINISH_SQL = """
-WITH v AS (
-    SELECT * FROM json_to_recordset(%(results)s::json) AS v(
-        id bigint, attempt int, status text, output text, error text, traceback text,
-        started_at timestamptz, finished_at timestamptz, span json, from_status text
-    )
-), done AS (
-    UPDATE workflows_noderun n
-    SET status = v.status, output = v.output::jsonb, error = v.error, traceback = v.traceback,
-        started_at = v.started_at, finished_at = v.finished_at, worker = %(worker)s
-    FROM v
-    WHERE n.id = ANY(%(ids)s::bigint[]) AND n.id = v.id AND n.attempt = v.attempt AND n.status || '' = v.from_status
-    RETURNING n.id, n.run_id, n.node_id, n.attempt, n.worker, n.started_at, n.finished_at, n.status, v.span
-), history AS (
-    INSERT INTO workflows_runevent (run_id, kind, node_id, attempt, at, started_at, worker, data)
-    SELECT run_id, 'node.attempt', node_id, attempt, finished_at, started_at, worker, span::jsonb FROM done
-)
-SELECT DISTINCT 'run', run_id, 0::bigint, '', '', 0, 0::bigint, 0 FROM done
-UNION ALL
-SELECT 'node', n.id, n.run_id, n.node_id, coalesce(d.status, n.status), n.tries, r.version_id, r.epoch
-FROM workflows_run r JOIN workflows_noderun n ON n.run_id = r.id LEFT JOIN done d ON d.id = n.id
-WHERE r.id = ANY(%(small_runs)s::bigint[]) AND r.id IN (SELECT run_id FROM done) AND r.status || '' = 'running'
-  AND NOT EXISTS (
-      SELECT FROM workflows_noderun o
-      WHERE o.run_id = r.id AND o.status || '' IN ('queued', 'running') AND o.id NOT IN (SELECT id FROM done)
-  )
-"""
 FLUSH_AFTER_SECONDS = 0.02
 
 
@@ -136,7 +86,7 @@ class Result:
         return span
 
     def row(self) -> dict[str, Any]:
-        """This result as a row of FINISH_SQL's results."""
+        """This result as a row of transitions.FINISH_SQL's results."""
         return {
             "id": self.claim.noderun_id,
             "attempt": self.claim.attempt,
@@ -147,7 +97,7 @@ class Result:
             "started_at": self.started.isoformat(),
             "finished_at": self.finished.isoformat(),
             "span": self.span(),
-            "from_status": engine.QUEUED if self.claim.direct else engine.RUNNING,
+            "from_status": NodeStatus.QUEUED if self.claim.direct else NodeStatus.RUNNING,
         }
 
 
@@ -191,21 +141,16 @@ def claim(items: list[Item], worker: str) -> tuple[list[Claim], dict[int, dict[s
     if not items:
         return [], {}
     wanted = {p for _, _, version_id, node_id in items for p in load_graph(version_id).predecessors(node_id)}
-    with connection.cursor() as cur:
-        cur.execute(
-            CLAIM_SQL,
-            {
-                "worker": worker,
-                "ids": [i[0] for i in items],
-                "attempts": [i[1] for i in items],
-                "upstream": list(wanted),
-            },
-        )
-        rows = cur.fetchall()
-    claims = [Claim(r[1], r[2], r[3], r[4], r[5], from_json(r[6])) for r in rows if r[0] == "claim"]
+    rows = transitions.start_attempts(worker, [i[0] for i in items], [i[1] for i in items], list(wanted))
+    claims = [
+        Claim(r.noderun_id, r.run_id, r.node_id, r.attempt, r.version_id, from_json(r.value))
+        for r in rows
+        if r.kind == "claim"
+    ]
     upstream: dict[int, dict[str, Any]] = {}
-    for _, _, run_id, node_id, _, _, output in (r for r in rows if r[0] == "output"):
-        upstream.setdefault(run_id, {})[node_id] = from_json(output)
+    for r in rows:
+        if r.kind == "output":
+            upstream.setdefault(r.run_id, {})[r.node_id] = from_json(r.value)
     return claims, upstream
 
 
@@ -213,7 +158,7 @@ def given_claims(items: list[Item], given: Given, upstream: dict[int, dict[str, 
     """The claims of a direct job's attempts; add their predecessors' outputs to `upstream`."""
     claims = []
     for noderun_id, attempt, version_id, node_id in items:
-        run_id, run_input, outputs = given[noderun_id]
+        run_id, run_input, outputs = given[noderun_id]  # a GivenInput (a plain tuple from older jobs)
         claims.append(
             Claim(noderun_id, run_id, node_id, attempt, version_id, from_json(run_input), direct=True)
         )
@@ -238,46 +183,35 @@ def execute(c: Claim, outputs: dict[str, Any]) -> tuple[Outcome, datetime, datet
     )
     try:
         with time_limit(node.timeout_seconds):
-            output = handlers.get_handler(node.handler).func(ctx)
+            output = kinds.kind_of(node).execute(node, ctx)
         limit = settings.SWITCHYARD["MAX_OUTPUT_BYTES"]
         outcome = Outcome(
-            engine.SUCCEEDED, check_json_size(output, limit, f"The output of node {c.node_id!r}")
+            NodeStatus.SUCCEEDED, check_json_size(output, limit, f"The output of node {c.node_id!r}")
         )
     except NodeTimeout:
         outcome = Outcome(
-            engine.FAILED, error=f"Node {c.node_id!r} timed out after {node.timeout_seconds:g} s."
+            NodeStatus.FAILED, error=f"Node {c.node_id!r} timed out after {node.timeout_seconds:g} s."
         )
     except (handlers.HandlerError, Invalid) as exc:
-        outcome = Outcome(engine.FAILED, error=str(exc))
+        outcome = Outcome(NodeStatus.FAILED, error=str(exc))
     except Exception as exc:  # the one catch-all boundary: any handler bug fails the attempt
         outcome = Outcome(
-            engine.FAILED, error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc()
+            NodeStatus.FAILED, error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc()
         )
     return outcome, started, timezone.now()
 
 
-def finish(results: list[Result], worker: str) -> tuple[list[int], list[tuple[Any, ...]]]:
+def finish(results: list[Result], worker: str) -> tuple[list[int], list[transitions.NodeRow]]:
     """Store the attempts' results, except those taken away meanwhile (cancel, lost worker).
 
-    Return the runs whose nodes finished here, and the node rows (as advancing.SNAPSHOT_SQL's)
-    of those of them, small enough to travel in a notice, that have no other node queued or
-    running: the scheduler decides from these rows without reading the run again.
+    Return the runs whose nodes finished here, and the node rows of those of them, small
+    enough to travel in a notice, that have no other node queued or running: the scheduler
+    decides from these rows without reading the run again.
     """
     small_runs = {
         r.claim.run_id for r in results if len(load_graph(r.claim.version_id).order) <= bus.ROWS_AT_MOST
     }
-    with connection.cursor() as cur:
-        cur.execute(
-            FINISH_SQL,
-            {
-                "results": json.dumps([r.row() for r in results]),
-                "ids": [r.claim.noderun_id for r in results],
-                "worker": worker,
-                "small_runs": list(small_runs),
-            },
-        )
-        rows = cur.fetchall()
-    return [row[1] for row in rows if row[0] == "run"], [row[1:] for row in rows if row[0] == "node"]
+    return transitions.finish_attempts([r.row() for r in results], worker, small_runs)
 
 
 @contextmanager

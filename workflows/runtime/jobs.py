@@ -13,29 +13,24 @@ import logging
 import math
 import uuid
 from collections import defaultdict
-from dataclasses import dataclass, replace
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, NamedTuple
 
 import django_rq
 import redis
-from django.db import connection, transaction
+from django.db import transaction
 from rq import Queue
 
 from workflows import handlers
-from workflows.core import engine
+from workflows.core.graph import TASK as TASK_KIND
 from workflows.core.graph import Graph, RateLimit
-from workflows.runtime import capacity, rqcompat
+from workflows.core.states import NodeStatus
+from workflows.runtime import capacity, rqcompat, transitions
+from workflows.runtime.transitions import InputRow
 
 log = logging.getLogger(__name__)
-
-# Joined into the FROM list of a single autocommit statement, this makes its commit skip the
-# wait for the WAL flush (`SET LOCAL` in a statement of its own costs two round trips more).
-# Only for changes that can be derived again from what is already durable: claims and
-# decisions. If Postgres itself crashes and loses them, the reconciler decides again and
-# the attempt runs again (delivery is at-least-once). Runs, results and dead letters are
-# always committed synchronously.
-RELAXED_COMMIT = "(SELECT set_config('synchronous_commit', 'off', true)) AS relaxed_commit"
 
 TASK = "workflows.runtime.tasks.run_nodes"
 MAX_BATCH = 32
@@ -52,6 +47,8 @@ class Ready:
     upstream: tuple[str, ...] = ()  # a batchable node's predecessors: their outputs go in its job
     cap: int | None = None  # the node's max_in_flight (see capacity.py)
     rate: RateLimit | None = None  # the node's rate_limit (see capacity.py)
+    node_id: str = ""
+    kind: str = TASK_KIND  # runtime/kinds.py claims it
 
     @property
     def limited(self) -> bool:
@@ -66,11 +63,39 @@ class PackedJob:
     direct: bool = False  # carries what its attempts are given (see claim_and_enqueue)
 
 
+@dataclass(frozen=True)
+class RootJob:
+    """A job packed for a new run's roots before the run has node rows (`pack_roots`)."""
+
+    job_id: str
+    queue: str
+    node_ids: tuple[str, ...]
+    direct: bool
+
+    def placed(self, ids: dict[str, int]) -> PackedJob:
+        """This job, its nodes named by their rows' ids (node id -> row id)."""
+        return PackedJob(self.job_id, self.queue, tuple(ids[n] for n in self.node_ids), self.direct)
+
+
+class GivenInput(NamedTuple):
+    """What a direct job's attempt is given: its run, its run input, its predecessors' outputs."""
+
+    run_id: int
+    input: Any
+    upstream: dict[str, Any]
+
+
+Item = tuple[int, int, int, str]  # a job's node attempt: (noderun id, attempt, version id, node id)
+Given = dict[int, GivenInput]  # noderun id -> what its attempt is given
+
+
 def ready(noderun_id: int, graph: Graph, node_id: str) -> Ready:
     node = graph.nodes[node_id]
     batchable = handlers.get_handler(node.handler).batchable
     upstream = graph.predecessors(node_id) if batchable else ()
-    return Ready(noderun_id, node.queue, batchable, upstream, node.max_in_flight, node.rate_limit)
+    return Ready(
+        noderun_id, node.queue, batchable, upstream, node.max_in_flight, node.rate_limit, node_id, node.kind
+    )
 
 
 def new_job_id(batchable: bool) -> str:
@@ -88,33 +113,43 @@ def batch_size(count: int, workers: int) -> int:
     return min(MAX_BATCH, max(SPREAD_FROM, math.ceil(count / (2 * max(1, workers)))))
 
 
-def pack(rows: list[Ready], workers: int, direct: bool) -> list[PackedJob]:
-    groups: dict[tuple[str, bool], list[int]] = defaultdict(list)
+def group(rows: list[Ready], workers: int) -> list[tuple[str, bool, list[Ready]]]:
+    """Split ready nodes into jobs: (queue, batchable, the job's nodes) each."""
+    groups: dict[tuple[str, bool], list[Ready]] = defaultdict(list)
     for row in rows:
-        groups[(row.queue, row.batchable)].append(row.noderun_id)
-    packed = []
-    for (queue, batchable), ids in groups.items():
-        size = batch_size(len(ids), workers) if batchable else 1
-        for start in range(0, len(ids), size):
-            job_ids = tuple(ids[start : start + size])
-            packed.append(PackedJob(new_job_id(batchable), queue, job_ids, direct and batchable))
-    return packed
+        groups[(row.queue, row.batchable)].append(row)
+    jobs = []
+    for (queue, batchable), members in groups.items():
+        size = batch_size(len(members), workers) if batchable else 1
+        for start in range(0, len(members), size):
+            jobs.append((queue, batchable, members[start : start + size]))
+    return jobs
 
 
-def pack_roots(graph: Graph) -> list[PackedJob]:
+def pack(rows: list[Ready], workers: int, direct: bool) -> list[PackedJob]:
+    return [
+        PackedJob(new_job_id(batchable), queue, tuple(r.noderun_id for r in members), direct and batchable)
+        for queue, batchable, members in group(rows, workers)
+    ]
+
+
+def pack_roots(graph: Graph) -> list[RootJob]:
     """Pack a new run's root nodes into direct jobs, before the run has node rows.
 
-    Each job names its nodes by their place in `graph.order`; `enqueue_roots` puts the rows'
-    ids in once the run is written. Nothing when a root is capped: a scheduler admits those.
+    `enqueue_roots` names the rows once the run is written. Nothing when a root is capped:
+    a scheduler admits those.
     """
     if any(graph.nodes[node_id].limited for node_id in graph.roots):
         return []
-    place = {node_id: i for i, node_id in enumerate(graph.order)}
-    return pack([ready(place[node_id], graph, node_id) for node_id in graph.roots], 1, direct=True)
+    rows = [ready(0, graph, node_id) for node_id in graph.roots]  # 0: no row yet
+    return [
+        RootJob(new_job_id(batchable), queue, tuple(r.node_id for r in members), batchable)
+        for queue, batchable, members in group(rows, 1)
+    ]
 
 
 def enqueue_roots(
-    packed: list[PackedJob], graph: Graph, ids: dict[str, int], run_id: int, version_id: int, run_input: Any
+    roots: list[RootJob], ids: dict[str, int], run_id: int, version_id: int, run_input: Any
 ) -> None:
     """Enqueue a new run's root jobs (`pack_roots`), its node rows' ids being `ids` by node.
 
@@ -122,52 +157,18 @@ def enqueue_roots(
     reconciler enqueues them again (queued attempts whose job waits nowhere).
     """
     placed, claimed = [], {}
-    for job in packed:
-        nodes = [graph.order[i] for i in job.noderun_ids]
-        placed.append(replace(job, noderun_ids=tuple(ids[n] for n in nodes)))
+    for job in roots:
+        placed.append(job.placed(ids))
         given = run_input if job.direct else None
-        for node_id in nodes:
-            claimed[ids[node_id]] = ("claim", ids[node_id], 1, version_id, node_id, run_id, given)
+        for node_id in job.node_ids:
+            claimed[ids[node_id]] = InputRow("claim", ids[node_id], 1, version_id, node_id, run_id, given)
     try:
         enqueue(placed, claimed, {})
     except redis.RedisError:
         log.warning("run %s: its first jobs were not enqueued; the reconciler will", run_id, exc_info=True)
 
 
-# Both return rows ('claim', noderun id, attempt, version id, node id, run id, run input or
-# NULL) for the attempts they point at their jobs; the claim also returns ('output', ...,
-# node id, run id, output) for the succeeded predecessors of the nodes of direct jobs.
-CLAIM_SQL = f"""
-WITH claimed AS (
-    UPDATE workflows_noderun n
-    SET status = 'queued', attempt = n.attempt + 1, tries = n.tries + 1, queued_at = now(),
-        due_at = NULL, job_id = v.job_id, worker = ''
-    FROM unnest(%(ids)s::bigint[], %(job_ids)s::text[]) AS v(id, job_id), workflows_run r, {RELAXED_COMMIT}
-    WHERE n.id = v.id AND n.status = %(status)s AND r.id = n.run_id
-    RETURNING n.id, n.attempt, r.version_id, n.node_id, n.run_id,
-              CASE WHEN n.id = ANY(%(direct)s::bigint[]) THEN coalesce(n.input_override, r.input) END AS input
-)
-SELECT 'claim', id, attempt, version_id, node_id, run_id, input FROM claimed
-UNION ALL
-SELECT 'output', u.id, u.attempt, 0::bigint, u.node_id, u.run_id, u.output FROM workflows_noderun u
-WHERE u.run_id IN (SELECT run_id FROM claimed WHERE input IS NOT NULL)
-  AND u.node_id = ANY(%(upstream)s::text[]) AND u.status = 'succeeded'
-"""
-
-REQUEUE_SQL = f"""
-UPDATE workflows_noderun n SET queued_at = now(), job_id = v.job_id
-FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], %(job_ids)s::text[]) AS v(id, attempt, job_id),
-     workflows_run r,
-     {RELAXED_COMMIT}
-WHERE n.id = v.id AND n.status = 'queued' AND n.attempt = v.attempt AND r.id = n.run_id
-RETURNING 'claim', n.id, n.attempt, r.version_id, n.node_id, n.run_id, NULL::jsonb
-"""
-
-Item = tuple[int, int, int, str]  # a job's node attempt: (noderun id, attempt, version id, node id)
-Given = dict[int, tuple[int, Any, dict[str, Any]]]  # noderun id -> (run id, run input, upstream outputs)
-
-
-def claim_and_enqueue(rows: list[Ready], workers: int, status: str = engine.PENDING) -> int:
+def claim_and_enqueue(rows: list[Ready], workers: int, status: NodeStatus = NodeStatus.PENDING) -> int:
     """Move nodes still in `status` (pending, or retrying) to queued (new attempt) and enqueue them.
 
     Batchable nodes go in direct jobs: the claim also reads their run's input and their
@@ -185,9 +186,13 @@ def claim_and_enqueue(rows: list[Ready], workers: int, status: str = engine.PEND
     return claimed
 
 
-def claim_ready(rows: list[Ready], workers: int, status: str) -> int:
+def claim_ready(rows: list[Ready], workers: int, status: NodeStatus) -> int:
     upstream = sorted({p for row in rows for p in row.upstream})
-    return claim_packed(CLAIM_SQL, pack(rows, workers, direct=True), {"status": status, "upstream": upstream})
+    return claim_packed(
+        lambda params: transitions.claim_nodes(status, params),
+        pack(rows, workers, direct=True),
+        {"upstream": upstream},
+    )
 
 
 def requeue(rows: list[tuple[Ready, int]], workers: int) -> int:
@@ -198,12 +203,16 @@ def requeue(rows: list[tuple[Ready, int]], workers: int) -> int:
     packed = pack([ready for ready, _ in rows], workers, direct=False)
     attempts = {ready.noderun_id: attempt for ready, attempt in rows}
     return claim_packed(
-        REQUEUE_SQL, packed, {"attempts": [attempts[i] for job in packed for i in job.noderun_ids]}
+        transitions.requeue_attempts,
+        packed,
+        {"attempts": [attempts[i] for job in packed for i in job.noderun_ids]},
     )
 
 
-def claim_packed(sql: str, packed: list[PackedJob], params: dict[str, Any]) -> int:
-    """Point the packed nodes at their jobs with `sql`; enqueue what it claimed after commit."""
+def claim_packed(
+    claim: Callable[[dict[str, Any]], list[InputRow]], packed: list[PackedJob], params: dict[str, Any]
+) -> int:
+    """Point the packed nodes at their jobs with `claim`; enqueue what it claimed after commit."""
     if not packed:
         return 0
     params = {
@@ -212,13 +221,12 @@ def claim_packed(sql: str, packed: list[PackedJob], params: dict[str, Any]) -> i
         "job_ids": [job.job_id for job in packed for _ in job.noderun_ids],
         "direct": [i for job in packed if job.direct for i in job.noderun_ids],
     }
-    with connection.cursor() as cur:
-        cur.execute(sql, params)
-        rows = cur.fetchall()
-    claimed = {row[1]: row for row in rows if row[0] == "claim"}
+    rows = claim(params)
+    claimed = {row.noderun_id: row for row in rows if row.kind == "claim"}
     outputs: dict[int, dict[str, Any]] = defaultdict(dict)
-    for _, _, _, _, node_id, run_id, output in (row for row in rows if row[0] == "output"):
-        outputs[run_id][node_id] = output
+    for row in rows:
+        if row.kind == "output":
+            outputs[row.run_id][row.node_id] = row.value
     transaction.on_commit(lambda: enqueue(packed, claimed, outputs))
     return len(claimed)
 
@@ -229,21 +237,18 @@ def rq_queue(name: str) -> Queue:
 
 
 def enqueue(
-    packed: list[PackedJob], claimed: dict[int, tuple[Any, ...]], outputs: dict[int, dict[str, Any]]
+    packed: list[PackedJob], claimed: dict[int, InputRow], outputs: dict[int, dict[str, Any]]
 ) -> None:
     """Push the jobs of the claimed attempts to RQ in one pipeline."""
     pipe = rq_queue(packed[0].queue).connection.pipeline()
     for job in packed:
         rows = [claimed[i] for i in job.noderun_ids if i in claimed]
         if rows:
-            items = [
-                (noderun_id, attempt, version_id, node_id)
-                for _, noderun_id, attempt, version_id, node_id, *_ in rows
-            ]
+            items = [(r.noderun_id, r.attempt, r.version_id, r.node_id) for r in rows]
             given: Given = {
-                noderun_id: (run_id, run_input, outputs.get(run_id, {}))
-                for _, noderun_id, _, _, _, run_id, run_input in rows
-                if run_input is not None
+                r.noderun_id: GivenInput(r.run_id, r.value, outputs.get(r.run_id, {}))
+                for r in rows
+                if r.value is not None
             }
             rqcompat.push_job(pipe, rq_queue(job.queue), TASK, job.job_id, (items, given), FAILED_JOB_TTL)
     pipe.execute()

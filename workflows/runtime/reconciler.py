@@ -21,46 +21,42 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from workflows.core.states import NodeStatus as N
+from workflows.core.states import RunStatus as R
 from workflows.models import RunEvent
 from workflows.runs import event
-from workflows.runtime import bus, jobs
+from workflows.runtime import bus, jobs, transitions
 from workflows.runtime.advancing import advance_runs
+from workflows.runtime.transitions import Lost
 from workflows.versions import load_graph
 
 SCAN_LIMIT = 2000
 OVERDUE_GRACE_SECONDS = 30
 
-STALLED_RUNS_SQL = """
+STALLED_RUNS_SQL = f"""
 SELECT r.id FROM workflows_run r
-WHERE r.status = 'running' AND r.created_at < now() - %(after)s * interval '1 second'
+WHERE r.status = '{R.RUNNING}' AND r.created_at < now() - %(after)s * interval '1 second'
   AND NOT EXISTS (
     SELECT 1 FROM workflows_noderun n WHERE n.run_id = r.id AND (
-      n.status IN ('queued', 'running', 'retrying')
-      OR (n.status = 'pending' AND n.due_at IS NOT NULL)  -- held by a cap: housekeeping's
+      n.status IN ('{N.QUEUED}', '{N.RUNNING}', '{N.RETRYING}')
+      OR (n.status = '{N.PENDING}' AND n.due_at IS NOT NULL)  -- held by a cap: housekeeping's
       OR n.finished_at > now() - %(after)s * interval '1 second'))
 ORDER BY r.id LIMIT %(limit)s
 """
 
 # Statuses spelled out, not parameters: the partial index serves generic plans (pgsession).
-QUEUED_BEFORE_SQL = """
+QUEUED_BEFORE_SQL = f"""
 SELECT n.id, n.attempt, n.job_id, n.queue, n.node_id, r.version_id
 FROM workflows_noderun n JOIN workflows_run r ON r.id = n.run_id
-WHERE n.status = 'queued' AND n.queued_at < %(cutoff)s
+WHERE n.status = '{N.QUEUED}' AND n.queued_at < %(cutoff)s
 LIMIT %(limit)s
 """
 
-RUNNING_BEFORE_SQL = """
+RUNNING_BEFORE_SQL = f"""
 SELECT n.id, n.attempt, n.worker, n.node_id, r.version_id, n.started_at
 FROM workflows_noderun n JOIN workflows_run r ON r.id = n.run_id
-WHERE n.status = 'running' AND n.started_at < %(cutoff)s
+WHERE n.status = '{N.RUNNING}' AND n.started_at < %(cutoff)s
 LIMIT %(limit)s
-"""
-
-LOST_SQL = """
-UPDATE workflows_noderun n SET status = 'failed', error = v.error, traceback = ''
-FROM unnest(%s::bigint[], %s::int[], %s::text[]) AS v(id, attempt, error)
-WHERE n.id = v.id AND n.attempt = v.attempt AND n.status = 'running'
-RETURNING n.run_id, n.node_id, n.attempt, n.worker
 """
 
 
@@ -116,22 +112,25 @@ class Reconciler:
         cutoff = now - timedelta(seconds=settings.SWITCHYARD["WORKER_LOST_AFTER_SECONDS"])
         rows = scan(RUNNING_BEFORE_SQL, cutoff)
         dead = self.dead_workers(sorted({row[2] for row in rows}))
-        lost = []
+        lost: list[Lost] = []
         for noderun_id, attempt, worker, node_id, version_id, started_at in rows:
             timeout = load_graph(version_id).nodes[node_id].timeout_seconds
             if worker in dead:
                 lost.append(
-                    (noderun_id, attempt, f"Worker {worker} stopped heart-beating during attempt {attempt}.")
+                    Lost(
+                        noderun_id,
+                        attempt,
+                        f"Worker {worker} stopped heart-beating during attempt {attempt}.",
+                    )
                 )
             elif started_at + timedelta(seconds=timeout + OVERDUE_GRACE_SECONDS) < now:
                 reason = f"Attempt {attempt} on {worker} never reported, {timeout:g} s timeout long past."
-                lost.append((noderun_id, attempt, reason))
+                lost.append(Lost(noderun_id, attempt, reason))
         return self.fail_attempts(lost) if lost else 0
 
-    def fail_attempts(self, lost: list[tuple[int, int, str]]) -> int:
-        with transaction.atomic(), connection.cursor() as cur:
-            cur.execute(LOST_SQL, [[i for i, _, _ in lost], [a for _, a, _ in lost], [e for _, _, e in lost]])
-            failed = cur.fetchall()
+    def fail_attempts(self, lost: list[Lost]) -> int:
+        with transaction.atomic():
+            failed = transitions.fail_lost(lost)
             RunEvent.objects.bulk_create(
                 event("node.lost", run_id, node_id, attempt, {"worker": w})
                 for run_id, node_id, attempt, w in failed

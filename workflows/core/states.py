@@ -1,0 +1,113 @@
+"""The statuses of nodes and runs, and the one table of the moves allowed between them.
+
+Pure: standard library only. The engine reasons with these names; the runtime's
+`transitions` module is the only code that writes them, and every statement there declares
+the move it performs, which must be a move of this table (tests/unit/test_states.py).
+
+A move is (cause, from-status, to-status); `None` as the from-status is a row being created.
+Adding a state (say `waiting`, for nodes that wait on a person, an event or a timer) is a
+member here, its rows in TABLE, the engine's decisions about it, and its statements in
+`transitions`: nothing else writes a status.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+
+
+class NodeStatus(StrEnum):
+    PENDING = "pending"  # not decided yet
+    QUEUED = "queued"  # claimed for an attempt, its job is in RQ
+    RUNNING = "running"  # a worker started the attempt
+    FAILED = "failed"  # the attempt failed; the scheduler retries or kills it
+    RETRYING = "retrying"  # waiting for its backoff to expire (due_at)
+    SUCCEEDED = "succeeded"
+    DEAD = "dead"
+    SKIPPED = "skipped"
+    UPSTREAM_FAILED = "upstream_failed"
+    CANCELLED = "cancelled"
+
+
+class RunStatus(StrEnum):
+    WAITING = "waiting"  # started while its workflow was paused; runs on resume
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+class Cause(StrEnum):
+    """Why a status changes: each statement that changes one performs one cause."""
+
+    CREATE = "create"  # a run and its node rows are written
+    CLAIM = "claim"  # a scheduler gives a ready node a new attempt and a job
+    REQUEUE = "requeue"  # a queued attempt whose job was lost gets a new job
+    START = "start"  # a worker starts a queued attempt
+    FINISH = "finish"  # an attempt's result is stored; a run ends
+    SKIP = "skip"  # a node that can never run
+    RETRY = "retry"  # a failed attempt waits for its backoff
+    DEAD = "dead"  # a failed node out of attempts
+    LOST = "lost"  # a running attempt whose worker died or never reported
+    CANCEL = "cancel"  # an operator cancels a run
+    REPLAY = "replay"  # an operator replays a dead node
+    RESUME = "resume"  # a paused workflow's waiting runs start
+
+
+N = NodeStatus
+R = RunStatus
+NODE_TERMINAL = frozenset({N.SUCCEEDED, N.DEAD, N.SKIPPED, N.UPSTREAM_FAILED, N.CANCELLED})
+NODE_IN_FLIGHT = frozenset({N.QUEUED, N.RUNNING, N.FAILED, N.RETRYING})
+RUN_FINISHED = frozenset({R.SUCCEEDED, R.FAILED, R.CANCELLED})
+
+Moves = Mapping[Cause, Mapping[N | None, frozenset[N]]]
+RunMoves = Mapping[Cause, Mapping[R | None, frozenset[R]]]
+
+# The node table: cause -> from-status -> the statuses it may lead to.
+NODE_MOVES: Moves = {
+    Cause.CREATE: {None: frozenset({N.PENDING, N.QUEUED})},  # queued: a root with a direct job
+    Cause.CLAIM: {N.PENDING: frozenset({N.QUEUED}), N.RETRYING: frozenset({N.QUEUED})},
+    Cause.REQUEUE: {N.QUEUED: frozenset({N.QUEUED})},  # same attempt, another job
+    Cause.START: {N.QUEUED: frozenset({N.RUNNING})},
+    # From queued: a direct job's attempt, run without a start of its own.
+    Cause.FINISH: {
+        N.RUNNING: frozenset({N.SUCCEEDED, N.FAILED}),
+        N.QUEUED: frozenset({N.SUCCEEDED, N.FAILED}),
+    },
+    Cause.SKIP: {N.PENDING: frozenset({N.SKIPPED, N.UPSTREAM_FAILED})},
+    Cause.RETRY: {N.FAILED: frozenset({N.RETRYING})},
+    Cause.DEAD: {N.FAILED: frozenset({N.DEAD})},
+    Cause.LOST: {N.RUNNING: frozenset({N.FAILED})},
+    Cause.CANCEL: {s: frozenset({N.CANCELLED}) for s in N if s not in NODE_TERMINAL},
+    Cause.REPLAY: {N.DEAD: frozenset({N.PENDING}), N.UPSTREAM_FAILED: frozenset({N.PENDING})},
+}
+
+# The run table, likewise.
+RUN_MOVES: RunMoves = {
+    Cause.CREATE: {None: frozenset({R.RUNNING, R.WAITING})},  # waiting: its workflow is paused
+    Cause.RESUME: {R.WAITING: frozenset({R.RUNNING})},
+    Cause.FINISH: {R.RUNNING: frozenset({R.SUCCEEDED, R.FAILED})},
+    Cause.CANCEL: {R.RUNNING: frozenset({R.CANCELLED}), R.WAITING: frozenset({R.CANCELLED})},
+    # A replayed run runs again; still running when other branches went on (all_done).
+    Cause.REPLAY: {s: frozenset({R.RUNNING}) for s in (R.RUNNING, R.FAILED, R.SUCCEEDED)},
+}
+
+
+def can_move_node(cause: Cause, source: NodeStatus | None, target: NodeStatus) -> bool:
+    """Whether `cause` may take a node from `source` (None: a new row) to `target`."""
+    return target in NODE_MOVES.get(cause, {}).get(source, frozenset())
+
+
+def can_move_run(cause: Cause, source: RunStatus | None, target: RunStatus) -> bool:
+    """Whether `cause` may take a run from `source` (None: a new row) to `target`."""
+    return target in RUN_MOVES.get(cause, {}).get(source, frozenset())
+
+
+def node_sources(cause: Cause) -> tuple[NodeStatus, ...]:
+    """The node statuses `cause` may move from, in the enum's order."""
+    return tuple(s for s in N if s in NODE_MOVES[cause])
+
+
+def run_sources(cause: Cause) -> tuple[RunStatus, ...]:
+    """The run statuses `cause` may move from, in the enum's order."""
+    return tuple(s for s in R if s in RUN_MOVES[cause])

@@ -1,0 +1,82 @@
+"""Node kinds in the runtime: how a node of each kind is claimed, executed and finished.
+
+A node's kind (`Node.kind`, "task" by default) is decided in two places only: the engine's
+`start_node` (what a ready node becomes) and `kind_of` here (how the runtime carries it out).
+Only the task kind exists so far: a ready task is claimed into a new attempt and an RQ job
+(`jobs.claim_and_enqueue`: pending or retrying -> queued), a worker starts it (queued ->
+running, `transitions.start_attempts`), calls its handler once under its timeout, and stores
+the result (running, or queued for a direct job, -> succeeded or failed,
+`transitions.finish_attempts`). Failed attempts are retried or killed by the engine
+whatever the kind.
+
+How a new kind plugs in (waiting nodes, maps, child runs, agent loops):
+1. the engine: a branch in `engine.start_node` returning the kind's decision (a waiting node
+   `WaitNode`, say), and the states it uses in core/states.py with their rows in the table
+   of moves (a `waiting` status; causes such as `wait`, `decide`, `expire`);
+2. transitions.py: a function per new statement, each a conditional UPDATE declared with
+   `@performs` (the table refuses a move it does not list);
+3. here: a class with the methods of `NodeKind`, registered in KINDS under the kind's name:
+   `claim` takes ready nodes of the kind out of pending (a waiting node: pending -> waiting,
+   no job, no worker held); `execute` runs one attempt in a worker (an agent loop: its turns
+   as durable steps under the attempt); a kind whose attempts never reach a worker does not
+   use `execute` and finishes through its own statement in transitions (a decision, an
+   event, a deadline, a child run's end);
+4. the reconciler: what of the kind's in-flight states a crash can leave behind.
+A kind uses only the causes the table lists for it: claim, start, finish, retry, dead and
+lost for tasks; cancel and replay apply to every kind.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Protocol
+
+from workflows import handlers
+from workflows.core.graph import TASK, Node
+from workflows.core.states import NodeStatus
+from workflows.runtime import jobs
+
+
+class NodeKind(Protocol):
+    name: str
+
+    def claim(self, rows: list[jobs.Ready], workers: int, status: NodeStatus) -> int:
+        """Take these ready nodes, all still in `status`, out of it; return how many moved."""
+        ...
+
+    def execute(self, node: Node, ctx: handlers.NodeContext) -> Any:
+        """Run one attempt in a worker and return its output (JSON); raise to fail it."""
+        ...
+
+
+class Task:
+    """Call the node's handler once per attempt."""
+
+    name = TASK
+
+    def claim(self, rows: list[jobs.Ready], workers: int, status: NodeStatus) -> int:
+        return jobs.claim_and_enqueue(rows, workers, status)
+
+    def execute(self, node: Node, ctx: handlers.NodeContext) -> Any:
+        return handlers.get_handler(node.handler).func(ctx)
+
+
+KINDS: dict[str, NodeKind] = {TASK: Task()}
+
+
+def kind_of(node: Node) -> NodeKind:
+    """The runtime side of a node's kind: the one place the runtime looks at it."""
+    try:
+        return KINDS[node.kind]
+    except KeyError:
+        raise ValueError(f"Node {node.id!r} has kind {node.kind!r}, which this runtime cannot run.") from None
+
+
+def claim_ready(rows: list[jobs.Ready], workers: int, status: NodeStatus = NodeStatus.PENDING) -> int:
+    """Claim ready nodes, each by its kind; return how many were claimed."""
+    if all(row.kind == TASK for row in rows):  # the only kind yet: no regrouping on the hot path
+        return KINDS[TASK].claim(rows, workers, status)
+    by_kind: dict[str, list[jobs.Ready]] = defaultdict(list)
+    for row in rows:
+        by_kind[row.kind].append(row)
+    return sum(KINDS[kind].claim(group, workers, status) for kind, group in by_kind.items())

@@ -1,0 +1,511 @@
+"""The one module that changes the status of a node or a run.
+
+Every statement that writes a status is here, and nowhere else (tests/unit/test_transitions.py
+scans the tree for any other): the start of a run, the scheduler's claims, the worker's
+start and finish of an attempt, skips, retries, dead nodes, finished runs, lost attempts,
+and the operator's cancel, replay and resume. Each is a conditional UPDATE
+(`... WHERE status = 'pending'`): two processes deciding the same thing change one row once,
+and the caller learns from the rows returned what it changed. Each function declares the
+moves it performs (`@performs`); every declared move is a move of the one table,
+core/states.py (the test checks the table, the declarations and the statuses spelled in
+each statement against one another).
+
+What a node is given (its run input, or the edited input a replay gave it, and its succeeded
+predecessors' outputs) is read by one query, in two forms: joined to a claim
+(`UPSTREAM_OUTPUTS`, `GIVEN_INPUT`), or alone for a dead letter (`read_inputs`). Its rows
+are `InputRow`s.
+
+The statements' texts are constants, so psycopg prepares each once per connection
+(pgsession.py); statuses are spelled in the text, from the enums, never passed as
+parameters where a partial index must serve the generic plan.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, NamedTuple, TypeVar
+
+from django.db import connection
+
+from workflows.core.states import NODE_TERMINAL, Cause, can_move_node, can_move_run
+from workflows.core.states import NodeStatus as N
+from workflows.core.states import RunStatus as R
+from workflows.models import NodeRun, Run
+
+# Joined into the FROM list of a single autocommit statement, this makes its commit skip the
+# wait for the WAL flush (`SET LOCAL` in a statement of its own costs two round trips more).
+# Only for changes that can be derived again from what is already durable: claims and
+# decisions. If Postgres itself crashes and loses them, the reconciler decides again and
+# the attempt runs again (delivery is at-least-once). Runs, results and dead letters are
+# always committed synchronously.
+RELAXED_COMMIT = "(SELECT set_config('synchronous_commit', 'off', true)) AS relaxed_commit"
+
+
+# --------------------------------------------------------------------------- declared moves
+
+
+@dataclass(frozen=True)
+class Move:
+    """The status changes one function's statements may make: (from, to) pairs, under a cause."""
+
+    cause: Cause
+    nodes: tuple[tuple[N | None, N], ...] = ()
+    runs: tuple[tuple[R | None, R], ...] = ()
+
+    def is_in_table(self) -> bool:
+        return all(can_move_node(self.cause, a, b) for a, b in self.nodes) and all(
+            can_move_run(self.cause, a, b) for a, b in self.runs
+        )
+
+
+PERFORMED: dict[str, Move] = {}  # function name -> the move it declares
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def pairs(moves: Mapping[Any, Iterable[Any]]) -> tuple[tuple[Any, Any], ...]:
+    return tuple((source, target) for source, targets in moves.items() for target in targets)
+
+
+def performs(
+    cause: Cause,
+    nodes: Mapping[N | None, Iterable[N]] | None = None,
+    runs: Mapping[R | None, Iterable[R]] | None = None,
+) -> Callable[[F], F]:
+    """Declare the moves the decorated function's statements make; refuse one not in the table."""
+    move = Move(cause, pairs(nodes or {}), pairs(runs or {}))
+    if not move.is_in_table():
+        raise ValueError(f"{move} is not in the table of moves (workflows/core/states.py).")
+
+    def declare(func: F) -> F:
+        PERFORMED[func.__name__] = move
+        return func
+
+    return declare
+
+
+def check_move(cause: Cause, source: N | None, target: N) -> None:
+    """Refuse a move chosen at run time (a parameter of a statement) that the table does not allow."""
+    if not can_move_node(cause, source, target):
+        raise ValueError(f"A node cannot move from {source} to {target} by {cause}.")
+
+
+# --------------------------------------------------------------------------- typed rows
+
+
+class NodeRow(NamedTuple):
+    """A node's state as the scheduler decides from it (SNAPSHOT_SQL's rows; a notice's)."""
+
+    noderun_id: int
+    run_id: int
+    node_id: str
+    status: str
+    tries: int
+    version_id: int
+    epoch: int
+
+
+class InputRow(NamedTuple):
+    """A row of what nodes are given: kind 'claim' (an attempt, its version and its run input,
+    or None when the claim does not read it) or 'output' (a succeeded node's output; then
+    version_id is 0)."""
+
+    kind: str
+    noderun_id: int
+    attempt: int
+    version_id: int
+    node_id: str
+    run_id: int
+    value: Any
+
+
+class Skip(NamedTuple):
+    noderun_id: int
+    status: str  # skipped or upstream_failed
+
+
+class Retry(NamedTuple):
+    noderun_id: int
+    tries: int  # the failed attempt's: a newer attempt makes the decision stale
+    delay: float
+
+
+class Kill(NamedTuple):
+    noderun_id: int
+    tries: int
+
+
+class FinishRun(NamedTuple):
+    run_id: int
+    epoch: int  # the snapshot's: a replay since makes the decision stale
+    status: str
+
+
+class Lost(NamedTuple):
+    noderun_id: int
+    attempt: int
+    error: str
+
+
+def rows_of(cls: type[NamedTuple], rows: Iterable[Sequence[Any]]) -> list[Any]:
+    return [cls(*row) for row in rows]
+
+
+def execute(sql: str, params: Any) -> list[tuple[Any, ...]]:
+    with connection.cursor() as cur:
+        cur.execute(sql, params)
+        return cur.fetchall() if cur.description else []
+
+
+# --------------------------------------------------------------------------- what a node is given
+
+GIVEN_INPUT = "coalesce(n.input_override, r.input)"  # the run input, or the replay's edited input
+
+
+def upstream_outputs(runs: str) -> str:
+    """The 'output' rows (InputRow) of the succeeded nodes named %(upstream)s in the runs `runs` selects."""
+    return f"""SELECT 'output', u.id, u.attempt, 0::bigint, u.node_id, u.run_id, u.output FROM workflows_noderun u
+WHERE u.run_id IN ({runs}) AND u.node_id = ANY(%(upstream)s::text[]) AND u.status = '{N.SUCCEEDED}'"""
+
+
+INPUTS_SQL = f"""
+WITH claimed AS (
+    SELECT n.id, n.attempt, r.version_id, n.node_id, n.run_id, {GIVEN_INPUT} AS input
+    FROM workflows_noderun n JOIN workflows_run r ON r.id = n.run_id
+    WHERE n.id = ANY(%(ids)s::bigint[])
+)
+SELECT 'claim', id, attempt, version_id, node_id, run_id, input FROM claimed
+UNION ALL
+{upstream_outputs("SELECT run_id FROM claimed")}
+"""
+
+
+def read_inputs(noderun_ids: list[int], upstream: Iterable[str]) -> list[InputRow]:
+    """What these nodes are given now: a 'claim' row each, and the outputs of their runs'
+    succeeded nodes among `upstream` (their predecessors)."""
+    return rows_of(InputRow, execute(INPUTS_SQL, {"ids": noderun_ids, "upstream": sorted(set(upstream))}))
+
+
+# --------------------------------------------------------------------------- start of a run
+
+# The run, its node rows and its first event in one statement. Root nodes that have a job
+# (%(job_ids)s, '' for the others) are written queued at attempt 1 unless the run waits.
+CREATE_RUN_SQL = f"""
+WITH wf AS (SELECT paused FROM workflows_workflow WHERE id = %(workflow)s),
+run AS (
+    INSERT INTO workflows_run
+        (workflow_id, version_id, status, input, idempotency_key, request_hash, epoch, created_at)
+    SELECT %(workflow)s, %(version)s, CASE WHEN wf.paused THEN '{R.WAITING}' ELSE '{R.RUNNING}' END,
+           %(input)s::jsonb, %(key)s, %(hash)s, 0, now()
+    FROM wf
+    ON CONFLICT (workflow_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    RETURNING id, status, created_at
+),
+nodes AS (
+    INSERT INTO workflows_noderun
+        (run_id, node_id, status, attempt, tries, queue, job_id, queued_at, worker, error, traceback)
+    SELECT run.id, n.node_id, CASE WHEN go THEN '{N.QUEUED}' ELSE '{N.PENDING}' END, go::int, go::int, n.queue,
+           CASE WHEN go THEN n.job_id ELSE '' END, CASE WHEN go THEN run.created_at END, '', '', ''
+    FROM run, unnest(%(nodes)s::text[], %(queues)s::text[], %(job_ids)s::text[]) AS n(node_id, queue, job_id),
+         LATERAL (SELECT n.job_id <> '' AND run.status = '{R.RUNNING}' AS go) AS dispatch
+    RETURNING id, node_id
+),
+history AS (
+    INSERT INTO workflows_runevent (run_id, kind, node_id, attempt, at, worker, data)
+    SELECT id, 'run.' || CASE status WHEN '{R.WAITING}' THEN 'waiting' ELSE 'started' END, '', 0, created_at, '', '{{}}'
+    FROM run
+)
+SELECT id, status, created_at, (SELECT json_object_agg(node_id, id) FROM nodes) FROM run
+"""
+
+
+@performs(Cause.CREATE, nodes={None: [N.PENDING, N.QUEUED]}, runs={None: [R.RUNNING, R.WAITING]})
+def create_run(params: dict[str, Any]) -> tuple[int, str, datetime, dict[str, int]] | None:
+    """Write a run, its node rows and its first event (CREATE_RUN_SQL's parameters).
+
+    Return (run id, status, created at, node id -> row id), or None when the idempotency
+    key is already taken.
+    """
+    rows = execute(CREATE_RUN_SQL, params)
+    return rows[0] if rows else None  # type: ignore[return-value]
+
+
+@performs(Cause.RESUME, runs={R.WAITING: [R.RUNNING]})
+def resume_runs(run_ids: list[int]) -> int:
+    """Start these waiting runs; return how many were waiting."""
+    return Run.objects.filter(pk__in=run_ids, status=R.WAITING).update(status=R.RUNNING)
+
+
+# --------------------------------------------------------------------------- the scheduler's claims
+
+# Both return InputRows: 'claim' rows for the attempts they point at their jobs (with the
+# run input for direct jobs, else NULL); the claim also 'output' rows for the succeeded
+# predecessors of the nodes of direct jobs.
+CLAIM_SQL = f"""
+WITH claimed AS (
+    UPDATE workflows_noderun n
+    SET status = '{N.QUEUED}', attempt = n.attempt + 1, tries = n.tries + 1, queued_at = now(),
+        due_at = NULL, job_id = v.job_id, worker = ''
+    FROM unnest(%(ids)s::bigint[], %(job_ids)s::text[]) AS v(id, job_id), workflows_run r, {RELAXED_COMMIT}
+    WHERE n.id = v.id AND n.status = %(status)s AND r.id = n.run_id
+    RETURNING n.id, n.attempt, r.version_id, n.node_id, n.run_id,
+              CASE WHEN n.id = ANY(%(direct)s::bigint[]) THEN {GIVEN_INPUT} END AS input
+)
+SELECT 'claim', id, attempt, version_id, node_id, run_id, input FROM claimed
+UNION ALL
+{upstream_outputs("SELECT run_id FROM claimed WHERE input IS NOT NULL")}
+"""
+
+REQUEUE_SQL = f"""
+UPDATE workflows_noderun n SET queued_at = now(), job_id = v.job_id
+FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], %(job_ids)s::text[]) AS v(id, attempt, job_id),
+     workflows_run r,
+     {RELAXED_COMMIT}
+WHERE n.id = v.id AND n.status = '{N.QUEUED}' AND n.attempt = v.attempt AND r.id = n.run_id
+RETURNING 'claim', n.id, n.attempt, r.version_id, n.node_id, n.run_id, NULL::jsonb
+"""
+
+
+@performs(Cause.CLAIM, nodes={N.PENDING: [N.QUEUED], N.RETRYING: [N.QUEUED]})
+def claim_nodes(status: N, params: dict[str, Any]) -> list[InputRow]:
+    """Give nodes still in `status` a new attempt, queued in its job (CLAIM_SQL's parameters).
+
+    One autocommit statement with a relaxed commit.
+    """
+    check_move(Cause.CLAIM, status, N.QUEUED)
+    return rows_of(InputRow, execute(CLAIM_SQL, {**params, "status": status}))
+
+
+@performs(Cause.REQUEUE, nodes={N.QUEUED: [N.QUEUED]})
+def requeue_attempts(params: dict[str, Any]) -> list[InputRow]:
+    """Point queued attempts (same attempt) at new jobs (REQUEUE_SQL's parameters)."""
+    return rows_of(InputRow, execute(REQUEUE_SQL, params))
+
+
+# --------------------------------------------------------------------------- the worker's start and finish
+
+# Start the attempts and read their predecessors' outputs in one round trip.
+# `status || ''` keeps the planner off the status indexes, which at rest hold no queued
+# node or running run: a plan cached then would scan every queued row under load; these
+# statements are driven by primary keys.
+START_SQL = f"""
+WITH claimed AS (
+    UPDATE workflows_noderun n SET status = '{N.RUNNING}', worker = %(worker)s, started_at = now()
+    FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS v(id, attempt), workflows_run r, {RELAXED_COMMIT}
+    WHERE n.id = ANY(%(ids)s::bigint[]) AND n.id = v.id AND n.attempt = v.attempt AND n.status || '' = '{N.QUEUED}'
+      AND r.id = n.run_id AND r.status || '' = '{R.RUNNING}'
+    RETURNING n.id, n.attempt, r.version_id, n.node_id, n.run_id, {GIVEN_INPUT} AS input
+)
+SELECT 'claim', id, attempt, version_id, node_id, run_id, input FROM claimed
+UNION ALL
+{upstream_outputs("SELECT run_id FROM claimed")}
+"""
+
+# The results travel as one JSON document: psycopg adapting ten arrays element by element
+# cost the worker more CPU than the rest of the statement (profiled).
+FINISH_SQL = f"""
+WITH v AS (
+    SELECT * FROM json_to_recordset(%(results)s::json) AS v(
+        id bigint, attempt int, status text, output text, error text, traceback text,
+        started_at timestamptz, finished_at timestamptz, span json, from_status text
+    )
+), done AS (
+    UPDATE workflows_noderun n
+    SET status = v.status, output = v.output::jsonb, error = v.error, traceback = v.traceback,
+        started_at = v.started_at, finished_at = v.finished_at, worker = %(worker)s
+    FROM v
+    WHERE n.id = ANY(%(ids)s::bigint[]) AND n.id = v.id AND n.attempt = v.attempt AND n.status || '' = v.from_status
+    RETURNING n.id, n.run_id, n.node_id, n.attempt, n.worker, n.started_at, n.finished_at, n.status, v.span
+), history AS (
+    INSERT INTO workflows_runevent (run_id, kind, node_id, attempt, at, started_at, worker, data)
+    SELECT run_id, 'node.attempt', node_id, attempt, finished_at, started_at, worker, span::jsonb FROM done
+)
+SELECT DISTINCT 'run', run_id, 0::bigint, '', '', 0, 0::bigint, 0 FROM done
+UNION ALL
+SELECT 'node', n.id, n.run_id, n.node_id, coalesce(d.status, n.status), n.tries, r.version_id, r.epoch
+FROM workflows_run r JOIN workflows_noderun n ON n.run_id = r.id LEFT JOIN done d ON d.id = n.id
+WHERE r.id = ANY(%(small_runs)s::bigint[]) AND r.id IN (SELECT run_id FROM done) AND r.status || '' = '{R.RUNNING}'
+  AND NOT EXISTS (
+      SELECT FROM workflows_noderun o
+      WHERE o.run_id = r.id AND o.status || '' IN ('{N.QUEUED}', '{N.RUNNING}') AND o.id NOT IN (SELECT id FROM done)
+  )
+"""
+
+
+@performs(Cause.START, nodes={N.QUEUED: [N.RUNNING]})
+def start_attempts(worker: str, ids: list[int], attempts: list[int], upstream: list[str]) -> list[InputRow]:
+    """Move queued attempts (ids, attempts) of running runs to running on `worker`.
+
+    Return a 'claim' row per attempt started (stale, duplicate or cancelled ones are left
+    out), with its input, and an 'output' row per succeeded node of their runs among `upstream`.
+    """
+    params = {"worker": worker, "ids": ids, "attempts": attempts, "upstream": upstream}
+    return rows_of(InputRow, execute(START_SQL, params))
+
+
+@performs(Cause.FINISH, nodes={N.RUNNING: [N.SUCCEEDED, N.FAILED], N.QUEUED: [N.SUCCEEDED, N.FAILED]})
+def finish_attempts(
+    results: list[dict[str, Any]], worker: str, small_runs: Iterable[int]
+) -> tuple[list[int], list[NodeRow]]:
+    """Store attempts' results (FINISH_SQL's rows), each only if still in its `from_status`.
+
+    Return the runs whose nodes finished here, and the NodeRows of those of `small_runs`
+    that have no other node queued or running.
+    """
+    for result in results:
+        check_move(Cause.FINISH, N(result["from_status"]), N(result["status"]))
+    params = {
+        "results": json.dumps(results),
+        "ids": [result["id"] for result in results],
+        "worker": worker,
+        "small_runs": list(small_runs),
+    }
+    rows = execute(FINISH_SQL, params)
+    return [row[1] for row in rows if row[0] == "run"], [
+        NodeRow(*row[1:]) for row in rows if row[0] == "node"
+    ]
+
+
+# --------------------------------------------------------------------------- the scheduler's decisions
+
+
+@performs(Cause.SKIP, nodes={N.PENDING: [N.SKIPPED, N.UPSTREAM_FAILED]})
+def skip_nodes(skips: Sequence[Skip]) -> None:
+    """Mark pending nodes skipped or upstream_failed, with their history events."""
+    for _, status in skips:
+        check_move(Cause.SKIP, N.PENDING, N(status))
+    execute(
+        f"""WITH done AS (
+               UPDATE workflows_noderun n SET status = v.status, finished_at = clock_timestamp()
+               FROM unnest(%s::bigint[], %s::text[]) AS v(id, status), {RELAXED_COMMIT}
+               WHERE n.id = v.id AND n.status = '{N.PENDING}'
+               RETURNING n.run_id, n.node_id, n.status
+           )
+           INSERT INTO workflows_runevent (run_id, kind, node_id, attempt, at, worker, data)
+           SELECT run_id, 'node.' || status, node_id, 0, clock_timestamp(), '', '{{}}' FROM done""",
+        [[s[0] for s in skips], [s[1] for s in skips]],
+    )
+
+
+@performs(Cause.RETRY, nodes={N.FAILED: [N.RETRYING]})
+def schedule_retries(retries: Sequence[Retry]) -> None:
+    """Make failed nodes wait for their backoff, with their history events."""
+    execute(
+        f"""WITH done AS (
+               UPDATE workflows_noderun n
+               SET status = '{N.RETRYING}', due_at = now() + v.delay * interval '1 second'
+               FROM unnest(%s::bigint[], %s::int[], %s::float8[]) AS v(id, tries, delay),
+                    {RELAXED_COMMIT}
+               WHERE n.id = v.id AND n.status = '{N.FAILED}' AND n.tries = v.tries
+               RETURNING n.run_id, n.node_id, n.attempt, v.delay
+           )
+           INSERT INTO workflows_runevent (run_id, kind, node_id, attempt, at, worker, data)
+           SELECT run_id, 'node.retry_scheduled', node_id, attempt, clock_timestamp(), '',
+                  jsonb_build_object('delay_seconds', round(delay::numeric, 3))
+           FROM done""",
+        [[r[0] for r in retries], [r[1] for r in retries], [r[2] for r in retries]],
+    )
+
+
+@performs(Cause.DEAD, nodes={N.FAILED: [N.DEAD]})
+def mark_dead(kills: Sequence[Kill]) -> list[int]:
+    """Mark failed nodes dead; return the ids of those that were still failed at those tries."""
+    rows = execute(
+        f"""UPDATE workflows_noderun n SET status = '{N.DEAD}', finished_at = now()
+           FROM unnest(%s::bigint[], %s::int[]) AS v(id, tries)
+           WHERE n.id = v.id AND n.status = '{N.FAILED}' AND n.tries = v.tries
+           RETURNING n.id""",
+        [[k[0] for k in kills], [k[1] for k in kills]],
+    )
+    return [row[0] for row in rows]
+
+
+@performs(Cause.FINISH, runs={R.RUNNING: [R.SUCCEEDED, R.FAILED]})
+def finish_runs(finishes: Sequence[FinishRun]) -> list[tuple[int, str]]:
+    """End running runs still at the decision's epoch, with their history events; return
+    (run id, status) of those ended."""
+    for _, _, status in finishes:
+        if not can_move_run(Cause.FINISH, R.RUNNING, R(status)):
+            raise ValueError(f"A run cannot finish {status}.")
+    rows = execute(
+        f"""WITH done AS (
+               UPDATE workflows_run r SET status = v.status, finished_at = clock_timestamp()
+               FROM unnest(%s::bigint[], %s::int[], %s::text[]) AS v(id, epoch, status)
+               WHERE r.id = v.id AND r.status = '{R.RUNNING}' AND r.epoch = v.epoch
+               RETURNING r.id, r.status, r.finished_at
+           )
+           INSERT INTO workflows_runevent (run_id, kind, node_id, attempt, at, worker, data)
+           SELECT id, 'run.' || status, '', 0, finished_at, '', '{{}}' FROM done
+           RETURNING run_id, kind""",
+        [[f[0] for f in finishes], [f[1] for f in finishes], [f[2] for f in finishes]],
+    )
+    return [(run_id, kind.removeprefix("run.")) for run_id, kind in rows]
+
+
+# --------------------------------------------------------------------------- the reconciler
+
+LOST_SQL = f"""
+UPDATE workflows_noderun n SET status = '{N.FAILED}', error = v.error, traceback = ''
+FROM unnest(%s::bigint[], %s::int[], %s::text[]) AS v(id, attempt, error)
+WHERE n.id = v.id AND n.attempt = v.attempt AND n.status = '{N.RUNNING}'
+RETURNING n.run_id, n.node_id, n.attempt, n.worker
+"""
+
+
+@performs(Cause.LOST, nodes={N.RUNNING: [N.FAILED]})
+def fail_lost(lost: Sequence[Lost]) -> list[tuple[int, str, int, str]]:
+    """Fail running attempts whose worker is gone; return (run id, node id, attempt, worker)."""
+    return execute(LOST_SQL, [[i for i, _, _ in lost], [a for _, a, _ in lost], [e for _, _, e in lost]])  # type: ignore[return-value]
+
+
+# --------------------------------------------------------------------------- operators' actions
+
+
+@performs(
+    Cause.CANCEL,
+    nodes={s: [N.CANCELLED] for s in N if s not in NODE_TERMINAL},
+    runs={R.RUNNING: [R.CANCELLED], R.WAITING: [R.CANCELLED]},
+)
+def cancel_run(run: Run, now: datetime) -> bool:
+    """Cancel a running or waiting run (locked by the caller) and its unfinished nodes.
+
+    Return whether it was running or waiting; `run` then says cancelled.
+    """
+    changed = Run.objects.filter(pk=run.pk, status__in=[R.RUNNING, R.WAITING]).update(
+        status=R.CANCELLED, finished_at=now
+    )
+    if changed:
+        NodeRun.objects.filter(run=run).exclude(status__in=NODE_TERMINAL).update(
+            status=N.CANCELLED, finished_at=now
+        )
+        run.status, run.finished_at = R.CANCELLED, now
+    return changed == 1
+
+
+@performs(
+    Cause.REPLAY,
+    nodes={N.DEAD: [N.PENDING], N.UPSTREAM_FAILED: [N.PENDING]},
+    runs={s: [R.RUNNING] for s in (R.RUNNING, R.FAILED, R.SUCCEEDED)},
+)
+def replay_node(run: Run, noderun_id: int, resets: list[str], edits: dict[str, Any]) -> bool:
+    """Put a dead node (fresh retry budget, `edits` applied) and the upstream_failed nodes
+    `resets` back to pending, and its run (locked by the caller) running at a new epoch.
+
+    Return whether the node was dead and the run could run again; nothing changes otherwise.
+    """
+    node = NodeRun.objects.filter(pk=noderun_id, status=N.DEAD)
+    if not node.update(status=N.PENDING, tries=0, finished_at=None, due_at=None, **edits):
+        return False
+    NodeRun.objects.filter(run=run, node_id__in=resets, status=N.UPSTREAM_FAILED).update(
+        status=N.PENDING, finished_at=None
+    )
+    sources = [R.RUNNING, R.FAILED, R.SUCCEEDED]
+    if not Run.objects.filter(pk=run.pk, status__in=sources).update(
+        status=R.RUNNING, finished_at=None, epoch=run.epoch + 1
+    ):
+        return False
+    run.status, run.finished_at, run.epoch = R.RUNNING, None, run.epoch + 1
+    return True

@@ -9,7 +9,8 @@ adds, per operation, in one subclass of ninja's `OpenAPISchema`:
   controlplane/access.py through the operation's auth;
 - `security: []` on operations that need no key (ninja leaves it out), and the scheme names
   `apiKey` and `session` (ninja would use the class names);
-- query parameters without the `null` alternative (an absent parameter is the null);
+- query parameters without the `null` alternative (an absent parameter is the null), and
+  without the query models ninja would also file as components;
 - the body of the signed hook, which the view reads raw (ninja does not parse it).
 
 A body whose fields all have defaults has a default in the view's signature: ninja then
@@ -22,6 +23,7 @@ and, as anchors, the problem types every problem's `type` points at.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from http import HTTPStatus
 from typing import Any, TypeVar
@@ -128,6 +130,16 @@ class Document(OpenAPISchema):
             }
         return result
 
+    def request_body(self, operation: Operation) -> dict[str, Any]:
+        result = super().request_body(operation)
+        for media in result.get("content", {}).values():
+            # ninja documents a body's default as allOf + default; client generators such as
+            # openapi-python-client then drop the operation. Optional is said by `required`.
+            schema = media["schema"]
+            if "default" in schema and len(schema.get("allOf", [])) == 1:
+                media["schema"] = schema["allOf"][0]
+        return result
+
     def responses(self, operation: Operation) -> dict[int, Any]:
         result = super().responses(operation)
         special = getattr(operation.view_func, "media_type", None)
@@ -145,7 +157,14 @@ class Document(OpenAPISchema):
         return result or None
 
     def _extract_parameters(self, model: Any) -> list[dict[str, Any]]:
+        known = set(self.schemas)
         params = super()._extract_parameters(model)
+        # ninja files the query model itself (and its enums) as components; parameters are
+        # flat and inline, so those components would only be noise in generated clients.
+        text = json.dumps(params)
+        for name in set(self.schemas) - known:
+            if REF_TEMPLATE.format(model=name) not in text:
+                del self.schemas[name]
         for param in params:
             param["schema"] = not_null(param["schema"])
             if "description" in param["schema"]:
@@ -192,8 +211,6 @@ class Docs(Swagger):
         super().__init__(settings={"validatorUrl": None, "docExpansion": "none"})
 
     def render_page(self, request: HttpRequest, api: NinjaAPI, **kwargs: Any) -> HttpResponse:
-        import json
-
         doc = api.get_openapi_schema()
         context = {
             "swagger_settings": json.dumps({**self.settings, "url": self.get_openapi_url(api, kwargs)}),

@@ -151,6 +151,7 @@ def test_a_conflicting_save_from_a_second_browser_is_refused(
     first.get_by_label("timeout (s)").fill("11")
     first.click('[data-cmd="save"]')
     expect(first.locator("#ed-status")).to_contain_text("Saved draft v2 (revision 2)")
+    screenshot(first, "saved")
 
     select_node(second, "b")
     second.get_by_label("timeout (s)").fill("22")

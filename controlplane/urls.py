@@ -9,7 +9,7 @@ from monitoring import views as monitoring_views
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("api/v1/", include("workflows.api.urls")),
-    path("workflows/", include("workflows.editor_urls")),
+    path("workflows/", include("workflows.pages.urls")),
     path("healthz", monitoring_views.liveness, name="liveness"),
     path("accounts/login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),

@@ -1,9 +1,9 @@
 """What the browser editor needs from the domain beyond versions, drafts and runs.
 
-The editor creates, saves, publishes and activates through the same calls as the API
-(``catalog``: the change and its audit entry in one transaction); this module adds the few things those do not offer:
-which version to open, the history as JSON, the palette, a test run pinned to the version
-being edited, and a run's per-node state for the canvas.
+The editor creates, saves, publishes and activates through the API (``catalog``: the change
+and its audit entry in one transaction); this module adds the few things those do not offer:
+which version to open, the history page's rows, the palette, and a test run pinned to the
+version being edited (the API's ``start_test_run``).
 
 Test runs of a draft. A run is pinned to a version, and every process caches a version's
 parsed graph by id forever (``versions.load_graph``) because published versions never
@@ -22,16 +22,10 @@ from typing import Any
 from django.db import transaction
 
 from workflows import audit, catalog, handlers, runs
-from workflows.core import engine
-from workflows.core.definition import canonical_json
-from workflows.core.diff import diff_definitions
 from workflows.errors import Invalid, NotFound
-from workflows.models import NodeRun, Run, Workflow, WorkflowVersion
+from workflows.models import Run, Workflow, WorkflowVersion
 
 SNAPSHOT_PREFIX = "test-run snapshot of draft"
-RUN_FINISHED = frozenset({engine.RUN_SUCCEEDED, engine.RUN_FAILED, engine.RUN_CANCELLED})
-NODE_ERROR_CHARS = 500
-NODE_OUTPUT_PREVIEW_BYTES = 2000
 
 
 # --------------------------------------------------------------------------- reading
@@ -43,6 +37,11 @@ def palette() -> list[dict[str, Any]]:
         {"name": h.name, "summary": h.summary(), "doc": h.doc, "config_schema": h.config_schema}
         for h in handlers.registered().values()
     ]
+
+
+def is_snapshot(version: WorkflowVersion) -> bool:
+    """Return whether a version is the frozen copy of a draft made for a test run."""
+    return version.comment.startswith(SNAPSHOT_PREFIX)
 
 
 def get_version(workflow: Workflow, number: int) -> WorkflowVersion:
@@ -69,7 +68,7 @@ def version_summary(version: WorkflowVersion, active_id: int | None) -> dict[str
         "number": version.number,
         "status": version.status,
         "is_active": version.pk == active_id,
-        "is_snapshot": version.comment.startswith(SNAPSHOT_PREFIX),
+        "is_snapshot": is_snapshot(version),
         "revision": version.revision,
         "comment": version.comment,
         "created_by": version.created_by.get_username() if version.created_by else "",
@@ -80,50 +79,7 @@ def version_summary(version: WorkflowVersion, active_id: int | None) -> dict[str
     }
 
 
-def version_history(workflow: Workflow) -> list[dict[str, Any]]:
-    """Return every version of a workflow, newest first."""
-    rows = workflow.versions.select_related("created_by").order_by("-number")
-    return [version_summary(v, workflow.active_version_id) for v in rows]
-
-
-def version_detail(version: WorkflowVersion, active_id: int | None) -> dict[str, Any]:
-    """Return a version with its definition and the revision a save must be based on."""
-    return {**version_summary(version, active_id), "definition": version.definition}
-
-
-def diff_versions(workflow: Workflow, old_number: int, new_number: int) -> dict[str, Any]:
-    """Return both definitions and the structural diff from ``old_number`` to ``new_number``."""
-    old, new = get_version(workflow, old_number), get_version(workflow, new_number)
-    return {
-        "old": version_detail(old, workflow.active_version_id),
-        "new": version_detail(new, workflow.active_version_id),
-        "diff": diff_definitions(old.definition, new.definition).as_dict(),
-    }
-
-
 # --------------------------------------------------------------------------- changing
-
-
-def save_definition(
-    workflow: Workflow,
-    base_number: int | None,
-    revision: int | None,
-    definition: Any,
-    comment: str = "",
-    user: Any = None,
-) -> tuple[WorkflowVersion, bool]:
-    """Save the editor's definition; return (version, created).
-
-    Based on a draft, the draft changes in place if nobody saved it since ``revision``
-    (``drafts.StaleRevision`` otherwise). Based on a published version, or on nothing
-    (a new workflow), the definition becomes the workflow's next draft.
-    """
-    base = get_version(workflow, base_number) if base_number is not None else None
-    if base is None or base.is_published:
-        return catalog.create_draft(workflow, definition, comment, actor=user), True
-    if revision is None:
-        raise Invalid("revision: say which revision of the draft your change is based on.")
-    return catalog.update_draft(base, definition, revision, comment or None, actor=user), False
 
 
 def start_test_run(version: WorkflowVersion, run_input: Any, user: Any = None) -> Run:
@@ -146,44 +102,3 @@ def freeze_draft(draft: WorkflowVersion, user: Any = None) -> WorkflowVersion:
     comment = f"{SNAPSHOT_PREFIX} v{draft.number} (revision {draft.revision})"
     snapshot = catalog.create_draft(draft.workflow, draft.definition, comment, actor=user)
     return catalog.publish(snapshot, activate=False, actor=user)
-
-
-# --------------------------------------------------------------------------- watching
-
-
-def get_workflow_run(workflow: Workflow, run_id: int) -> Run:
-    try:
-        return Run.objects.select_related("version").get(pk=run_id, workflow=workflow)
-    except Run.DoesNotExist:
-        raise NotFound(f"Workflow {workflow.slug!r} has no run {run_id}.") from None
-
-
-def run_state(run: Run) -> dict[str, Any]:
-    """Return a run's status and each node's status, attempt, error and a small output preview."""
-    rows = NodeRun.objects.filter(run=run).values_list("node_id", "status", "attempt", "error", "output")
-    nodes = {
-        node_id: {
-            "status": status,
-            "attempt": attempt,
-            "error": error[:NODE_ERROR_CHARS],
-            "output": output_preview(output),
-        }
-        for node_id, status, attempt, error, output in rows
-    }
-    return {
-        "id": run.pk,
-        "status": run.status,
-        "version": run.version.number,
-        "finished": run.status in RUN_FINISHED,
-        "nodes": nodes,
-    }
-
-
-def output_preview(output: Any) -> str | None:
-    """Return a node's output as JSON text, cut to a preview size; None if there is none."""
-    if output is None:
-        return None
-    text = canonical_json(output)
-    if len(text) <= NODE_OUTPUT_PREVIEW_BYTES:
-        return text
-    return text[:NODE_OUTPUT_PREVIEW_BYTES] + f"... ({len(text)} characters)"

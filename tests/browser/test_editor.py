@@ -125,8 +125,11 @@ def test_closing_a_cycle_is_refused_with_the_cycle_highlighted(
     make_workflow("loop", CHAIN)
     page = page_as("editor")
     open_editor(page, live_url, "loop")
-    connect(page, "c", "a")
+    with page.expect_response(lambda r: r.url.endswith("/api/v1/workflows/loop/validate")) as answer:
+        connect(page, "c", "a")
+    assert answer.value.json()["errors"][0]["cycle"] == ["a", "b", "c", "a"]  # structure, no parsing
     expect(page.locator(".ed-refusal")).to_contain_text("cycle: a -> b -> c -> a")
+    expect(page.locator("#ed-status")).to_have_text("Connection c → a refused: cycle: a -> b -> c -> a")
     expect(page.locator(".ed-node.in-cycle")).to_have_count(3)
     expect(page.locator(".ed-edge.in-cycle")).to_have_count(2)
     expect(page.locator(".ed-draft-edge.ed-refused")).to_have_attribute("visibility", "visible")
@@ -148,13 +151,20 @@ def test_a_conflicting_save_from_a_second_browser_is_refused(
     first.get_by_label("timeout (s)").fill("11")
     first.click('[data-cmd="save"]')
     expect(first.locator("#ed-status")).to_contain_text("Saved draft v2 (revision 2)")
+    screenshot(first, "saved")
 
     select_node(second, "b")
     second.get_by_label("timeout (s)").fill("22")
-    second.click('[data-cmd="save"]')
+    with second.expect_response(lambda r: r.request.method == "PUT") as answer:
+        second.click('[data-cmd="save"]')
+    assert answer.value.url.endswith("/api/v1/workflows/shared/versions/2")  # If-Match: the ETag read
+    assert (answer.value.status, answer.value.headers["content-type"]) == (412, "application/problem+json")
     banner = second.locator("#ed-conflict")
     expect(banner).to_be_visible()
     expect(banner).to_contain_text("was changed by someone else (now revision 2)")
+    expect(banner).to_contain_text("reload it and apply your change again")
+    expect(second.locator("#ed-conflict-reload")).to_be_visible()
+    expect(second.locator("#ed-status")).to_have_text("Not saved: someone else changed this version.")
     screenshot(second, "conflict")
 
     second.click("#ed-conflict-reload")

@@ -1,5 +1,6 @@
-"""Fixtures for the editor's view tests: a logged-in Django test client per role (the
-workflows they act on come from tests/factories.py)."""
+"""Fixtures for the editor's tests: a logged-in Django test client per role, which calls the
+pages and, as the canvas script does, /api/v1 with its session (the workflows they act on
+come from tests/factories.py)."""
 
 from __future__ import annotations
 
@@ -25,9 +26,15 @@ class JsonClient:
     def get(self, url: str, **query: Any) -> Any:
         return self.client.get(url, query or None, headers={"Accept": "application/json"})
 
-    def post(self, url: str, body: Any = None, raw: str | None = None) -> Any:
+    def post(self, url: str, body: Any = None, raw: str | None = None, **headers: str) -> Any:
+        return self.send("POST", url, body, raw, headers)
+
+    def put(self, url: str, body: Any = None, **headers: str) -> Any:
+        return self.send("PUT", url, body, None, headers)
+
+    def send(self, method: str, url: str, body: Any, raw: str | None, headers: dict[str, str]) -> Any:
         data = raw if raw is not None else json.dumps(body if body is not None else {})
-        return self.client.post(url, data, content_type="application/json")
+        return self.client.generic(method, url, data, content_type="application/json", headers=headers)
 
 
 @pytest.fixture
@@ -60,4 +67,17 @@ def editor(client_as: Callable[[str], JsonClient]) -> JsonClient:
 
 
 def url(slug: str, tail: str = "") -> str:
+    """Return the path of a workflow's page."""
     return f"/workflows/{slug}/{tail}"
+
+
+def api(slug: str, tail: str = "") -> str:
+    """Return the /api/v1 path of a workflow (or of something under it)."""
+    return f"/api/v1/workflows/{slug}" + (f"/{tail}" if tail else "")
+
+
+def if_match(client: JsonClient, slug: str, number: int) -> dict[str, str]:
+    """Read a version as the editor opens it; return the header its save sends back."""
+    response = client.get(api(slug, f"versions/{number}"))
+    assert response.status_code == 200, response.content
+    return {"If-Match": response["ETag"]}

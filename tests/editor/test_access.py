@@ -1,4 +1,5 @@
-"""Who may do what in the editor: the permission matrix, CSRF, and role-aware pages."""
+"""Who may do what in the editor, on its pages and in the API calls it makes: the permission
+matrix, CSRF, and role-aware pages."""
 
 from __future__ import annotations
 
@@ -12,9 +13,9 @@ from django.contrib.auth.models import Group, User
 from django.test import Client
 
 from controlplane import access
-from tests.editor.conftest import ROLES_AND_NOBODY, JsonClient, url
+from tests.editor.conftest import ROLES_AND_NOBODY, JsonClient, api, url
 from tests.factories import CHAIN, add_draft, make_workflow
-from workflows import runs
+from workflows import drafts, runs
 from workflows.models import Workflow
 
 CHANGED = {**CHAIN, "description": "changed"}
@@ -34,7 +35,8 @@ def setup() -> dict[str, Any]:
     workflow = make_workflow("matrix")
     add_draft(workflow, CHANGED)
     run, _ = runs.start_run(workflow, {})
-    return {"slug": workflow.slug, "run": run.pk}
+    etag = drafts.etag(workflow.versions.get(number=2))
+    return {"slug": workflow.slug, "run": run.pk, "etag": etag}
 
 
 ACTIONS = [
@@ -42,52 +44,49 @@ ACTIONS = [
     Action("editor page", access.VIEWER, 200, True, lambda c, s: c.get(url(s["slug"]))),
     Action("history page", access.VIEWER, 200, True, lambda c, s: c.get(url(s["slug"], "history/"))),
     Action("diff page", access.VIEWER, 200, True, lambda c, s: c.get(url(s["slug"], "diff/"))),
-    Action("history json", access.VIEWER, 200, False, lambda c, s: c.get(url(s["slug"], "api/versions"))),
-    Action("version json", access.VIEWER, 200, False, lambda c, s: c.get(url(s["slug"], "api/versions/2"))),
+    Action("list versions", access.VIEWER, 200, False, lambda c, s: c.get(api(s["slug"], "versions"))),
+    Action("read version", access.VIEWER, 200, False, lambda c, s: c.get(api(s["slug"], "versions/2"))),
     Action(
-        "diff json",
-        access.VIEWER,
-        200,
-        False,
-        lambda c, s: c.get(url(s["slug"], "api/diff"), **{"from": 1, "to": 2}),
+        "diff", access.VIEWER, 200, False, lambda c, s: c.get(api(s["slug"], "diff"), **{"from": 1, "to": 2})
     ),
     Action(
         "validate",
         access.VIEWER,
         200,
         False,
-        lambda c, s: c.post(url(s["slug"], "api/validate"), {"definition": CHAIN}),
+        lambda c, s: c.post(api(s["slug"], "validate"), {"definition": CHAIN}),
     ),
-    Action(
-        "run state", access.VIEWER, 200, False, lambda c, s: c.get(url(s["slug"], f"api/runs/{s['run']}"))
-    ),
+    Action("run state", access.VIEWER, 200, False, lambda c, s: c.get(f"/api/v1/runs/{s['run']}")),
     Action(
         "test-run active",
         access.OPERATOR,
         201,
         False,
-        lambda c, s: c.post(url(s["slug"], "api/test-runs"), {"version": 1, "input": {}}),
+        lambda c, s: c.post(api(s["slug"], "versions/1/test-runs"), {"input": {}}),
     ),
     Action(
         "test-run draft",
         access.EDITOR,
         201,
         False,
-        lambda c, s: c.post(url(s["slug"], "api/test-runs"), {"version": 2, "input": {}}),
+        lambda c, s: c.post(api(s["slug"], "versions/2/test-runs"), {"input": {}}),
     ),
     Action(
-        "save",
+        "save draft",
         access.EDITOR,
         200,
         False,
-        lambda c, s: c.post(url(s["slug"], "api/save"), {"base": 2, "revision": 1, "definition": CHAIN}),
+        lambda c, s: c.put(api(s["slug"], "versions/2"), {"definition": CHAIN}, **{"If-Match": s["etag"]}),
     ),
     Action(
-        "publish", access.EDITOR, 200, False, lambda c, s: c.post(url(s["slug"], "api/versions/2/publish"))
+        "save new draft",
+        access.EDITOR,
+        201,
+        False,
+        lambda c, s: c.post(api(s["slug"], "versions"), {"definition": CHAIN}),
     ),
-    Action(
-        "activate", access.EDITOR, 200, False, lambda c, s: c.post(url(s["slug"], "api/versions/1/activate"))
-    ),
+    Action("publish", access.EDITOR, 200, False, lambda c, s: c.post(api(s["slug"], "versions/2/publish"))),
+    Action("activate", access.EDITOR, 200, False, lambda c, s: c.post(api(s["slug"], "versions/1/activate"))),
     Action(
         "create workflow",
         access.EDITOR,
@@ -113,17 +112,20 @@ def test_permission_matrix(action: Action, role: str, client_as: Callable[[str],
     response = action.call(client_as(role), state)
     assert response.status_code == expected(action, role), response.content[:300]
     if response.status_code in (401, 403) and not action.page:
-        assert "error" in response.json()
+        assert response["Content-Type"] == "application/problem+json"
+        assert response.json()["detail"]
 
 
 def test_refused_changes_leave_nothing_behind(client_as: Callable[[str], JsonClient]) -> None:
     state = setup()
     viewer = client_as(access.VIEWER)
-    viewer.post(url(state["slug"], "api/save"), {"base": 2, "revision": 1, "definition": CHAIN})
-    viewer.post(url(state["slug"], "api/versions/2/publish"))
+    viewer.put(api(state["slug"], "versions/2"), {"definition": CHAIN}, **{"If-Match": state["etag"]})
+    viewer.post(api(state["slug"], "versions/2/publish"))
+    viewer.post(api(state["slug"], "versions/2/test-runs"), {"input": {}})
     workflow = Workflow.objects.get(slug=state["slug"])
     draft = workflow.versions.get(number=2)
     assert (draft.status, draft.revision, workflow.active_version.number) == ("draft", 1, 1)
+    assert workflow.versions.count() == 2 and workflow.runs.count() == 1  # no snapshot, no run
 
 
 def test_viewer_page_has_no_save_or_publish_buttons(client_as: Callable[[str], JsonClient]) -> None:
@@ -157,17 +159,19 @@ def test_posts_without_the_csrf_token_are_refused(db: None) -> None:
     user.groups.add(Group.objects.get_or_create(name=access.EDITOR)[0])
     client = Client(enforce_csrf_checks=True)
     client.force_login(user)
-    body = json.dumps({"base": 2, "revision": 1, "definition": CHAIN})
-    save_url = url(state["slug"], "api/save")
-    refused = client.post(save_url, body, content_type="application/json")
-    assert refused.status_code == 403
+    body = json.dumps({"definition": CHAIN})
+    save_url = api(state["slug"], "versions/2")
+    refused = client.put(save_url, body, content_type="application/json", headers={"If-Match": state["etag"]})
+    assert refused.status_code == 403 and "CSRF" in refused.json()["detail"]
     client.get(url(state["slug"]))  # the page sets the csrftoken cookie
     token = client.cookies["csrftoken"].value
-    accepted = client.post(save_url, body, content_type="application/json", headers={"X-CSRFToken": token})
+    headers = {"X-CSRFToken": token, "If-Match": state["etag"]}
+    accepted = client.put(save_url, body, content_type="application/json", headers=headers)
     assert accepted.status_code == 200
 
 
-def test_json_endpoints_refuse_other_methods(editor: JsonClient) -> None:
+def test_api_operations_refuse_other_methods(editor: JsonClient) -> None:
     state = setup()
-    assert editor.get(url(state["slug"], "api/save")).status_code == 405
-    assert editor.post(url(state["slug"], "api/versions")).status_code == 405
+    assert editor.get(api(state["slug"], "validate")).status_code == 405
+    assert editor.get(api(state["slug"], "versions/1/test-runs")).status_code == 405
+    assert editor.post(api(state["slug"], "diff")).status_code == 405

@@ -147,6 +147,14 @@ def authorize(key: ApiKey, action: str) -> None:
     raise ApiError(403, detail)
 
 
+def authorize_actor(actor: Any, action: str) -> None:
+    """Refuse (403) a further action an operation needs only for some of its inputs."""
+    if isinstance(actor, ApiKey):
+        authorize(actor, action)
+    else:
+        authorize_person(actor, action)
+
+
 def authorize_person(user: Any, action: str) -> None:
     """Refuse (403) an action the person's role does not allow."""
     if not access.can(user, action):

@@ -2,7 +2,10 @@
 
 Every refusal is a problem with `type`, `title`, `status`, `detail`, `instance` and
 `errors`: one entry per offending input, saying where it is (`in`: body, query, header,
-path), its JSON path (`definition.nodes[2].retry.max_attempts`) and what is wrong. `type`
+path), its JSON path (`definition.nodes[2].retry.max_attempts`) and what is wrong. An entry
+about a definition also carries the core's structured problem (`Issue.as_problem`): `code`,
+`node`, `field` (the path inside the definition) and, for a cycle, `cycle` (its node ids),
+so a program (the editor) never parses the message. `type`
 points at the docs page's section on that kind of problem. Domain errors
 (workflows/errors.py) carry their own status; their issues become `errors`. Input that
 ninja's validation refuses is reported per field: a bad header first (400, or the status
@@ -23,6 +26,7 @@ from typing import Any
 from django.core.serializers.json import DjangoJSONEncoder
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
+from workflows.core.definition import Issue
 from workflows.errors import DomainError
 
 CONTENT_TYPE = "application/problem+json"
@@ -36,9 +40,15 @@ class FieldError:
     location: str  # body, query, header, path
     path: str
     message: str
+    issue: Mapping[str, Any] | None = None  # Issue.as_problem() of a definition's problem
 
-    def as_dict(self) -> dict[str, str]:
-        return {"in": self.location, "path": self.path, "message": self.message}
+    def as_dict(self) -> dict[str, Any]:
+        return {**(self.issue or {}), "in": self.location, "path": self.path, "message": self.message}
+
+
+def definition_error(issue: Issue, prefix: str = "") -> FieldError:
+    """Return a definition's problem as a body error: its path under `prefix`, its structure kept."""
+    return FieldError("body", join_path(prefix, issue.path), issue.message, issue.as_problem())
 
 
 class ApiError(Exception):
@@ -92,7 +102,7 @@ def problem(
 
 def from_domain(exc: DomainError, prefix: str = "") -> ApiError:
     """Turn a domain refusal into a problem; issue paths are put under `prefix` (a body field)."""
-    errors = [FieldError("body", join_path(prefix, issue.path), issue.message) for issue in exc.issues]
+    errors = [definition_error(issue, prefix) for issue in exc.issues]
     match = FIELD_MESSAGE.match(exc.message)
     if not errors and match and not prefix:
         errors = [FieldError("body", match[1], match[2])]

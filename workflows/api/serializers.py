@@ -13,7 +13,8 @@ from typing import Any, NotRequired
 
 from typing_extensions import TypedDict
 
-from workflows import drafts
+from workflows import drafts, editing
+from workflows.api.errors import definition_error
 from workflows.core.definition import Issue
 from workflows.handlers.registry import Handler
 from workflows.models import (
@@ -35,8 +36,20 @@ API = "/api/v1"
 # --------------------------------------------------------------------------- shapes
 
 
-# "in" is a Python keyword: the functional syntax names it.
-ProblemError = TypedDict("ProblemError", {"in": str, "path": str, "message": str})
+# "in" is a Python keyword: the functional syntax names it. An error about a definition
+# also carries the core's structured problem (Issue.as_problem): code, node, field, cycle.
+ProblemError = TypedDict(
+    "ProblemError",
+    {
+        "in": str,
+        "path": str,
+        "message": str,
+        "code": NotRequired[str],
+        "node": NotRequired[str | None],
+        "field": NotRequired[str],
+        "cycle": NotRequired[list[str]],
+    },
+)
 
 
 class WorkflowOut(TypedDict):
@@ -63,6 +76,8 @@ class VersionSummary(TypedDict):
     created_by: str | None
     created_at: datetime
     published_at: datetime | None
+    nodes: int
+    test_snapshot: bool
     url: str
 
 
@@ -191,6 +206,11 @@ class IssueOut(TypedDict):
 class ValidationOut(TypedDict):
     valid: bool
     issues: list[IssueOut]
+
+
+class DefinitionCheck(TypedDict):
+    valid: bool
+    errors: list[ProblemError]
 
 
 class FieldChangeOut(TypedDict):
@@ -393,6 +413,8 @@ def version_summary(v: WorkflowVersion) -> VersionSummary:
         "created_by": v.created_by.username if v.created_by else None,
         "created_at": v.created_at,
         "published_at": v.published_at,
+        "nodes": len(v.definition.get("nodes", [])),
+        "test_snapshot": editing.is_snapshot(v),
         "url": f"{API}/workflows/{slug}/versions/{v.number}",
     }
 
@@ -523,6 +545,11 @@ def handler(h: Handler) -> HandlerOut:
 
 def validation(issues: list[Issue]) -> ValidationOut:
     return {"valid": not issues, "issues": [{"path": i.path, "message": i.message} for i in issues]}
+
+
+def definition_check(issues: list[Issue]) -> DefinitionCheck:
+    errors = [definition_error(i, "definition").as_dict() for i in issues]
+    return {"valid": not issues, "errors": errors}  # type: ignore[typeddict-item]
 
 
 def api_key(k: ApiKey) -> KeyOut:

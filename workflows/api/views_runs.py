@@ -7,10 +7,10 @@ from typing import Annotated, Any
 from django.http import HttpRequest, HttpResponse
 from ninja import Header, Path, Query, Router, Status
 
-from workflows import runs, versions
+from workflows import editing, runs, versions
 from workflows.api import inputs as i
 from workflows.api import serializers as s
-from workflows.api.auth import allowed
+from workflows.api.auth import allowed, authorize_actor
 from workflows.api.errors import ApiError, FieldError
 from workflows.api.pagination import paginate
 from workflows.api.parsing import MAX_ID
@@ -20,6 +20,7 @@ from workflows.models import DeadLetter, NodeRun, Run, RunEvent
 router = Router(tags=["runs"])
 SlugPath = Annotated[str, Path(pattern=i.SLUG_PATTERN)]
 RunId = Annotated[int, Path(ge=1, le=MAX_ID)]
+NumberPath = Annotated[int, Path(ge=1, le=MAX_ID)]
 
 
 @router.post(
@@ -50,6 +51,32 @@ def start_run(
     return Status(201 if created else 200, data)
 
 
+@router.post(
+    "/workflows/{slug:slug}/versions/{id:number}/test-runs",
+    response={201: s.RunOut},
+    auth=allowed("start_run"),
+    summary="Start a test run of a version",
+)
+@refuses(404, 409)
+def start_test_run(
+    request: HttpRequest,
+    response: HttpResponse,
+    slug: SlugPath,
+    number: NumberPath,
+    body: i.StartRunIn = i.EMPTY_START,
+) -> Any:
+    """Start a run pinned to this version, active or not; live traffic is unaffected. A draft
+    is first frozen into a published, inactive "test-run snapshot" version (reused while the
+    draft is unchanged), which the run is pinned to: testing a draft also needs the editor
+    role (the `edit` scope for a key). The answer is the run with every node, as GET /runs/{id}."""
+    version = editing.get_version(versions.get_workflow(slug), number)
+    if not version.is_published:
+        authorize_actor(request.auth, "publish")
+    run = editing.start_test_run(version, body.input, user=request.auth)
+    response["Location"] = s.run_summary(run)["url"]
+    return Status(201, read_run(run.pk))
+
+
 @router.get("/runs", response=s.RunPage, auth=allowed("view"), summary="List runs")
 def list_runs(request: HttpRequest, q: Query[i.RunQuery]) -> Any:
     """List runs, newest first, filtered by workflow, status, version and creation time."""
@@ -75,6 +102,10 @@ def list_runs(request: HttpRequest, q: Query[i.RunQuery]) -> Any:
 @refuses(404)
 def get_run(request: HttpRequest, run_id: RunId) -> Any:
     """Read a run with every node's state, attempts, timings, output and error."""
+    return read_run(run_id)
+
+
+def read_run(run_id: int) -> s.RunOut:
     run = runs.get_run(run_id)
     nodes = list(NodeRun.objects.filter(run_id=run_id).order_by("id"))
     letters = list(DeadLetter.objects.filter(run_id=run_id).order_by("id").values_list("id", flat=True))

@@ -180,6 +180,23 @@ def validate(request: HttpRequest, body: i.ValidateIn) -> Any:
     return s.validation(issues)
 
 
+@router.post(
+    "/workflows/{slug:slug}/validate",
+    response=s.DefinitionCheck,
+    auth=allowed("view"),
+    summary="Check a definition for a workflow (structured problems)",
+)
+@refuses(404)
+def check_definition(request: HttpRequest, slug: SlugPath, body: i.ValidateIn) -> Any:
+    """Check a definition without saving it, as a save would: 200 either way. Each error is
+    an item of a problem's `errors` (`code`, `node`, `field` in the definition, `cycle`'s node
+    ids), so what the editor shows while drawing is what a refused save would say. Anyone who
+    may look at the workflow may check (a viewer's canvas shows its problems too)."""
+    versions.get_workflow(slug)
+    issues = validate_definition(body.definition, handlers.schemas(), versions.limits())
+    return s.definition_check(issues)
+
+
 @router.get("/handlers", response=s.HandlerList, auth=allowed("view"), summary="List node handlers")
 def list_handlers(request: HttpRequest) -> Any:
     """List the registered node handlers with their documentation and config schema."""

@@ -168,9 +168,9 @@ export class Editor {
   async loadVersion(number) {
     const started = performance.now();
     this.root.dataset.loading = "true";
-    const res = await this.api.get("version", number);
+    const res = await this.api.version(number);
     this.root.dataset.loading = "false";
-    if (!res.ok) return this.say(`Version ${number} could not be opened: ${res.data.error}`, "error");
+    if (!res.ok) return this.say(`Version ${number} could not be opened: ${res.error}`, "error");
     this.timings.fetchMs = performance.now() - started;
     this.openDefinition(res.data.definition);
     this.setVersion(res.data);
@@ -265,7 +265,7 @@ export class Editor {
     const label = $("#ed-version-label", this.root);
     const parts = [`v${version.number}`, version.status];
     if (version.status === "draft") parts.push(`revision ${version.revision}`);
-    if (version.is_active) parts.push("active");
+    if (version.active) parts.push("active");
     label.textContent = parts.join(" · ");
     label.dataset.status = version.status;
     const url = new URL(window.location.href);
@@ -364,11 +364,11 @@ export class Editor {
     candidate.edges.push({ source, target });
     const edgeIndex = candidate.edges.length - 1;
     this.root.dataset.validation = "pending";
-    const res = await this.api.post("validate", undefined, { definition: candidate });
+    const res = await this.api.check(candidate);
     this.root.dataset.validation = "done";
-    if (!res.ok) return this.say(`Could not check the connection: ${res.data.error}`, "error");
+    if (!res.ok) return this.say(`Could not check the connection: ${res.error}`, "error");
     const known = new Set(this.issues.filter((i) => i.code === "cycle").map((i) => i.cycle.join(" ")));
-    const blocking = res.data.issues.filter(
+    const blocking = res.data.errors.filter(
       (i) => i.field.startsWith(`edges[${edgeIndex}]`) || (i.code === "cycle" && !known.has(i.cycle.join(" "))),
     );
     if (blocking.length) return this.refuse(sourceUid, targetUid, `${source} → ${target}`, blocking[0]);
@@ -480,13 +480,13 @@ export class Editor {
     }
     const edits = this.edits;
     this.root.dataset.validation = "pending";
-    const res = await this.api.post("validate", undefined, { definition });
+    const res = await this.api.check(definition);
     // Stale if a newer check started, or the document changed since (one is scheduled).
     if (seq !== this.validationSeq || edits !== this.edits) return;
     this.root.dataset.validation = "done";
-    if (!res.ok) return this.say(`Could not validate: ${res.data.error}`, "error");
+    if (!res.ok) return this.say(`Could not validate: ${res.error}`, "error");
     this.validatedJson = json;
-    this.applyIssues(res.data.issues, order);
+    this.applyIssues(res.data.errors, order);
   }
 
   applyIssues(issues, order) {
@@ -669,17 +669,15 @@ export class Editor {
     const definition = this.doc.toDefinition();
     const order = this.doc.order();
     const v = this.version;
-    const body = {
-      base: v ? v.number : null,
-      revision: v && v.status === "draft" ? v.revision : null,
-      definition,
-      comment: $("#ed-comment", this.root)?.value ?? "",
-    };
+    const comment = $("#ed-comment", this.root)?.value ?? "";
     this.busy = true;
     this.updateButtons();
     this.say("Saving…");
     const started = performance.now();
-    const res = await this.api.post("save", undefined, body);
+    // A draft changes in place if nobody saved it since it was read (its ETag as If-Match);
+    // anything else (a published version, a new workflow) starts the next draft.
+    const res =
+      v && v.status === "draft" ? await this.api.updateDraft(v, definition, comment) : await this.api.createDraft(definition, comment);
     this.timings.saveMs = performance.now() - started;
     this.busy = false;
     if (res.ok) {
@@ -689,13 +687,14 @@ export class Editor {
       this.setVersion(res.data);
       const comment = $("#ed-comment", this.root);
       if (comment) comment.value = "";
-      this.say(res.data.created ? `Saved as new draft v${res.data.number}.` : `Saved draft v${res.data.number} (revision ${res.data.revision}).`, "ok");
+      this.say(res.status === 201 ? `Saved as new draft v${res.data.number}.` : `Saved draft v${res.data.number} (revision ${res.data.revision}).`, "ok");
       this.versionsPanel.refresh();
     } else if (res.status === 409 || res.status === 412) {
-      this.showConflict(res.data.error);
+      this.showConflict(res.error);
     } else {
-      if (res.data.issues?.length) this.applyIssues(res.data.issues, order);
-      this.say(`Not saved: ${res.data.error}`, "error");
+      const issues = definitionIssues(res.errors);
+      if (issues.length) this.applyIssues(issues, order);
+      this.say(`Not saved: ${res.error}`, "error");
     }
     this.updateButtons();
   }
@@ -723,12 +722,13 @@ export class Editor {
     const ok = await this.confirm(`Publish v${number} and make it the active version? ${PUBLISH_NOTE}`, "Publish");
     if (!ok) return;
     this.busy = true;
-    const res = await this.api.post("publish", number);
+    const res = await this.api.publish(number);
     this.busy = false;
     if (!res.ok) {
       this.updateButtons();
-      if (res.data.issues?.length && this.version?.number === number) this.applyIssues(res.data.issues, this.doc.order());
-      return this.say(`Not published: ${res.data.error}`, "error");
+      const issues = definitionIssues(res.errors);
+      if (issues.length && this.version?.number === number) this.applyIssues(issues, this.doc.order());
+      return this.say(`Not published: ${res.error}`, "error");
     }
     this.say(`v${number} is published and active. New runs use it; runs in flight stay on the version they started with.`, "ok");
     if (this.version?.number === number) this.setVersion({ ...this.version, ...res.data });
@@ -739,10 +739,10 @@ export class Editor {
     if (!this.can.publish || this.busy) return;
     const ok = await this.confirm(`Make v${number} the active version? ${PUBLISH_NOTE}`, "Make active");
     if (!ok) return;
-    const res = await this.api.post("activate", number);
-    if (!res.ok) return this.say(`Not activated: ${res.data.error}`, "error");
+    const res = await this.api.activate(number);
+    if (!res.ok) return this.say(`Not activated: ${res.error}`, "error");
     this.say(`v${number} is now active. New runs use it; runs in flight stay on the version they started with.`, "ok");
-    if (this.version) this.setVersion({ ...this.version, is_active: this.version.number === number });
+    if (this.version) this.setVersion({ ...this.version, active: this.version.number === number });
     this.versionsPanel.refresh();
   }
 
@@ -791,4 +791,9 @@ export class Editor {
   onCanvasResize() {
     // Keep the view; the SVG fills its box by CSS.
   }
+}
+
+// The items of a refusal that are about the definition (they carry the core's `field`).
+function definitionIssues(errors) {
+  return errors.filter((e) => typeof e.field === "string");
 }

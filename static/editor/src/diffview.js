@@ -33,13 +33,17 @@ export class DiffView {
     const { from, to } = this.config.diff;
     this.root.dataset.layout = "idle";
     this.root.querySelector('[data-cmd="fit"]')?.addEventListener("click", () => this.canvas.fit());
-    const res = await this.api.get("diff", undefined, { from, to });
-    if (!res.ok) {
-      $("#ed-status", this.root).textContent = res.data.error;
+    // The API's diff names what changed; the two versions give the graphs to draw it on.
+    const answers = await Promise.all([this.api.version(from), this.api.version(to), this.api.diff(from, to)]);
+    const refused = answers.find((res) => !res.ok);
+    if (refused) {
+      $("#ed-status", this.root).textContent = refused.error;
       return;
     }
-    this.build(res.data);
-    this.renderList(res.data);
+    const [old, current, { diff }] = answers.map((res) => res.data);
+    const data = { old, new: current, diff };
+    this.build(data);
+    this.renderList(data);
     this.canvas.sync();
     this.canvas.fit();
     this.root.dataset.layout = "running";

@@ -1,9 +1,29 @@
 // The side panel's Test run tab: start a run of the open version with some input and light
 // up its nodes on the canvas. Polls every 500 ms until the run finishes (the dashboard's
-// websocket can replace the polling once it carries per-run node states).
+// websocket can replace the polling once it carries per-run node states). The run is the
+// API's (POST .../versions/{n}/test-runs, then GET /runs/{id}); `overlay` turns it into what
+// the canvas and the inspector show per node.
 import { h, replaceChildren } from "./dom.js";
 
 const POLL_MS = 500;
+const FINISHED = new Set(["succeeded", "failed", "cancelled"]);
+const ERROR_CHARS = 500;
+const OUTPUT_PREVIEW_CHARS = 2000;
+
+// A run as the API reads it -> {id, status, version, finished, nodes: {node id: state}}.
+export function overlay(run) {
+  const nodes = {};
+  for (const node of run.nodes) {
+    nodes[node.node_id] = { status: node.status, attempt: node.attempt, error: node.error.slice(0, ERROR_CHARS), output: preview(node.output) };
+  }
+  return { id: run.id, status: run.status, version: run.version, finished: FINISHED.has(run.status), nodes };
+}
+
+function preview(output) {
+  if (output === null || output === undefined) return null;
+  const text = JSON.stringify(output);
+  return text.length <= OUTPUT_PREVIEW_CHARS ? text : `${text.slice(0, OUTPUT_PREVIEW_CHARS)}… (${text.length} characters)`;
+}
 
 export class TestRunPanel {
   constructor(root, app) {
@@ -41,7 +61,7 @@ export class TestRunPanel {
     if (!reason && v.status === "draft") {
       text = `Runs draft v${v.number} as it is saved. The draft is frozen into a published but inactive test snapshot; live runs keep using the active version.`;
     } else if (!reason) {
-      text = `Runs v${v.number}${v.is_active ? " (the active version)" : " (not the active version; live runs are unaffected)"}.`;
+      text = `Runs v${v.number}${v.active ? " (the active version)" : " (not the active version; live runs are unaffected)"}.`;
     }
     this.explain.textContent = text;
   }
@@ -54,31 +74,33 @@ export class TestRunPanel {
       return this.app.say(`The input is not valid JSON: ${err.message}`, "error");
     }
     this.startButton.disabled = true;
-    const res = await this.app.api.post("testRun", undefined, { version: this.app.version.number, input });
+    const res = await this.app.api.testRun(this.app.version.number, input);
     if (!res.ok) {
       this.refresh();
-      return this.app.say(`Test run not started: ${res.data.error}`, "error");
+      return this.app.say(`Test run not started: ${res.error}`, "error");
     }
-    this.app.say(`Test run ${res.data.id} started on v${res.data.version}.`, "ok");
-    if (res.data.version !== this.app.version.number) this.app.versionsPanel.refresh();
-    this.show(res.data);
-    this.poll(res.data.id);
+    const state = overlay(res.data);
+    this.app.say(`Test run ${state.id} started on v${state.version}.`, "ok");
+    if (state.version !== this.app.version.number) this.app.versionsPanel.refresh();
+    this.show(state);
+    this.poll(state.id);
   }
 
   poll(runId) {
     clearTimeout(this.timer);
     this.timer = setTimeout(async () => {
-      const res = await this.app.api.get("run", runId);
+      const res = await this.app.api.run(runId);
       if (!res.ok) {
         this.timer = null;
         this.refresh();
-        return this.app.say(`Could not follow run ${runId}: ${res.data.error}`, "error");
+        return this.app.say(`Could not follow run ${runId}: ${res.error}`, "error");
       }
-      this.show(res.data);
-      if (res.data.finished) {
+      const state = overlay(res.data);
+      this.show(state);
+      if (state.finished) {
         this.timer = null;
         this.refresh();
-        this.app.say(`Test run ${runId} ${res.data.status}.`, res.data.status === "succeeded" ? "ok" : "error");
+        this.app.say(`Test run ${runId} ${state.status}.`, state.status === "succeeded" ? "ok" : "error");
       } else {
         this.poll(runId);
       }

@@ -14,12 +14,12 @@ export class VersionsPanel {
   }
 
   async refresh() {
-    const res = await this.app.api.get("history");
+    const res = await this.app.api.versions();
     if (!res.ok) {
-      replaceChildren(this.root, h("p", { class: "ed-error-text", text: res.data.error }));
+      replaceChildren(this.root, h("p", { class: "ed-error-text", text: res.error }));
       return;
     }
-    this.versions = res.data.versions;
+    this.versions = res.data.items;
     this.render();
   }
 
@@ -28,14 +28,14 @@ export class VersionsPanel {
     const current = app.version?.number;
     const rows = this.versions.map((v) => {
       const badges = [h("span", { class: `ed-badge ed-badge-${v.status}`, text: v.status })];
-      if (v.is_active) badges.push(h("span", { class: "ed-badge ed-badge-active", text: "active" }));
-      if (v.is_snapshot) badges.push(h("span", { class: "ed-badge", text: "test snapshot" }));
+      if (v.active) badges.push(h("span", { class: "ed-badge ed-badge-active", text: "active" }));
+      if (v.test_snapshot) badges.push(h("span", { class: "ed-badge", text: "test snapshot" }));
       const actions = [h("a", { href: `${app.config.urls.editor}?version=${v.number}`, text: v.number === current ? "open (current)" : "open" })];
       if (app.can.publish && v.status === "draft") {
         actions.push(h("button", { type: "button", class: "ed-link", onclick: () => app.publish(v.number), text: "publish" }));
       }
-      if (app.can.publish && v.status === "published" && !v.is_active) {
-        const active = this.versions.find((other) => other.is_active);
+      if (app.can.publish && v.status === "published" && !v.active) {
+        const active = this.versions.find((other) => other.active);
         const label = active && v.number < active.number ? "roll back to this" : "make active";
         actions.push(h("button", { type: "button", class: "ed-link", onclick: () => app.activate(v.number), text: label }));
       }

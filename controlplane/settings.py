@@ -100,6 +100,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_rq",
     "django_htmx",
+    "ninja",  # django-ninja: its Swagger UI assets and templates, served locally (no CDN)
     "channels",
     "workflows",
     "monitoring",

@@ -1,5 +1,7 @@
-"""The REST API under /api/v1/: thin views over the domain, described once in routes.py.
+"""The REST API under /api/v1/, on django-ninja: thin views over the domain services.
 
-Read routing.py first (the dispatcher every request goes through), then routes.py (the
-table), then a views_*.py module. openapi.py turns the table into the served schema.
+Read api.py first (the NinjaAPI: its routers, parser, document and problem handlers), then
+a views_*.py module (one router per noun; the decorators there are the route table), then
+auth.py (API key or browser session, rate limit, access.py's decision). schema.py adds to
+ninja's OpenAPI document what integrators rely on; errors.py is the one error format.
 """

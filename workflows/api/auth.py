@@ -1,8 +1,17 @@
 """API authentication, permission and rate limiting, in that order.
 
-`Authorization: Bearer sy_<prefix>_<secret>` names an API key (workflows/keys.py). The
-permission decision is controlplane/access.py's (`api_key_can`): the key's scopes and its
-owner's role. The rate limit is a fixed one-minute window per key in Redis (one INCR and
+Two ways in, tried in this order, each a django-ninja security class (and a security
+scheme of the OpenAPI document):
+- `apiKey`: `Authorization: Bearer sy_<prefix>_<secret>` names an API key
+  (workflows/keys.py). A request that sends an Authorization header is judged by it alone:
+  a bad key is a 401, never a fall-back to the session.
+- `session`: the browser's Django session (the editor and other pages). The person acts
+  with their role; CSRF is checked on unsafe methods (a 403), as Django checks forms.
+Neither: 401 with a Bearer challenge.
+
+The permission decision is controlplane/access.py's: for a key `api_key_can` (its scopes
+and its owner's role), for a person `can` (their role), as for pages. What the views get
+as `request.auth` is the actor the domain records: the ApiKey or the User. The rate limit is a fixed one-minute window per key in Redis (one INCR and
 one EXPIRE, pipelined); a key over it gets 429 with Retry-After until the window ends. If
 Redis cannot be reached the limit is not enforced: the API stays up, and the log says so.
 """
@@ -12,10 +21,14 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import redis
 from django.conf import settings
 from django.http import HttpRequest
+from ninja.errors import AuthenticationError
+from ninja.security.base import AuthBase
+from ninja.utils import check_csrf
 
 from controlplane import access
 from workflows import keys
@@ -41,6 +54,65 @@ class RateState:
             "RateLimit-Remaining": str(max(0, self.remaining)),
             "RateLimit-Reset": str(self.reset),
         }
+
+
+class KeyAuth(AuthBase):
+    """The API key in `Authorization: Bearer`, allowed `action` (a key of access.ACTIONS)."""
+
+    scheme_name = "apiKey"
+    openapi_type = "http"
+    openapi_scheme = "bearer"
+    openapi_bearerFormat = "sy_<prefix>_<secret>"
+
+    def __init__(self, action: str) -> None:
+        self.action = action
+        super().__init__()
+
+    def __call__(self, request: HttpRequest) -> ApiKey | None:
+        if "Authorization" not in request.headers:
+            return None  # perhaps a browser session: the next scheme decides
+        key = authenticate(request)
+        request.rate = check_rate(f"key:{key.prefix}")  # type: ignore[attr-defined]
+        authorize(key, self.action)
+        return key
+
+
+class SessionAuth(AuthBase):
+    """A signed-in person, by the Django session cookie, allowed `action` by their role."""
+
+    scheme_name = "session"
+    openapi_type = "apiKey"
+    openapi_in = "cookie"
+
+    def __init__(self, action: str) -> None:
+        self.action = action
+        self.openapi_name = settings.SESSION_COOKIE_NAME
+        super().__init__()
+
+    def __call__(self, request: HttpRequest) -> Any:
+        user = request.user
+        if not user.is_authenticated:
+            return None
+        if check_csrf(request) is not None:  # lets safe methods through, as Django's middleware does
+            detail = "CSRF check failed: send the csrftoken cookie's value in the X-CSRFToken header."
+            raise ApiError(403, detail, [FieldError("header", "X-CSRFToken", "is missing or wrong")])
+        request.rate = check_rate(f"user:{user.pk}")  # type: ignore[attr-defined]
+        authorize_person(user, self.action)
+        return user
+
+
+def allowed(action: str) -> list[AuthBase]:
+    """Return the ways into an operation that needs `action`: an API key, else a session."""
+    return [KeyAuth(action), SessionAuth(action)]
+
+
+def refuse_anonymous(request: HttpRequest, exc: AuthenticationError) -> ApiError:
+    return unauthorized("Send an API key: Authorization: Bearer sy_<prefix>_<secret>.")
+
+
+def person_of(actor: Any) -> Any:
+    """Return the person acting: the user of a session, the owner of a key."""
+    return actor.owner if isinstance(actor, ApiKey) else actor
 
 
 def authenticate(request: HttpRequest) -> ApiKey:
@@ -73,6 +145,13 @@ def authorize(key: ApiKey, action: str) -> None:
     else:
         detail = f"The key's owner {key.owner.username!r} is not allowed this: it needs the {role} role."
     raise ApiError(403, detail)
+
+
+def authorize_person(user: Any, action: str) -> None:
+    """Refuse (403) an action the person's role does not allow."""
+    if not access.can(user, action):
+        role = access.ACTIONS[action][0]
+        raise ApiError(403, f"{user.username!r} is not allowed this: it needs the {role} role.")
 
 
 def check_rate(bucket: str, now: float | None = None) -> RateState | None:

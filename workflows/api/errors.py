@@ -4,7 +4,10 @@ Every refusal is a problem with `type`, `title`, `status`, `detail`, `instance` 
 `errors`: one entry per offending input, saying where it is (`in`: body, query, header,
 path), its JSON path (`definition.nodes[2].retry.max_attempts`) and what is wrong. `type`
 points at the docs page's section on that kind of problem. Domain errors
-(workflows/errors.py) carry their own status; their issues become `errors`.
+(workflows/errors.py) carry their own status; their issues become `errors`. Input that
+ninja's validation refuses is reported per field: a bad header first (400, or the status
+the header names when it is missing: If-Match answers 428), then the query string (400),
+then the body (422).
 """
 
 from __future__ import annotations
@@ -111,6 +114,38 @@ def issues_under(prefix: str) -> Iterator[None]:
         if not exc.issues:
             raise
         raise from_domain(exc, prefix) from None
+
+
+def from_validation(errors: Sequence[Mapping[str, Any]], missing_status: Mapping[str, int]) -> ApiError:
+    """Turn ninja's validation errors (loc: source, then field path) into one problem."""
+    by_source: dict[str, list[tuple[tuple[Any, ...], Mapping[str, Any]]]] = {}
+    for error in errors:
+        source, *rest = error["loc"]
+        by_source.setdefault(source, []).append((tuple(rest), error))
+    if "header" in by_source:
+        (name, *_), error = by_source["header"][0]
+        message = message_of(error)
+        status = missing_status.get(name, 400) if error["type"] == "missing" else 400
+        return ApiError(status, f"Header {name} {message}.", [FieldError("header", name, message)])
+    if "path" in by_source:  # the URL converters let through only what the views take
+        fields = [FieldError("path", loc_path(loc), message_of(e)) for loc, e in by_source["path"]]
+        return ApiError(404, "No such object: the path names none.", fields)
+    if "query" in by_source:
+        # Query strings are flat: the last element names the parameter (an unknown one
+        # comes under the view's parameter name, a declared one without it).
+        fields = [FieldError("query", loc_path(loc[-1:]), message_of(e)) for loc, e in by_source["query"]]
+        return ApiError(400, "Some query parameters are invalid.", fields)
+    # Body errors are located under the view's parameter name: drop it.
+    fields = [FieldError("body", loc_path(loc[1:]), message_of(e)) for loc, e in by_source.get("body", [])]
+    return ApiError(422, "The request body is invalid; see errors.", fields)
+
+
+def message_of(error: Mapping[str, Any]) -> str:
+    if error["type"] == "missing":
+        return "is required"
+    if error["type"] == "extra_forbidden":
+        return "is not a known field"
+    return str(error["msg"]).removeprefix("Value error, ")
 
 
 def loc_path(loc: Sequence[str | int]) -> str:

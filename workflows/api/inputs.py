@@ -1,8 +1,9 @@
 """What the API accepts: request bodies and query strings as pydantic models.
 
-The same classes validate requests (routing.py) and describe them in the OpenAPI document
-(openapi.py). Bodies are read strictly (JSON types as sent, unknown fields refused); query
-strings loosely (everything arrives as text), unknown parameters refused too.
+django-ninja validates requests with these classes and describes them in the OpenAPI
+document from them. Bodies are read strictly (JSON types as sent, unknown fields refused);
+query strings loosely (everything arrives as text), unknown parameters refused too. Headers
+are typed strings whose refusal says the rule, not the regular expression.
 """
 
 from __future__ import annotations
@@ -11,9 +12,19 @@ import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, AwareDatetime, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import (
+    AfterValidator,
+    AwareDatetime,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    WithJsonSchema,
+    model_validator,
+)
 
-from workflows.api.routing import MAX_ID
+from workflows.api.parsing import MAX_ID
 from workflows.core import engine
 from workflows.webhooks import EVENT_TYPES
 
@@ -62,12 +73,79 @@ Definition = Annotated[
 ]
 
 
+def header(
+    description: str,
+    pattern: str = r"[\x21-\x7e]+",  # visible ASCII, no spaces
+    rule: str = "must be 1 to 200 visible ASCII characters, without spaces",
+    max_length: int = 200,
+) -> Any:
+    """Return the type of a request header: documented by its pattern, refused with `rule`."""
+    compiled = re.compile(pattern)
+
+    def check(value: str) -> str:
+        if len(value) > max_length or not compiled.fullmatch(value):
+            raise ValueError(rule)
+        return value
+
+    schema = {
+        "type": "string",
+        "maxLength": max_length,
+        "pattern": f"^(?:{pattern})$",
+        "description": description,
+    }
+    return Annotated[str, AfterValidator(check), WithJsonSchema(schema)]
+
+
+IdempotencyKey = header(
+    "Any string you choose (1-200 visible ASCII characters). The same key and input answer the "
+    "run made the first time; the same key with another input is refused (409).",
+)
+IfMatch = header(
+    'The ETag of the version as you read it, like "12-3" (or * to overwrite whatever is there).',
+    pattern=r'\*|"[0-9]{1,18}-[0-9]{1,9}"',
+    rule='must be the ETag of the version as read, like "12-3", or *',
+)
+HookTimestamp = header(
+    "When the delivery was signed, in Unix seconds.", pattern="[0-9]{1,12}", rule="must be Unix seconds"
+)
+HookDelivery = header(
+    "The delivery's id, unique per delivery: a delivery sent again starts no second run.",
+    pattern="[A-Za-z0-9._:-]{1,150}",
+    rule="must be 1 to 150 letters, digits, '.', '_', ':' or '-'",
+    max_length=150,
+)
+HookSignature = header(
+    "sha256=<hex HMAC-SHA256 of '<timestamp>.<raw body>' keyed with the trigger's secret>",
+    pattern="sha256=[0-9a-f]{64}",
+    rule="must be sha256= and 64 lowercase hex digits",
+)
+# A missing header is a 400, except where HTTP names another status for it.
+MISSING_HEADER_STATUS = {"If-Match": 428}
+
+
 class Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # Strict: JSON types as they are ("1" is not 1); datetimes are read from RFC 3339 text first.
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class Query(BaseModel):
+    """A query string: flat, loosely typed (it is text), unknown parameters refused.
+
+    ninja hands a query model only the parameters it declares; the request is in the
+    validation context, so the ones it does not declare are put back for `extra="forbid"`
+    to name each of them.
+    """
+
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def keep_unknown_parameters(cls, data: Any, info: ValidationInfo) -> Any:
+        request = (info.context or {}).get("request")
+        if request is None or not isinstance(data, dict):
+            return data
+        known = {field.alias or name for name, field in cls.model_fields.items()}
+        return {**{k: v for k, v in request.GET.items() if k not in known}, **data}
 
 
 class Page(Query):
@@ -239,3 +317,12 @@ class HookInput(BaseModel):
     """Any JSON object: it becomes the run input."""
 
     model_config = ConfigDict(extra="allow")
+
+
+# Defaults of the bodies whose fields all have defaults: an empty body is `{}`. (pydantic
+# copies a model default for each request, so sharing these is safe.)
+EMPTY_UPDATE = WorkflowUpdate()
+EMPTY_PUBLISH = PublishIn()
+EMPTY_START = StartRunIn()
+EMPTY_CANCEL = CancelIn()
+EMPTY_REPLAY = ReplayIn()

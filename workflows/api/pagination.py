@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 from django.db.models import Model, QuerySet
 
 from workflows.api.errors import ApiError, FieldError
-from workflows.api.routing import MAX_ID
+from workflows.api.parsing import MAX_ID
 
 M = TypeVar("M", bound=Model)
 

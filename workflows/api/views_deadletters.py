@@ -2,16 +2,23 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from django.http import HttpResponse
+from django.http import HttpRequest
+from ninja import Path, Query, Router
 
 from workflows import deadletters, runs
+from workflows.api import inputs as i
 from workflows.api import serializers as s
+from workflows.api.auth import allowed
 from workflows.api.pagination import paginate
-from workflows.api.routing import Call, render
+from workflows.api.parsing import MAX_ID
+from workflows.api.schema import refuses
 from workflows.errors import NotFound
 from workflows.models import DeadLetter, RunEvent
+
+router = Router(tags=["dead letters"])
+LetterId = Annotated[int, Path(ge=1, le=MAX_ID)]
 
 
 def get_letter(letter_id: int) -> DeadLetter:
@@ -32,44 +39,75 @@ def letter_filter(f: Any, status: str | None = DeadLetter.OPEN) -> deadletters.L
     )
 
 
-def list_letters(call: Call) -> HttpResponse:
+@router.get("/deadletters", response=s.DeadLetterPage, auth=allowed("view"), summary="List dead letters")
+def list_letters(request: HttpRequest, q: Query[i.LetterQuery]) -> Any:
     """List dead letters, newest first, filtered by status, workflow, run, node and time."""
     letters = DeadLetter.objects.select_related("run__workflow", "resolved_by")
-    letters = letter_filter(call.query, call.query.status).apply(letters)
-    return render(paginate(letters, call.query, "id", s.letter_summary))
+    letters = letter_filter(q, q.status).apply(letters)
+    return paginate(letters, q, "id", s.letter_summary)
 
 
-def read_letter(call: Call, letter_id: int) -> HttpResponse:
+@router.post(
+    "/deadletters/replay", response=s.BulkOut, auth=allowed("replay"), summary="Replay dead letters by filter"
+)
+def replay_many(request: HttpRequest, body: i.BulkReplayIn) -> Any:
+    """Replay the open dead letters matching a filter, oldest first; `dry_run` only counts them."""
+    result = deadletters.replay_matching(
+        letter_filter(body.filter), body.dry_run, body.limit, actor=request.auth
+    )
+    return s.bulk(result)
+
+
+@router.post(
+    "/deadletters/discard",
+    response=s.BulkOut,
+    auth=allowed("discard"),
+    summary="Discard dead letters by filter",
+)
+def discard_many(request: HttpRequest, body: i.BulkDiscardIn) -> Any:
+    """Discard the open dead letters matching a filter with one reason; `dry_run` only counts them."""
+    result = deadletters.discard_matching(
+        letter_filter(body.filter), body.reason, body.dry_run, body.limit, actor=request.auth
+    )
+    return s.bulk(result)
+
+
+@router.get(
+    "/deadletters/{id:letter_id}",
+    response=s.DeadLetterOut,
+    auth=allowed("view"),
+    summary="Read a dead letter",
+)
+@refuses(404)
+def read_letter(request: HttpRequest, letter_id: LetterId) -> Any:
     """Read a dead letter: input snapshot (run input, upstream outputs, config), error,
     traceback and every attempt of its node."""
     letter = get_letter(letter_id)
     attempts = RunEvent.objects.filter(run_id=letter.run_id, node_id=letter.node_id, kind="node.attempt")
-    return render(s.letter(letter, list(attempts.order_by("id"))))
+    return s.letter(letter, list(attempts.order_by("id")))
 
 
-def replay_letter(call: Call, letter_id: int) -> HttpResponse:
+@router.post(
+    "/deadletters/{id:letter_id}/replay",
+    response=s.RunSummary,
+    auth=allowed("replay"),
+    summary="Replay a dead letter",
+)
+@refuses(404, 409)
+def replay_letter(request: HttpRequest, letter_id: LetterId, body: i.ReplayIn = i.EMPTY_REPLAY) -> Any:
     """Replay the dead node within its run, optionally with edited input; completed nodes keep their outputs."""
-    run = runs.replay_dead_letter(letter_id, user=call.key, edited_input=call.body.input)
-    return render(s.run_summary(runs.get_run(run.pk)))
+    run = runs.replay_dead_letter(letter_id, user=request.auth, edited_input=body.input)
+    return s.run_summary(runs.get_run(run.pk))
 
 
-def discard_letter(call: Call, letter_id: int) -> HttpResponse:
+@router.post(
+    "/deadletters/{id:letter_id}/discard",
+    response=s.DeadLetterSummary,
+    auth=allowed("discard"),
+    summary="Discard a dead letter",
+)
+@refuses(404, 409)
+def discard_letter(request: HttpRequest, letter_id: LetterId, body: i.DiscardIn) -> Any:
     """Close a dead letter without replaying it; the reason is kept."""
-    runs.discard_dead_letter(letter_id, call.body.reason, user=call.key)
-    return render(s.letter_summary(get_letter(letter_id)))
-
-
-def replay_many(call: Call) -> HttpResponse:
-    """Replay the open dead letters matching a filter, oldest first; `dry_run` only counts them."""
-    b = call.body
-    result = deadletters.replay_matching(letter_filter(b.filter), b.dry_run, b.limit, actor=call.key)
-    return render(s.bulk(result))
-
-
-def discard_many(call: Call) -> HttpResponse:
-    """Discard the open dead letters matching a filter with one reason; `dry_run` only counts them."""
-    b = call.body
-    result = deadletters.discard_matching(
-        letter_filter(b.filter), b.reason, b.dry_run, b.limit, actor=call.key
-    )
-    return render(s.bulk(result))
+    runs.discard_dead_letter(letter_id, body.reason, user=request.auth)
+    return s.letter_summary(get_letter(letter_id))

@@ -1,26 +1,34 @@
-"""Health: liveness (the process answers) and readiness (it can do useful work)."""
+"""Health and schema: liveness, readiness, this OpenAPI document and the docs page."""
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
+from functools import lru_cache
+from typing import Any
 
 import redis
 from django.conf import settings
 from django.db import DatabaseError, connection
-from django.http import HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from ninja import Router, Status
 
-from workflows.api.routing import Call, render
-from workflows.api.serializers import CheckOut
+from workflows.api.schema import answers_as
+from workflows.api.serializers import CheckOut, HealthOut
 from workflows.runtime import bus
 
+router = Router(tags=["health and schema"])
 
-def live(call: Call) -> HttpResponse:
+
+@router.get("/health/live", response=HealthOut, summary="Liveness")
+def live(request: HttpRequest) -> HealthOut:
     """Answer 200 while this web process serves requests (checks nothing else)."""
-    return render({"status": "ok", "checks": {}})
+    return {"status": "ok", "checks": {}}
 
 
-def ready(call: Call) -> HttpResponse:
+@router.get("/health/ready", response={200: HealthOut, 503: HealthOut}, summary="Readiness")
+def ready(request: HttpRequest) -> Status:
     """Answer 200 when PostgreSQL and Redis answer and a scheduler and a worker are alive; else 503."""
     checks = {
         "postgres": check(postgres),
@@ -29,7 +37,31 @@ def ready(call: Call) -> HttpResponse:
         "worker": check(workers),
     }
     ok = all(c["ok"] for c in checks.values())
-    return render({"status": "ok" if ok else "unavailable", "checks": checks}, 200 if ok else 503)
+    return Status(200 if ok else 503, {"status": "ok" if ok else "unavailable", "checks": checks})
+
+
+@router.get("/openapi.json", response={200: None}, url_name="openapi-json", summary="This OpenAPI document")
+@answers_as("application/json", {"type": "object"})
+def schema_view(request: HttpRequest) -> HttpResponse:
+    """Serve this OpenAPI document."""
+    return JsonResponse(document(), json_dumps_params={"ensure_ascii": False})
+
+
+@router.get("/docs", response={200: None}, url_name="docs", summary="The API documentation page")
+@answers_as("text/html", {})
+def docs_view(request: HttpRequest) -> HttpResponse:
+    """Serve the documentation page: Swagger UI (served from here) over the same document."""
+    from workflows.api.api import api
+
+    return api.docs.render_page(request, api)
+
+
+@lru_cache(maxsize=1)
+def document() -> dict[str, Any]:
+    """Build the document once per process: the routes do not change while it runs."""
+    from workflows.api.api import api  # the API imports this module's router
+
+    return json.loads(json.dumps(api.get_openapi_schema()))  # as served: status codes are text
 
 
 def check(probe: Callable[[], str]) -> CheckOut:

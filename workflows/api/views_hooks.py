@@ -5,89 +5,166 @@ from __future__ import annotations
 
 import time
 import uuid
+from typing import Annotated, Any
 
-from django.http import HttpResponse
+from django.http import HttpRequest, HttpResponse
+from ninja import Header, Path, Query, Router, Status
 
 from workflows import runs, versions, webhooks
 from workflows.api import auth
+from workflows.api import inputs as i
 from workflows.api import serializers as s
+from workflows.api.auth import allowed
 from workflows.api.pagination import paginate
-from workflows.api.routing import Call, decode_body, no_content, render
+from workflows.api.parsing import MAX_ID, decode_body
+from workflows.api.schema import raw_body, refuses
 from workflows.models import Trigger, WebhookDelivery, WebhookSubscription
 
-TIMESTAMP, DELIVERY, SIGNATURE = "X-Switchyard-Timestamp", "X-Switchyard-Delivery", "X-Switchyard-Signature"
+router = Router(tags=["webhooks"])
+SlugPath = Annotated[str, Path(pattern=i.SLUG_PATTERN)]
+SubscriptionId = Annotated[int, Path(ge=1, le=MAX_ID)]
+MANAGE = allowed("manage_webhooks")
 
 
-def list_triggers(call: Call, slug: str) -> HttpResponse:
+@router.get(
+    "/workflows/{slug:slug}/triggers", response=s.TriggerList, auth=MANAGE, summary="List inbound triggers"
+)
+@refuses(404)
+def list_triggers(request: HttpRequest, slug: SlugPath) -> Any:
     """List a workflow's inbound triggers (without their secrets)."""
     workflow = versions.get_workflow(slug)
     rows = Trigger.objects.filter(workflow=workflow).select_related("workflow")
-    return render({"items": [s.trigger(t) for t in rows]})
+    return {"items": [s.trigger(t) for t in rows]}
 
 
-def create_trigger(call: Call, slug: str) -> HttpResponse:
+@router.post(
+    "/workflows/{slug:slug}/triggers",
+    response={201: s.TriggerCreated},
+    auth=MANAGE,
+    summary="Create an inbound trigger",
+)
+@refuses(404)
+def create_trigger(
+    request: HttpRequest, response: HttpResponse, slug: SlugPath, body: i.TriggerCreate
+) -> Any:
     """Create an inbound trigger; its `secret` is in this answer only."""
-    trigger = webhooks.create_trigger(versions.get_workflow(slug), call.body.name, actor=call.key)
+    trigger = webhooks.create_trigger(versions.get_workflow(slug), body.name, actor=request.auth)
     data = s.trigger(trigger)
-    return render({**data, "secret": trigger.secret}, 201, {"Location": data["url"]})
+    response["Location"] = data["url"]
+    return Status(201, {**data, "secret": trigger.secret})
 
 
-def delete_trigger(call: Call, trigger_id: uuid.UUID) -> HttpResponse:
+@router.delete(
+    "/triggers/{uuid:trigger_id}", response={204: None}, auth=MANAGE, summary="Delete an inbound trigger"
+)
+@refuses(404)
+def delete_trigger(request: HttpRequest, trigger_id: uuid.UUID) -> Any:
     """Delete an inbound trigger; its URL answers 404 from now on."""
-    webhooks.delete_trigger(trigger_id, actor=call.key)
-    return no_content()
+    webhooks.delete_trigger(trigger_id, actor=request.auth)
+    return Status(204, None)
 
 
-def receive(call: Call, trigger_id: uuid.UUID) -> HttpResponse:
+@router.post(
+    "/hooks/{uuid:trigger_id}",
+    response={201: s.RunSummary, 200: s.RunSummary},
+    summary="Start a run from a signed delivery",
+)
+@refuses(401, 404, 409, 429)
+@raw_body(i.HookInput)
+def receive(
+    request: HttpRequest,
+    response: HttpResponse,
+    trigger_id: uuid.UUID,
+    timestamp: Annotated[i.HookTimestamp, Header(alias="X-Switchyard-Timestamp")],
+    delivery: Annotated[i.HookDelivery, Header(alias="X-Switchyard-Delivery")],
+    signature: Annotated[i.HookSignature, Header(alias="X-Switchyard-Signature")],
+) -> Any:
     """Start a run from a signed delivery; the JSON body is the run input.
 
     Authenticated by signature, not by API key: `X-Switchyard-Signature: sha256=<hex>` is the
     HMAC-SHA256, keyed with the trigger's secret, of `<X-Switchyard-Timestamp>.<raw body>`.
     A delivery id starts one run: sent again with the same body, the answer is that run (200).
     """
+    raw = request.body  # the signature covers these bytes: read them before anything parses them
     rate = auth.check_rate(f"trigger:{trigger_id}")
-    h = call.headers
-    trigger = webhooks.verify_delivery(trigger_id, h[TIMESTAMP], h[SIGNATURE], call.raw, time.time())
-    run_input = decode_body(call.request, call.raw)
-    run, created = webhooks.start_from_delivery(trigger, h[DELIVERY], run_input)
+    trigger = webhooks.verify_delivery(trigger_id, timestamp, signature, raw, time.time())
+    run_input = decode_body(request, raw)
+    run, created = webhooks.start_from_delivery(trigger, delivery, run_input)
     data = s.run_summary(runs.get_run(run.pk))
-    headers = {"Location": data["url"], **(rate.headers() if rate else {})}
+    for name, value in {"Location": data["url"], **(rate.headers() if rate else {})}.items():
+        response[name] = value
     if not created:
-        headers["Idempotent-Replayed"] = "true"
-    return render(data, 201 if created else 200, headers)
+        response["Idempotent-Replayed"] = "true"
+    return Status(201 if created else 200, data)
 
 
-def list_subscriptions(call: Call, slug: str) -> HttpResponse:
+@router.get(
+    "/workflows/{slug:slug}/subscriptions",
+    response=s.SubscriptionList,
+    auth=MANAGE,
+    summary="List webhook subscriptions",
+)
+@refuses(404)
+def list_subscriptions(request: HttpRequest, slug: SlugPath) -> Any:
     """List a workflow's outbound webhook subscriptions (without their secrets)."""
     workflow = versions.get_workflow(slug)
     rows = WebhookSubscription.objects.filter(workflow=workflow).select_related("workflow")
-    return render({"items": [s.subscription(x) for x in rows]})
+    return {"items": [s.subscription(x) for x in rows]}
 
 
-def create_subscription(call: Call, slug: str) -> HttpResponse:
+@router.post(
+    "/workflows/{slug:slug}/subscriptions",
+    response={201: s.SubscriptionCreated},
+    auth=MANAGE,
+    summary="Subscribe to run and dead-letter events",
+)
+@refuses(404)
+def create_subscription(
+    request: HttpRequest, response: HttpResponse, slug: SlugPath, body: i.SubscriptionCreate
+) -> Any:
     """Subscribe a URL to a workflow's run and dead-letter events; `secret` is in this answer only."""
-    b = call.body
-    sub = webhooks.create_subscription(versions.get_workflow(slug), b.url, list(b.events), actor=call.key)
-    data = s.subscription(sub)
-    location = f"/api/v1/subscriptions/{sub.pk}"
-    return render({**data, "secret": sub.secret}, 201, {"Location": location})
+    workflow = versions.get_workflow(slug)
+    sub = webhooks.create_subscription(workflow, body.url, list(body.events), actor=request.auth)
+    response["Location"] = f"/api/v1/subscriptions/{sub.pk}"
+    return Status(201, {**s.subscription(sub), "secret": sub.secret})
 
 
-def read_subscription(call: Call, subscription_id: int) -> HttpResponse:
+@router.get(
+    "/subscriptions/{id:subscription_id}",
+    response=s.SubscriptionOut,
+    auth=MANAGE,
+    summary="Read a webhook subscription",
+)
+@refuses(404)
+def read_subscription(request: HttpRequest, subscription_id: SubscriptionId) -> Any:
     """Read a webhook subscription."""
-    return render(s.subscription(webhooks.get_subscription(subscription_id)))
+    return s.subscription(webhooks.get_subscription(subscription_id))
 
 
-def delete_subscription(call: Call, subscription_id: int) -> HttpResponse:
+@router.delete(
+    "/subscriptions/{id:subscription_id}",
+    response={204: None},
+    auth=MANAGE,
+    summary="Delete a webhook subscription",
+)
+@refuses(404)
+def delete_subscription(request: HttpRequest, subscription_id: SubscriptionId) -> Any:
     """Delete a webhook subscription and its delivery log."""
-    webhooks.delete_subscription(subscription_id, actor=call.key)
-    return no_content()
+    webhooks.delete_subscription(subscription_id, actor=request.auth)
+    return Status(204, None)
 
 
-def list_deliveries(call: Call, subscription_id: int) -> HttpResponse:
+@router.get(
+    "/subscriptions/{id:subscription_id}/deliveries",
+    response=s.DeliveryPage,
+    auth=MANAGE,
+    summary="Read the delivery log",
+)
+@refuses(404)
+def list_deliveries(request: HttpRequest, subscription_id: SubscriptionId, q: Query[i.DeliveryQuery]) -> Any:
     """Read a subscription's delivery log, newest first: status, attempts, responses, errors."""
     webhooks.get_subscription(subscription_id)
     rows = WebhookDelivery.objects.filter(subscription_id=subscription_id)
-    if call.query.status:
-        rows = rows.filter(status=call.query.status)
-    return render(paginate(rows, call.query, "id", s.delivery))
+    if q.status:
+        rows = rows.filter(status=q.status)
+    return paginate(rows, q, "id", s.delivery)

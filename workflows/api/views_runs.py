@@ -2,37 +2,57 @@
 
 from __future__ import annotations
 
-from django.http import HttpResponse
+from typing import Annotated, Any
+
+from django.http import HttpRequest, HttpResponse
+from ninja import Header, Path, Query, Router, Status
 
 from workflows import runs, versions
+from workflows.api import inputs as i
 from workflows.api import serializers as s
+from workflows.api.auth import allowed
 from workflows.api.errors import ApiError, FieldError
 from workflows.api.pagination import paginate
-from workflows.api.routing import Call, render
+from workflows.api.parsing import MAX_ID
+from workflows.api.schema import refuses
 from workflows.models import DeadLetter, NodeRun, Run, RunEvent
 
-IDEMPOTENCY_HEADER = "Idempotency-Key"
+router = Router(tags=["runs"])
+SlugPath = Annotated[str, Path(pattern=i.SLUG_PATTERN)]
+RunId = Annotated[int, Path(ge=1, le=MAX_ID)]
 
 
-def start_run(call: Call, slug: str) -> HttpResponse:
+@router.post(
+    "/workflows/{slug:slug}/runs",
+    response={201: s.RunSummary, 200: s.RunSummary},
+    auth=allowed("start_run"),
+    summary="Start a run",
+)
+@refuses(404, 409)
+def start_run(
+    request: HttpRequest,
+    response: HttpResponse,
+    slug: SlugPath,
+    body: i.StartRunIn = i.EMPTY_START,
+    idempotency_key: Annotated[i.IdempotencyKey | None, Header(alias="Idempotency-Key")] = None,
+) -> Any:
     """Start a run of the active version. With Idempotency-Key, the same key and input answer
     the run made the first time (200) and the same key with another input is refused (409)."""
     workflow = versions.get_workflow(slug)
-    key = call.headers.get(IDEMPOTENCY_HEADER)
-    run, created = runs.start_run(workflow, call.body.input, idempotency_key=key)
+    run, created = runs.start_run(workflow, body.input, idempotency_key=idempotency_key)
     run.workflow, run.version = workflow, workflow.active_version  # type: ignore[assignment]
     if run.version_id != workflow.active_version_id:  # an earlier start, on an older version
         run = runs.get_run(run.pk)
     data = s.run_summary(run)
-    headers = {"Location": data["url"]}
+    response["Location"] = data["url"]
     if not created:
-        headers["Idempotent-Replayed"] = "true"
-    return render(data, 201 if created else 200, headers)
+        response["Idempotent-Replayed"] = "true"
+    return Status(201 if created else 200, data)
 
 
-def list_runs(call: Call) -> HttpResponse:
+@router.get("/runs", response=s.RunPage, auth=allowed("view"), summary="List runs")
+def list_runs(request: HttpRequest, q: Query[i.RunQuery]) -> Any:
     """List runs, newest first, filtered by workflow, status, version and creation time."""
-    q = call.query
     if q.version is not None and q.workflow is None:
         message = "needs workflow: version numbers are per workflow"
         raise ApiError(400, f"version {message}.", [FieldError("query", "version", message)])
@@ -46,32 +66,48 @@ def list_runs(call: Call) -> HttpResponse:
     rows = Run.objects.select_related("workflow", "version").filter(
         **{k: v for k, v in lookups.items() if v is not None}
     )
-    return render(paginate(rows, q, "id", s.run_summary))
+    return paginate(rows, q, "id", s.run_summary)
 
 
-def get_run(call: Call, run_id: int) -> HttpResponse:
+@router.get(
+    "/runs/{id:run_id}", response=s.RunOut, auth=allowed("view"), summary="Read a run with every node"
+)
+@refuses(404)
+def get_run(request: HttpRequest, run_id: RunId) -> Any:
     """Read a run with every node's state, attempts, timings, output and error."""
     run = runs.get_run(run_id)
     nodes = list(NodeRun.objects.filter(run_id=run_id).order_by("id"))
     letters = list(DeadLetter.objects.filter(run_id=run_id).order_by("id").values_list("id", flat=True))
-    return render(s.run(run, nodes, letters))
+    return s.run(run, nodes, letters)
 
 
-def cancel_run(call: Call, run_id: int) -> HttpResponse:
+@router.post(
+    "/runs/{id:run_id}/cancel", response=s.RunSummary, auth=allowed("cancel_run"), summary="Cancel a run"
+)
+@refuses(404, 409)
+def cancel_run(request: HttpRequest, run_id: RunId, body: i.CancelIn = i.EMPTY_CANCEL) -> Any:
     """Cancel a running or waiting run: queued nodes never start, running results are ignored."""
-    runs.cancel_run(run_id, call.body.reason, user=call.key)
-    return render(s.run_summary(runs.get_run(run_id)))
+    runs.cancel_run(run_id, body.reason, user=request.auth)
+    return s.run_summary(runs.get_run(run_id))
 
 
-def run_events(call: Call, run_id: int) -> HttpResponse:
+@router.get(
+    "/runs/{id:run_id}/events", response=s.EventPage, auth=allowed("view"), summary="Read a run's history"
+)
+@refuses(404)
+def run_events(request: HttpRequest, run_id: RunId, q: Query[i.EventQuery]) -> Any:
     """Read a run's history, oldest first: starts, attempts, retries, deaths, replays, cancels."""
     runs.get_run(run_id)
     events = RunEvent.objects.filter(run_id=run_id)
-    return render(paginate(events, call.query, "id", s.event, descending=False))
+    return paginate(events, q, "id", s.event, descending=False)
 
 
-def run_trace(call: Call, run_id: int) -> HttpResponse:
+@router.get(
+    "/runs/{id:run_id}/trace", response=s.TraceOut, auth=allowed("view"), summary="Read a run's trace (spans)"
+)
+@refuses(404)
+def run_trace(request: HttpRequest, run_id: RunId) -> Any:
     """Read a run's trace: one span per node attempt, in the order they finished."""
     runs.get_run(run_id)
     spans = RunEvent.objects.filter(run_id=run_id, kind="node.attempt").order_by("id")
-    return render({"run": run_id, "spans": [s.span(e) for e in spans]})
+    return {"run": run_id, "spans": [s.span(e) for e in spans]}

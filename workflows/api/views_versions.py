@@ -3,19 +3,28 @@
 from __future__ import annotations
 
 import re
+from typing import Annotated, Any
 
-from django.http import HttpResponse
+from django.http import HttpRequest, HttpResponse
+from ninja import Header, Path, Query, Router, Status
 
 from workflows import catalog, drafts, handlers, versions
+from workflows.api import inputs as i
 from workflows.api import serializers as s
+from workflows.api.auth import allowed
 from workflows.api.errors import ApiError, FieldError, issues_under
-from workflows.api.routing import Call, render
+from workflows.api.parsing import MAX_ID
+from workflows.api.schema import refuses
 from workflows.core.definition import validate_definition
 from workflows.core.diff import diff_definitions
 from workflows.errors import NotFound
 from workflows.models import WorkflowVersion
 
+router = Router(tags=["versions"])
 ETAG = re.compile(r'^"(\d{1,18})-(\d{1,9})"$')
+SlugPath = Annotated[str, Path(pattern=i.SLUG_PATTERN)]
+NumberPath = Annotated[int, Path(ge=1, le=MAX_ID)]
+VERSION = "/workflows/{slug:slug}/versions/{id:number}"
 
 
 def get_version(slug: str, number: int) -> WorkflowVersion:
@@ -28,47 +37,74 @@ def get_version(slug: str, number: int) -> WorkflowVersion:
         raise NotFound(f"Workflow {slug!r} has no version {number}.") from None
 
 
-def with_etag(v: WorkflowVersion, status: int = 200) -> HttpResponse:
+def with_etag(response: HttpResponse, v: WorkflowVersion, status: int = 200) -> Any:
     data = s.version(v)
-    headers = {"ETag": data["etag"]}
+    response["ETag"] = data["etag"]
     if status == 201:
-        headers["Location"] = data["url"]
-    return render(data, status, headers)
+        response["Location"] = data["url"]
+    return Status(status, data)
 
 
-def list_versions(call: Call, slug: str) -> HttpResponse:
+@router.get(
+    "/workflows/{slug:slug}/versions",
+    response=s.VersionList,
+    auth=allowed("view"),
+    summary="List a workflow's versions",
+)
+@refuses(404)
+def list_versions(request: HttpRequest, slug: SlugPath) -> Any:
     """List a workflow's versions, newest first (without their definitions)."""
     workflow = versions.get_workflow(slug)
     rows = WorkflowVersion.objects.filter(workflow=workflow).select_related("workflow", "created_by")
-    return render({"items": [s.version_summary(v) for v in rows.order_by("-number")]})
+    return {"items": [s.version_summary(v) for v in rows.order_by("-number")]}
 
 
-def create_version(call: Call, slug: str) -> HttpResponse:
+@router.post(
+    "/workflows/{slug:slug}/versions",
+    response={201: s.VersionOut},
+    auth=allowed("edit"),
+    summary="Create a draft version",
+)
+@refuses(404)
+def create_version(request: HttpRequest, response: HttpResponse, slug: SlugPath, body: i.DraftCreate) -> Any:
     """Save a definition as the workflow's next draft; every invalid field is reported."""
     workflow = versions.get_workflow(slug)
     with issues_under("definition"):
-        version = catalog.create_draft(workflow, call.body.definition, call.body.comment, actor=call.key)
-    return with_etag(get_version(slug, version.number), 201)
+        version = catalog.create_draft(workflow, body.definition, body.comment, actor=request.auth)
+    return with_etag(response, get_version(slug, version.number), 201)
 
 
-def read_version(call: Call, slug: str, number: int) -> HttpResponse:
+@router.get(VERSION, response=s.VersionOut, auth=allowed("view"), summary="Read a version")
+@refuses(404)
+def read_version(request: HttpRequest, response: HttpResponse, slug: SlugPath, number: NumberPath) -> Any:
     """Read a version with its definition; its ETag is the token for If-Match."""
-    return with_etag(get_version(slug, number))
+    return with_etag(response, get_version(slug, number))
 
 
-def update_version(call: Call, slug: str, number: int) -> HttpResponse:
+@router.put(
+    VERSION, response=s.VersionOut, auth=allowed("edit"), summary="Update a draft (optimistic concurrency)"
+)
+@refuses(404, 409, 412, 428)
+def update_version(
+    request: HttpRequest,
+    response: HttpResponse,
+    slug: SlugPath,
+    number: NumberPath,
+    body: i.DraftUpdate,
+    if_match: Annotated[i.IfMatch, Header(alias="If-Match")],
+) -> Any:
     """Replace a draft's definition; If-Match must carry the ETag it was read with (412 if stale)."""
     version = get_version(slug, number)
-    revision = based_on(call.headers["If-Match"], version)
+    revision = based_on(if_match, version)
     try:
         with issues_under("definition"):
-            catalog.update_draft(version, call.body.definition, revision, call.body.comment, actor=call.key)
+            catalog.update_draft(version, body.definition, revision, body.comment, actor=request.auth)
     except drafts.StaleRevision as exc:
         current = get_version(slug, number)
         raise ApiError(
             412, exc.message, headers={"ETag": drafts.etag(current)}, extra={"current": s.version(current)}
         ) from None
-    return with_etag(get_version(slug, number))
+    return with_etag(response, get_version(slug, number))
 
 
 def based_on(if_match: str, version: WorkflowVersion) -> int:
@@ -85,42 +121,66 @@ def based_on(if_match: str, version: WorkflowVersion) -> int:
     return int(match[2])
 
 
-def publish_version(call: Call, slug: str, number: int) -> HttpResponse:
+@router.post(f"{VERSION}/publish", response=s.VersionOut, auth=allowed("publish"), summary="Publish a draft")
+@refuses(404, 409)
+def publish_version(
+    request: HttpRequest,
+    response: HttpResponse,
+    slug: SlugPath,
+    number: NumberPath,
+    body: i.PublishIn = i.EMPTY_PUBLISH,
+) -> Any:
     """Publish a draft (it becomes immutable) and, by default, make it active."""
     version = get_version(slug, number)
     with issues_under("definition"):
-        catalog.publish(version, call.body.activate, actor=call.key)
-    return with_etag(get_version(slug, number))
+        catalog.publish(version, body.activate, actor=request.auth)
+    return with_etag(response, get_version(slug, number))
 
 
-def activate_version(call: Call, slug: str, number: int) -> HttpResponse:
+@router.post(
+    f"{VERSION}/activate",
+    response=s.VersionOut,
+    auth=allowed("publish"),
+    summary="Activate a published version (roll back)",
+)
+@refuses(404, 409)
+def activate_version(request: HttpRequest, response: HttpResponse, slug: SlugPath, number: NumberPath) -> Any:
     """Make a published version the one new runs use (a rollback when it is older)."""
-    catalog.activate(get_version(slug, number), actor=call.key)
-    return with_etag(get_version(slug, number))
+    catalog.activate(get_version(slug, number), actor=request.auth)
+    return with_etag(response, get_version(slug, number))
 
 
-def diff_versions(call: Call, slug: str) -> HttpResponse:
+@router.get(
+    "/workflows/{slug:slug}/diff", response=s.DiffOut, auth=allowed("view"), summary="Diff two versions"
+)
+@refuses(404)
+def diff_versions(request: HttpRequest, slug: SlugPath, q: Query[i.DiffQuery]) -> Any:
     """Compare two versions: nodes and edges added, removed and changed, field by field."""
-    old = get_version(slug, call.query.from_version)
-    new = get_version(slug, call.query.to_version)
+    old = get_version(slug, q.from_version)
+    new = get_version(slug, q.to_version)
     diff = diff_definitions(old.definition, new.definition)
-    return render(
-        {
-            "workflow": slug,
-            "from_version": old.number,
-            "to_version": new.number,
-            "empty": diff.is_empty(),
-            "diff": diff.as_dict(),
-        }
-    )
+    return {
+        "workflow": slug,
+        "from_version": old.number,
+        "to_version": new.number,
+        "empty": diff.is_empty(),
+        "diff": diff.as_dict(),
+    }
 
 
-def validate(call: Call) -> HttpResponse:
+@router.post(
+    "/definitions/validate",
+    response=s.ValidationOut,
+    auth=allowed("edit"),
+    summary="Validate a definition without saving it",
+)
+def validate(request: HttpRequest, body: i.ValidateIn) -> Any:
     """Validate a definition without saving it; every issue comes with its JSON path."""
-    issues = validate_definition(call.body.definition, handlers.schemas(), versions.limits())
-    return render(s.validation(issues))
+    issues = validate_definition(body.definition, handlers.schemas(), versions.limits())
+    return s.validation(issues)
 
 
-def list_handlers(call: Call) -> HttpResponse:
+@router.get("/handlers", response=s.HandlerList, auth=allowed("view"), summary="List node handlers")
+def list_handlers(request: HttpRequest) -> Any:
     """List the registered node handlers with their documentation and config schema."""
-    return render({"items": [s.handler(h) for h in handlers.registered().values()]})
+    return {"items": [s.handler(h) for h in handlers.registered().values()]}

@@ -2,84 +2,138 @@
 
 from __future__ import annotations
 
+from typing import Annotated, Any
+
 from django.db.models import Q
-from django.http import HttpResponse
+from django.http import HttpRequest, HttpResponse
+from ninja import Path, Query, Router, Status
 
 from workflows import catalog, runs, versions
+from workflows.api import inputs as i
 from workflows.api import serializers as s
+from workflows.api.auth import allowed
 from workflows.api.errors import issues_under
 from workflows.api.pagination import paginate
-from workflows.api.routing import Call, no_content, render
+from workflows.api.schema import refuses
 from workflows.errors import NotFound
 from workflows.models import Workflow, WorkflowVersion
 
+router = Router(tags=["workflows"])
+SlugPath = Annotated[str, Path(pattern=i.SLUG_PATTERN)]
 
-def list_workflows(call: Call) -> HttpResponse:
+
+@router.get("/workflows", response=s.WorkflowPage, auth=allowed("view"), summary="List workflows")
+def list_workflows(request: HttpRequest, q: Query[i.WorkflowQuery]) -> Any:
     """List workflows by slug; `q` searches slug and title."""
-    q = call.query
     workflows = Workflow.objects.select_related("active_version")
     if q.q:
         workflows = workflows.filter(Q(slug__icontains=q.q) | Q(title__icontains=q.q))
     if q.paused is not None:
         workflows = workflows.filter(paused=q.paused)
-    return render(paginate(workflows, q, "slug", s.workflow, descending=False))
+    return paginate(workflows, q, "slug", s.workflow, descending=False)
 
 
-def create_workflow(call: Call) -> HttpResponse:
+@router.post("/workflows", response={201: s.WorkflowOut}, auth=allowed("edit"), summary="Create a workflow")
+@refuses(409)
+def create_workflow(request: HttpRequest, response: HttpResponse, body: i.WorkflowCreate) -> Any:
     """Create an empty workflow; add a version to it next."""
-    b = call.body
-    workflow = catalog.create_workflow(b.slug, b.title, b.description, actor=call.key)
-    return render(s.workflow(workflow), 201, {"Location": s.workflow(workflow)["url"]})
+    workflow = catalog.create_workflow(body.slug, body.title, body.description, actor=request.auth)
+    data = s.workflow(workflow)
+    response["Location"] = data["url"]
+    return Status(201, data)
 
 
-def get_workflow(call: Call, slug: str) -> HttpResponse:
+@router.get("/workflows/{slug:slug}", response=s.WorkflowOut, auth=allowed("view"), summary="Read a workflow")
+@refuses(404)
+def get_workflow(request: HttpRequest, slug: SlugPath) -> Any:
     """Read a workflow."""
-    return render(s.workflow(versions.get_workflow(slug)))
+    return s.workflow(versions.get_workflow(slug))
 
 
-def update_workflow(call: Call, slug: str) -> HttpResponse:
+@router.patch(
+    "/workflows/{slug:slug}",
+    response=s.WorkflowOut,
+    auth=allowed("edit"),
+    summary="Update a workflow's title or description",
+)
+@refuses(404)
+def update_workflow(request: HttpRequest, slug: SlugPath, body: i.WorkflowUpdate = i.EMPTY_UPDATE) -> Any:
     """Change a workflow's title or description."""
-    changes = call.body.model_dump(exclude_none=True)
-    workflow = catalog.update_workflow(versions.get_workflow(slug), changes, actor=call.key)
-    return render(s.workflow(workflow))
+    changes = body.model_dump(exclude_none=True)
+    workflow = catalog.update_workflow(versions.get_workflow(slug), changes, actor=request.auth)
+    return s.workflow(workflow)
 
 
-def delete_workflow(call: Call, slug: str) -> HttpResponse:
+@router.delete(
+    "/workflows/{slug:slug}",
+    response={204: None},
+    auth=allowed("delete_workflow"),
+    summary="Delete a workflow",
+)
+@refuses(404, 409)
+def delete_workflow(request: HttpRequest, slug: SlugPath) -> Any:
     """Delete a workflow, its versions and its finished runs; refused (409) while runs are in flight."""
-    catalog.delete_workflow(versions.get_workflow(slug), actor=call.key)
-    return no_content()
+    catalog.delete_workflow(versions.get_workflow(slug), actor=request.auth)
+    return Status(204, None)
 
 
-def pause_workflow(call: Call, slug: str) -> HttpResponse:
+@router.post(
+    "/workflows/{slug:slug}/pause",
+    response=s.WorkflowOut,
+    auth=allowed("pause_workflow"),
+    summary="Pause a workflow",
+)
+@refuses(404)
+def pause_workflow(request: HttpRequest, slug: SlugPath) -> Any:
     """Pause: new runs are recorded as waiting and none starts; runs in flight go on."""
     workflow = versions.get_workflow(slug)
-    runs.pause_workflow(workflow, call.key)
+    runs.pause_workflow(workflow, request.auth)
     workflow.refresh_from_db()
-    return render(s.workflow(workflow))
+    return s.workflow(workflow)
 
 
-def resume_workflow(call: Call, slug: str) -> HttpResponse:
+@router.post(
+    "/workflows/{slug:slug}/resume",
+    response=s.ResumeOut,
+    auth=allowed("pause_workflow"),
+    summary="Resume a workflow",
+)
+@refuses(404)
+def resume_workflow(request: HttpRequest, slug: SlugPath) -> Any:
     """Resume: the waiting runs start, oldest first."""
     workflow = versions.get_workflow(slug)
-    started = runs.resume_workflow(workflow, call.key)
+    started = runs.resume_workflow(workflow, request.auth)
     workflow.refresh_from_db()
-    return render({"workflow": s.workflow(workflow), "started": started})
+    return {"workflow": s.workflow(workflow), "started": started}
 
 
-def export_workflow(call: Call, slug: str) -> HttpResponse:
+@router.get(
+    "/workflows/{slug:slug}/export", response=s.ExportOut, auth=allowed("view"), summary="Export a workflow"
+)
+@refuses(404)
+def export_workflow(request: HttpRequest, slug: SlugPath, q: Query[i.ExportQuery]) -> Any:
     """Export a workflow with one version's definition (the active one by default)."""
     workflow = versions.get_workflow(slug)
     version = None
-    if call.query.version is not None:
-        version = WorkflowVersion.objects.filter(workflow=workflow, number=call.query.version).first()
+    if q.version is not None:
+        version = WorkflowVersion.objects.filter(workflow=workflow, number=q.version).first()
         if version is None:
-            raise NotFound(f"Workflow {slug!r} has no version {call.query.version}.")
-    return render(versions.export_workflow(workflow, version))
+            raise NotFound(f"Workflow {slug!r} has no version {q.version}.")
+    return versions.export_workflow(workflow, version)
 
 
-def import_workflow(call: Call) -> HttpResponse:
+@router.post(
+    "/workflow-imports",
+    response={201: s.VersionOut},
+    auth=allowed("edit"),
+    summary="Import a workflow export",
+)
+@refuses(409)
+def import_workflow(
+    request: HttpRequest, response: HttpResponse, body: i.ImportIn, q: Query[i.ImportQuery]
+) -> Any:
     """Import an export: a new workflow, or a new version of the one with that slug."""
-    data = call.body.model_dump()
     with issues_under("definition"):
-        version = catalog.import_workflow(data, call.query.publish, actor=call.key)
-    return render(s.version(version), 201, {"Location": s.version_summary(version)["url"]})
+        version = catalog.import_workflow(body.model_dump(), q.publish, actor=request.auth)
+    response["Location"] = s.version_summary(version)["url"]
+    return Status(201, s.version(version))

@@ -1,0 +1,122 @@
+"""The `NinjaAPI` of /api/v1/: its routers, its parser, its document and its problems.
+
+django-ninja routes, validates, documents and renders. What it is told here:
+- operation ids are the views' function names (clients' function names come from them);
+- the parser refuses what PostgreSQL cannot store (parsing.py);
+- every refusal, ours or ninja's, is a problem document (errors.py);
+- a response carries the rate-limit headers of the request's key or session (auth.py),
+  through ninja's temporal response, which the views also use for Location and ETag.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.http import Http404, HttpRequest, HttpResponse
+from ninja import NinjaAPI
+from ninja.errors import AuthenticationError, HttpError, ValidationError
+from ninja.operation import Operation
+
+from workflows.api import (
+    auth,
+    inputs,
+    schema,
+    views_deadletters,
+    views_health,
+    views_hooks,
+    views_keys,
+    views_runs,
+    views_versions,
+    views_workflows,
+)
+from workflows.api.errors import ApiError, from_domain, from_validation, problem
+from workflows.api.parsing import StrictJsonParser
+from workflows.errors import DomainError
+
+
+class Api(NinjaAPI):
+    def get_openapi_operation_id(self, operation: Operation) -> str:
+        return operation.view_func.__name__
+
+    def get_openapi_schema(self, *, path_prefix: str | None = None, path_params: Any = None) -> Any:
+        if path_prefix is None:
+            path_prefix = self.get_root_path(path_params or {})
+        return schema.Document(api=self, path_prefix=path_prefix)
+
+    def create_temporal_response(self, request: HttpRequest) -> HttpResponse:
+        response = super().create_temporal_response(request)
+        rate = getattr(request, "rate", None)
+        for name, value in (rate.headers() if rate else {}).items():
+            response[name] = value
+        return response
+
+
+api = Api(
+    title="Switchyard API",
+    version="1",
+    description="Everything a person can do in Switchyard, over HTTP. Authenticate with "
+    "`Authorization: Bearer sy_<prefix>_<secret>` (or, from the browser, the signed-in session "
+    "with its CSRF token); errors are RFC 9457 problem documents.",
+    urls_namespace="api-v1",
+    parser=StrictJsonParser(),
+    openapi_url=None,  # served by views_health.schema_view, an operation of the document
+    docs=schema.Docs(),
+    docs_url=None,  # likewise views_health.docs_view
+)
+
+for module in (
+    views_workflows,
+    views_versions,
+    views_runs,
+    views_deadletters,
+    views_keys,
+    views_hooks,
+    views_health,
+):
+    api.add_router("", module.router)
+
+
+def on_api_error(request: HttpRequest, exc: ApiError) -> HttpResponse:
+    return exc.response(request)
+
+
+def on_domain_error(request: HttpRequest, exc: DomainError) -> HttpResponse:
+    return from_domain(exc).response(request)
+
+
+def on_validation_error(request: HttpRequest, exc: ValidationError) -> HttpResponse:
+    return from_validation(exc.errors, inputs.MISSING_HEADER_STATUS).response(request)
+
+
+def on_anonymous(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
+    return auth.refuse_anonymous(request, exc).response(request)
+
+
+def on_too_big(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    return problem(request, 413, f"The body is larger than {limit} bytes; send less.")
+
+
+def on_not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
+    return problem(request, 404, str(exc) or f"No API endpoint at {request.path}; see /api/v1/docs.")
+
+
+def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    # ninja wraps whatever the parser raises as "Cannot parse request body": ours says more.
+    if isinstance(exc.__cause__, ApiError):
+        return exc.__cause__.response(request)
+    return problem(request, exc.status_code, str(exc))
+
+
+for kind, handler in (
+    (ApiError, on_api_error),
+    (DomainError, on_domain_error),
+    (ValidationError, on_validation_error),
+    (AuthenticationError, on_anonymous),
+    (RequestDataTooBig, on_too_big),
+    (Http404, on_not_found),
+    (HttpError, on_http_error),
+):
+    api.add_exception_handler(kind, handler)  # type: ignore[arg-type]

@@ -25,7 +25,7 @@ ROLES = (VIEWER, OPERATOR, EDITOR, ADMIN)
 ACTIONS: dict[str, tuple[str, str]] = {
     "view": (VIEWER, "read"),
     # Who decides a given approval is narrowed further by its node (waits.can_decide).
-    "decide_approval": (VIEWER, "decide"),
+    "decide_approval": (VIEWER, "operate"),
     "post_event": (OPERATOR, "run"),
     "start_run": (OPERATOR, "run"),
     "cancel_run": (OPERATOR, "operate"),
@@ -38,7 +38,7 @@ ACTIONS: dict[str, tuple[str, str]] = {
     "delete_workflow": (ADMIN, "admin"),
     "manage_webhooks": (ADMIN, "admin"),
 }
-SCOPES = ("read", "run", "edit", "operate", "decide", "admin")
+SCOPES = ("read", "run", "edit", "operate", "admin")
 
 
 def role_of(user: Any) -> str | None:

@@ -23,7 +23,9 @@ from workflows.api import (
     auth,
     inputs,
     schema,
+    views_approvals,
     views_deadletters,
+    views_events,
     views_health,
     views_hooks,
     views_keys,
@@ -73,6 +75,8 @@ for module in (
     views_deadletters,
     views_keys,
     views_hooks,
+    views_approvals,
+    views_events,
     views_health,
 ):
     api.add_router("", module.router)

@@ -7,7 +7,7 @@ import re
 import pytest
 
 from tests.api.conftest import Api, assert_problem
-from workflows.api.views_health import document
+from workflows.api.api import document
 from workflows.runtime import bus
 
 pytestmark = pytest.mark.django_db

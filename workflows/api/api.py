@@ -10,12 +10,14 @@ django-ninja routes, validates, documents and renders. What it is told here:
 
 from __future__ import annotations
 
+import json
+from functools import lru_cache
 from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.http import Http404, HttpRequest, HttpResponse
-from ninja import NinjaAPI
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from ninja import NinjaAPI, Router
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.operation import Operation
 
@@ -63,9 +65,9 @@ api = Api(
     "with its CSRF token); errors are RFC 9457 problem documents.",
     urls_namespace="api-v1",
     parser=StrictJsonParser(),
-    openapi_url=None,  # served by views_health.schema_view, an operation of the document
+    openapi_url=None,  # served by schema_view below, an operation of the document
     docs=schema.Docs(),
-    docs_url=None,  # likewise views_health.docs_view
+    docs_url=None,  # likewise docs_view
 )
 
 for module in (
@@ -80,6 +82,33 @@ for module in (
     views_health,
 ):
     api.add_router("", module.router)
+
+# The document and its page are operations of the document; they live here, beside the API
+# they describe (in a router module they would import this one: a cycle).
+meta = Router(tags=["health and schema"])
+
+
+@meta.get("/openapi.json", response={200: None}, url_name="openapi-json", summary="This OpenAPI document")
+@schema.answers_as("application/json", {"type": "object"})
+def schema_view(request: HttpRequest) -> HttpResponse:
+    """Serve this OpenAPI document."""
+    return JsonResponse(document(), json_dumps_params={"ensure_ascii": False})
+
+
+@meta.get("/docs", response={200: None}, url_name="docs", summary="The API documentation page")
+@schema.answers_as("text/html", {})
+def docs_view(request: HttpRequest) -> HttpResponse:
+    """Serve the documentation page: Swagger UI (served from here) over the same document."""
+    return api.docs.render_page(request, api)
+
+
+@lru_cache(maxsize=1)
+def document() -> dict[str, Any]:
+    """Build the document once per process: the routes do not change while it runs."""
+    return json.loads(json.dumps(api.get_openapi_schema()))  # as served: status codes are text
+
+
+api.add_router("", meta)
 
 
 def on_api_error(request: HttpRequest, exc: ApiError) -> HttpResponse:

@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
-from functools import lru_cache
-from typing import Any
 
 import redis
 from django.conf import settings
 from django.db import DatabaseError, connection
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest
 from ninja import Router, Status
 
-from workflows.api.schema import answers_as
 from workflows.api.serializers import CheckOut, HealthOut
 from workflows.runtime import bus
 
@@ -38,30 +34,6 @@ def ready(request: HttpRequest) -> Status:
     }
     ok = all(c["ok"] for c in checks.values())
     return Status(200 if ok else 503, {"status": "ok" if ok else "unavailable", "checks": checks})
-
-
-@router.get("/openapi.json", response={200: None}, url_name="openapi-json", summary="This OpenAPI document")
-@answers_as("application/json", {"type": "object"})
-def schema_view(request: HttpRequest) -> HttpResponse:
-    """Serve this OpenAPI document."""
-    return JsonResponse(document(), json_dumps_params={"ensure_ascii": False})
-
-
-@router.get("/docs", response={200: None}, url_name="docs", summary="The API documentation page")
-@answers_as("text/html", {})
-def docs_view(request: HttpRequest) -> HttpResponse:
-    """Serve the documentation page: Swagger UI (served from here) over the same document."""
-    from workflows.api.api import api
-
-    return api.docs.render_page(request, api)
-
-
-@lru_cache(maxsize=1)
-def document() -> dict[str, Any]:
-    """Build the document once per process: the routes do not change while it runs."""
-    from workflows.api.api import api  # the API imports this module's router
-
-    return json.loads(json.dumps(api.get_openapi_schema()))  # as served: status codes are text
 
 
 def check(probe: Callable[[], str]) -> CheckOut:

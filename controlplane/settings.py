@@ -186,6 +186,10 @@ SWITCHYARD = {
     # REST API: requests per minute per API key (and per inbound trigger); 0 turns it off.
     "API_RATE_LIMIT_PER_MINUTE": env_int("SWITCHYARD_API_RATE_LIMIT_PER_MINUTE", 600),
     # Webhooks: signed timestamps older (or newer) than this are refused as replays.
+    # An event posted on a key nobody waits on is kept this long for a node that will (waits.py).
+    "EVENT_RETENTION_SECONDS": env_int("SWITCHYARD_EVENT_RETENTION_SECONDS", 86400),
+    # How long a signed one-click decision link stays valid.
+    "DECISION_LINK_SECONDS": env_int("SWITCHYARD_DECISION_LINK_SECONDS", 7 * 86400),
     "WEBHOOK_TOLERANCE_SECONDS": env_int("SWITCHYARD_WEBHOOK_TOLERANCE_SECONDS", 300),
     "WEBHOOK_TIMEOUT_SECONDS": env_float("SWITCHYARD_WEBHOOK_TIMEOUT_SECONDS", 10.0),
     "WEBHOOK_MAX_ATTEMPTS": env_int("SWITCHYARD_WEBHOOK_MAX_ATTEMPTS", 8),

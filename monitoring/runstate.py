@@ -12,7 +12,7 @@ from django.template.loader import render_to_string
 
 from controlplane import access
 from workflows.core import engine
-from workflows.models import DeadLetter, NodeRun, Run, RunEvent
+from workflows.models import DeadLetter, NodeRun, Run, RunEvent, Wait
 
 FRAGMENTS = {
     "run-header": "monitoring/fragments/run_header.html",
@@ -27,6 +27,7 @@ def epoch(value: Any) -> float | None:
 def load(run: Run, user: Any, after_span: int = 0) -> dict[str, Any]:
     """Return the run page's context: run, nodes, open letters, spans after `after_span`."""
     nodes = list(run.nodes.order_by("id"))
+    attach_waits(run, nodes)
     spans = list(
         RunEvent.objects.filter(run=run, kind="node.attempt", id__gt=after_span)
         .order_by("id")
@@ -42,6 +43,15 @@ def load(run: Run, user: Any, after_span: int = 0) -> dict[str, Any]:
         and run.status in (engine.RUN_RUNNING, engine.RUN_WAITING),
         "finished": run.status not in (engine.RUN_RUNNING, engine.RUN_WAITING),
     }
+
+
+def attach_waits(run: Run, nodes: list[NodeRun]) -> None:
+    """Give each waiting node its open Wait as `n.wait`: what it waits for, since, due when."""
+    if not any(n.status == engine.WAITING for n in nodes):
+        return
+    open_waits = {w.node_run_id: w for w in Wait.objects.filter(run=run, closed_at__isnull=True)}
+    for n in nodes:
+        n.wait = open_waits.get(n.pk)  # type: ignore[attr-defined]
 
 
 def live_data(ctx: dict[str, Any]) -> dict[str, Any]:

@@ -35,6 +35,12 @@ class Invalid(DomainError):
     http_status = 422
 
 
+class Forbidden(DomainError):
+    """The person may not do this here (a check beyond their role, e.g. an approval's deciders)."""
+
+    http_status = 403
+
+
 class NotFound(DomainError):
     http_status = 404
 

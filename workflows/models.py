@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 
 from django.conf import settings
+from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
 
@@ -140,6 +141,9 @@ class NodeRun(models.Model):
                 condition=Q(status__in=["queued", "running", "failed"]),
                 name="noderun_in_flight_idx",
             ),
+            # Waiting nodes' next deadline (a timer's end, an SLA, a timeout): the schedulers'
+            # housekeeping reads only the due ones, however many wait (waits.fire_deadlines).
+            models.Index(fields=["due_at"], condition=Q(status="waiting"), name="noderun_wait_due_idx"),
         ]
 
     def __str__(self) -> str:
@@ -148,6 +152,79 @@ class NodeRun(models.Model):
     @property
     def idempotency_key(self) -> str:
         return f"{self.run_id}:{self.node_id}:{self.attempt}"
+
+
+class Wait(models.Model):
+    """What one attempt of a waiting node waits for (workflows/waits.py).
+
+    The node's status (NodeRun, `waiting`) is the truth of whether it still waits; this row
+    says for what, who may decide, when it is due, and how it ended (`outcome`, `closed_at`).
+    An approval's deciders are `users`, `groups` and `roles` (arrays, so the inbox is one
+    indexed query); none of them: any operator (`open_to_operators`).
+    """
+
+    node_run = models.ForeignKey(NodeRun, on_delete=models.CASCADE, related_name="waits")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="waits", db_index=False)
+    workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="+", db_index=False)
+    node_id = models.CharField(max_length=64)
+    attempt = models.PositiveIntegerField()
+    kind = models.CharField(max_length=20)
+    title = models.CharField(max_length=200, blank=True)
+    key = models.CharField(max_length=500, blank=True)  # wait.event
+    first_only = models.BooleanField(default=False)
+    proposed = models.JSONField(null=True, blank=True)  # human.approval: data offered for editing
+    users = ArrayField(models.CharField(max_length=150), default=list, blank=True)
+    groups = ArrayField(models.CharField(max_length=150), default=list, blank=True)
+    roles = ArrayField(models.CharField(max_length=20), default=list, blank=True)
+    open_to_operators = models.BooleanField(default=False)
+    due_at = models.DateTimeField(null=True, blank=True)  # the SLA shown to approvers
+    escalate_at = models.DateTimeField(null=True, blank=True)
+    escalated_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    closed_at = models.DateTimeField(null=True, blank=True)
+    outcome = models.CharField(max_length=20, blank=True)  # decided, event, expired, cancelled
+    result = models.JSONField(null=True, blank=True)  # the node's output (a decision, a payload)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [models.UniqueConstraint(fields=["node_run", "attempt"], name="wait_attempt_unique")]
+        indexes = [
+            models.Index(
+                fields=["key", "id"],
+                condition=Q(closed_at__isnull=True, kind="wait.event"),
+                name="wait_open_key_idx",
+            ),
+            models.Index(
+                fields=["due_at", "id"],
+                condition=Q(closed_at__isnull=True, kind="human.approval"),
+                name="wait_open_approval_idx",
+            ),
+            models.Index(fields=["run"], name="wait_run_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.run_id}:{self.node_id}"
+
+
+class PostedEvent(models.Model):
+    """An event posted on a key (waits.post_event). One that woke nobody is `retained` until
+    `expires_at`: the first node to wait on its key later consumes it."""
+
+    key = models.CharField(max_length=500)
+    payload = models.JSONField(default=dict)
+    source = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField()
+    retained = models.BooleanField(default=False)
+    woke = ArrayField(models.BigIntegerField(), default=list, blank=True)  # node rows it woke
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [models.Index(fields=["key", "id"], condition=Q(retained=True), name="event_retained_idx")]
+
+    def __str__(self) -> str:
+        return f"event {self.key}"
 
 
 class DeadLetter(models.Model):

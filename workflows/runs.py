@@ -20,7 +20,7 @@ from workflows.core import engine
 from workflows.core.definition import canonical_json
 from workflows.core.states import NodeStatus, RunStatus
 from workflows.errors import Conflict, Invalid, NotFound
-from workflows.models import DeadLetter, NodeRun, Run, RunEvent, Workflow, WorkflowVersion
+from workflows.models import DeadLetter, NodeRun, Run, RunEvent, Wait, Workflow, WorkflowVersion
 from workflows.runtime import bus, jobs, transitions
 from workflows.versions import load_graph
 
@@ -199,6 +199,9 @@ def cancel_run(run_id: int, reason: str = "", user: Any = None) -> Run:
             raise Conflict(
                 f"Run {run_id} is already {run.status}; only running or waiting runs can be cancelled."
             )
+        Wait.objects.filter(run=run, closed_at__isnull=True).update(
+            closed_at=run.finished_at, outcome="cancelled"
+        )
         record_events(event("run.cancelled", run.pk, data={"reason": reason, "by": audit.actor_label(user)}))
         audit.record(user, "run.cancel", run, reason=reason)
         transaction.on_commit(lambda: after_cancel(run.pk))

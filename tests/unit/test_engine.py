@@ -190,6 +190,6 @@ def test_nodes_are_tasks_unless_told_and_a_ready_task_is_enqueued() -> None:
 
 def test_a_ready_node_of_a_kind_the_engine_does_not_know_is_refused_by_name() -> None:
     graph = dag("a>b")
-    graph.nodes["a"] = dataclasses.replace(graph.nodes["a"], kind="wait.timer")
-    with pytest.raises(ValueError, match="'a' has kind 'wait.timer'"):
+    graph.nodes["a"] = dataclasses.replace(graph.nodes["a"], kind="child.run")
+    with pytest.raises(ValueError, match="'a' has kind 'child.run'"):
         engine.advance(graph, states(graph))

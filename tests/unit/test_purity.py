@@ -16,6 +16,7 @@ PURE_MODULES = [
     "workflows.core.conditions",
     "workflows.core.diff",
     "workflows.core.engine",
+    "workflows.core.waits",
 ]
 FORBIDDEN = ("django", "redis", "rq", "channels", "psycopg")
 CHECK = """

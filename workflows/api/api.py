@@ -25,7 +25,9 @@ from workflows.api import (
     auth,
     inputs,
     schema,
+    views_approvals,
     views_deadletters,
+    views_events,
     views_health,
     views_hooks,
     views_keys,
@@ -75,6 +77,8 @@ for module in (
     views_deadletters,
     views_keys,
     views_hooks,
+    views_approvals,
+    views_events,
     views_health,
 ):
     api.add_router("", module.router)

@@ -326,3 +326,42 @@ EMPTY_PUBLISH = PublishIn()
 EMPTY_START = StartRunIn()
 EMPTY_CANCEL = CancelIn()
 EMPTY_REPLAY = ReplayIn()
+
+
+# --------------------------------------------------------------------------- approvals and events
+
+
+class ApprovalQuery(Query):
+    limit: int = Field(50, ge=1, le=200, description="At most this many, by due time.")
+    workflow: Slug | None = None
+    node_id: str | None = Field(None, max_length=64)
+    assignee: str | None = Field(None, max_length=150, description="A username named among the deciders.")
+    older_than_seconds: float | None = Field(None, ge=0, le=10**9, description="Waiting at least this long.")
+    newer_than_seconds: float | None = Field(None, ge=0, le=10**9, description="Waiting at most this long.")
+
+
+class DecisionIn(Body):
+    decision: Literal["approve", "reject"]
+    fields: dict[str, Any] = Field(
+        default_factory=dict, description="The form's fields (the node's `form` schema)."
+    )
+    comment: str = Field("", max_length=5000)
+    data: Any = Field(None, description="The proposed data as edited by the approver; omitted: unchanged.")
+
+
+class DecisionLinkIn(Body):
+    decision: Literal["approve", "reject"]
+    ttl_seconds: int | None = Field(None, ge=60, le=30 * 86400, description="How long the link is valid.")
+
+
+class LinkDecisionIn(Body):
+    token: str = Field(min_length=10, max_length=2000, description="The token of a signed decision link.")
+    comment: str = Field("", max_length=5000)
+
+
+class EventIn(Body):
+    key: str = Field(
+        min_length=1, max_length=500, description="The key wait.event nodes compute, e.g. an order id."
+    )
+    payload: Any = Field(default_factory=dict, description="The woken nodes' output.")
+    source: str = Field("", max_length=200)

@@ -606,3 +606,80 @@ def delivery(d: WebhookDelivery) -> DeliveryOut:
         "payload": d.payload,
         "created_at": d.created_at,
     }
+
+
+# --------------------------------------------------------------------------- approvals and events
+
+
+class ApprovalSummary(TypedDict):
+    id: int
+    run: int
+    workflow: str
+    node_id: str
+    attempt: int
+    title: str
+    waiting_since: datetime
+    due_at: datetime | None
+    expires_at: datetime | None
+    overdue: bool
+    escalated_at: datetime | None
+    users: list[str]
+    groups: list[str]
+    roles: list[str]
+    url: str
+
+
+class ApprovalOut(ApprovalSummary):
+    status: str
+    outcome: str
+    context: dict[str, Any]
+    result: Any
+
+
+class ApprovalPage(TypedDict):
+    items: list[ApprovalSummary]
+    next_cursor: str | None
+
+
+class DecisionLinkOut(TypedDict):
+    token: str
+    decision: str
+
+
+class PostedEventOut(TypedDict):
+    id: int
+    key: str
+    woken_runs: list[int]
+    retained: bool
+
+
+def approval_summary(w: Any) -> ApprovalSummary:
+    return {
+        "id": w.pk,
+        "run": w.run_id,
+        "workflow": w.workflow.slug,
+        "node_id": w.node_id,
+        "attempt": w.attempt,
+        "title": w.title,
+        "waiting_since": w.created_at,
+        "due_at": w.due_at,
+        "expires_at": w.expires_at,
+        "overdue": bool(getattr(w, "overdue", False)),
+        "escalated_at": w.escalated_at,
+        "users": w.users,
+        "groups": w.groups,
+        "roles": w.roles,
+        "url": f"/api/v1/approvals/{w.pk}",
+    }
+
+
+def approval(w: Any, context: dict[str, Any], now: datetime) -> ApprovalOut:
+    summary = approval_summary(w)
+    summary["overdue"] = w.closed_at is None and w.due_at is not None and w.due_at < now
+    return {
+        **summary,
+        "status": w.node_run.status,
+        "outcome": w.outcome,
+        "context": context,
+        "result": w.result,
+    }

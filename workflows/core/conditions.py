@@ -137,6 +137,15 @@ class Condition:
         env = {"output": output, "input": input}
         return bool(_evaluate(self._tree.body, env))
 
+    def value(self, output: object, input: object) -> object:  # noqa: A002
+        """Return the expression's value (None where it is missing); never raise.
+
+        The same language computes values where a node needs one from the data (a wait
+        node's event key, a timer's end).
+        """
+        result = _evaluate(self._tree.body, {"output": output, "input": input})
+        return None if result is MISSING else result
+
 
 def parse_condition(src: str) -> Condition:
     """Parse a condition or raise ConditionError naming the problem and its column."""

@@ -27,7 +27,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from workflows.core.conditions import Condition, ConditionError
 from workflows.core.engine import JOIN_RULES
-from workflows.core.graph import DEFAULT_JOIN, Edge, Graph, Node, RateLimit, RetryPolicy
+from workflows.core.graph import DEFAULT_JOIN, TASK, WAIT_KINDS, Edge, Graph, Node, RateLimit, RetryPolicy
+from workflows.core.waits import check_config as check_wait_config
 
 if TYPE_CHECKING:
     from pydantic_core import ErrorDetails
@@ -272,6 +273,7 @@ def _inspect(
     issues += _check_conditions(draft)
     if handlers is not None:
         issues += _check_handlers(draft, handlers)
+    issues += _check_waits(draft)
     if limits.queues is not None:
         issues += _check_queues(draft, limits.queues)
     return issues, draft
@@ -558,6 +560,18 @@ def _check_handlers(draft: _Draft, handlers: HandlerSchemas) -> list[Issue]:
     return issues
 
 
+def _check_waits(draft: _Draft) -> list[Issue]:
+    """Report what a wait node's config schema cannot: bad expressions, forms, timers."""
+    return [
+        Issue(
+            f"nodes[{index}].config.{name}", f"{name} {message} (node '{spec.id}')", "invalid_config", spec.id
+        )
+        for index, spec in draft.nodes.items()
+        if spec.handler in WAIT_KINDS
+        for name, message in check_wait_config(spec.handler, spec.config)
+    ]
+
+
 def _unknown_handler(handler: str, handlers: HandlerSchemas) -> str:
     """Explain an unknown handler, suggesting close and registered names."""
     if not handlers:
@@ -607,7 +621,8 @@ def _build_node(spec: NodeSpec) -> Node:
     """Turn a node spec into a Node."""
     rate = RateLimit(**spec.rate_limit.model_dump()) if spec.rate_limit is not None else None
     fields = spec.model_dump(exclude={"retry", "rate_limit"})
-    return Node(**fields, retry=RetryPolicy(**spec.retry.model_dump()), rate_limit=rate)
+    kind = spec.handler if spec.handler in WAIT_KINDS else TASK
+    return Node(**fields, retry=RetryPolicy(**spec.retry.model_dump()), rate_limit=rate, kind=kind)
 
 
 def _format_path(parts: Iterable[str | int]) -> str:

@@ -18,6 +18,10 @@ them that workflows/runtime/transitions.py performs):
     skipped          a branch not taken: an edge condition was false     (terminal)
     upstream_failed  cannot run because a predecessor died               (terminal, reset on replay)
     cancelled        the run was cancelled                               (terminal)
+    waiting          a wait node (core/waits.py) waits on a person, an event or a deadline:
+                     no worker, no job, no slot; neither in flight nor terminal, so its run
+                     is not finished; left by a decision, an event or a deadline (succeeded,
+                     or failed by a timeout whose policy is "fail": retried or dead as a task)
 
 Join rules over the incoming edges; each edge is `taken` (source succeeded and its condition
 holds), `not_taken` (source skipped, or condition false), `failed` (source dead or
@@ -37,7 +41,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from workflows.core.graph import DEFAULT_JOIN, TASK, Edge, Graph
+from workflows.core.graph import DEFAULT_JOIN, TASK, WAIT_KINDS, Edge, Graph
 from workflows.core.states import NODE_IN_FLIGHT, NODE_TERMINAL, NodeStatus, RunStatus
 
 # The statuses under their old names (states.py has them as enums, with the table of moves).
@@ -51,6 +55,7 @@ DEAD = NodeStatus.DEAD
 SKIPPED = NodeStatus.SKIPPED
 UPSTREAM_FAILED = NodeStatus.UPSTREAM_FAILED
 CANCELLED = NodeStatus.CANCELLED
+WAITING = NodeStatus.WAITING
 
 NODE_STATUSES = tuple(NodeStatus)
 TERMINAL = NODE_TERMINAL
@@ -82,6 +87,13 @@ class EnqueueNode:
 
 
 @dataclass(frozen=True)
+class WaitNode:
+    """A ready wait node starts waiting: its kind's claim, no job (runtime/kinds.py)."""
+
+    node_id: str
+
+
+@dataclass(frozen=True)
 class SkipNode:
     node_id: str
     status: str  # SKIPPED or UPSTREAM_FAILED
@@ -105,7 +117,7 @@ class FinishRun:
     status: str
 
 
-Decision = EnqueueNode | SkipNode | RetryNode | KillNode | FinishRun
+Decision = EnqueueNode | WaitNode | SkipNode | RetryNode | KillNode | FinishRun
 
 
 def advance(
@@ -128,8 +140,9 @@ def advance(
         elif state.status == PENDING:
             verdict = judge(graph, node_id, current, run_input)
             if verdict == _READY:
-                decisions.append(start_node(graph, node_id))
-                current[node_id] = NodeState(QUEUED, state.tries)
+                start = start_node(graph, node_id)
+                decisions.append(start)
+                current[node_id] = NodeState(WAITING if isinstance(start, WaitNode) else QUEUED, state.tries)
             elif verdict != _WAIT:
                 decisions.append(SkipNode(node_id, verdict))
                 current[node_id] = NodeState(verdict, state.tries)
@@ -139,16 +152,17 @@ def advance(
     return decisions
 
 
-def start_node(graph: Graph, node_id: str) -> EnqueueNode:
+def start_node(graph: Graph, node_id: str) -> EnqueueNode | WaitNode:
     """Decide how a ready node starts: the one place where the engine looks at a node's kind.
 
-    A task is enqueued for a worker. A new kind adds its branch here (a waiting node, say,
-    would be decided `WaitNode` and hold no worker) and its runtime side in
-    workflows/runtime/kinds.py.
+    A task is enqueued for a worker; a wait node waits, holding no worker. A new kind adds
+    its branch here and its runtime side in workflows/runtime/kinds.py.
     """
     kind = graph.nodes[node_id].kind
     if kind == TASK:
         return EnqueueNode(node_id)
+    if kind in WAIT_KINDS:
+        return WaitNode(node_id)
     raise ValueError(f"Node {node_id!r} has kind {kind!r}, which this engine cannot run.")
 
 

@@ -51,7 +51,11 @@ class RateLimit:
     per_seconds: float
 
 
-TASK = "task"  # call a handler once; the only kind so far (see engine.start_node, runtime/kinds.py)
+TASK = "task"  # call a handler once (see engine.start_node, runtime/kinds.py)
+# Nodes that wait, holding no worker (core/waits.py): named like handlers in a definition,
+# registered with their config schemas so the editor offers them; their kind is their name.
+APPROVAL, EVENT, TIMER = "human.approval", "wait.event", "wait.timer"
+WAIT_KINDS = (APPROVAL, EVENT, TIMER)
 
 
 @dataclass(frozen=True)

@@ -5,9 +5,11 @@ Pure: standard library only. The engine reasons with these names; the runtime's
 the move it performs, which must be a move of this table (tests/unit/test_states.py).
 
 A move is (cause, from-status, to-status); `None` as the from-status is a row being created.
-Adding a state (say `waiting`, for nodes that wait on a person, an event or a timer) is a
-member here, its rows in TABLE, the engine's decisions about it, and its statements in
-`transitions`: nothing else writes a status.
+Adding a state is a member here, its rows in TABLE, the engine's decisions about it, and its
+statements in `transitions`: nothing else writes a status. `waiting` was added so: nodes that
+wait on a person, an event or a timer (causes wait, decide, event, expire). A waiting node is
+neither in flight (it holds no worker, no job, no concurrency slot) nor terminal (its run is
+not finished, and not stalled either: the reconciler leaves it alone).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ class NodeStatus(StrEnum):
     SKIPPED = "skipped"
     UPSTREAM_FAILED = "upstream_failed"
     CANCELLED = "cancelled"
+    WAITING = "waiting"  # a wait node: on a decision, an event or a deadline; holds no worker
 
 
 class RunStatus(StrEnum):
@@ -52,6 +55,10 @@ class Cause(StrEnum):
     CANCEL = "cancel"  # an operator cancels a run
     REPLAY = "replay"  # an operator replays a dead node
     RESUME = "resume"  # a paused workflow's waiting runs start
+    WAIT = "wait"  # a ready wait node starts waiting (its kind's claim): no job, no worker
+    DECIDE = "decide"  # a person approves or rejects a waiting approval
+    EVENT = "event"  # an event posted on a waiting node's key wakes it
+    EXPIRE = "expire"  # a waiting node's deadline passes: a timer fires, an approval times out
 
 
 N = NodeStatus
@@ -80,6 +87,14 @@ NODE_MOVES: Moves = {
     Cause.LOST: {N.RUNNING: frozenset({N.FAILED})},
     Cause.CANCEL: {s: frozenset({N.CANCELLED}) for s in N if s not in NODE_TERMINAL},
     Cause.REPLAY: {N.DEAD: frozenset({N.PENDING}), N.UPSTREAM_FAILED: frozenset({N.PENDING})},
+    # Waiting nodes: entered by their kind's claim (again after a retry's backoff), left by
+    # a decision, an event or a deadline; a timeout whose policy is "fail" makes the node
+    # failed, and the engine's retry/dead and dead letter apply as for a task. Cancel (above)
+    # covers waiting like every other unfinished status.
+    Cause.WAIT: {N.PENDING: frozenset({N.WAITING}), N.RETRYING: frozenset({N.WAITING})},
+    Cause.DECIDE: {N.WAITING: frozenset({N.SUCCEEDED})},
+    Cause.EVENT: {N.WAITING: frozenset({N.SUCCEEDED})},
+    Cause.EXPIRE: {N.WAITING: frozenset({N.SUCCEEDED, N.FAILED})},
 }
 
 # The run table, likewise.

@@ -177,7 +177,50 @@ DEMO_RETRIES: dict[str, Any] = {
     ],
 }
 
+
+@node("demo.draft_refund", config_schema=NO_CONFIG, batchable=True)
+def draft_refund(ctx: NodeContext) -> dict[str, Any]:
+    """Draft a refund for an order, as an LLM agent would: amount, reason and a customer note."""
+    amount = ctx.input.get("amount", 20)
+    order = ctx.input.get("order_id", "A-1001")
+    note = f"We are sorry about order {order}; we refund {amount} EUR."
+    return {"refund": {"order_id": order, "amount": amount, "note": note}}
+
+
+# A refund drafted by an agent step waits for a person: approve (possibly editing the
+# draft) pays it, reject tells the customer; past the SLA an admin is added.
+DEMO_REFUND: dict[str, Any] = {
+    "description": "An agent drafts a refund; a person approves, edits or rejects it.",
+    "nodes": [
+        {"id": "draft", "handler": "demo.draft_refund"},
+        {
+            "id": "approve_refund",
+            "handler": "human.approval",
+            "config": {
+                "title": "Approve this refund?",
+                "instructions": "Check the amount against the order; edit the note if needed.",
+                "form": {"type": "object", "properties": {"reason": {"type": "string", "maxLength": 500}}},
+                "propose": "output.refund",
+                "show_upstream": ["draft"],
+                "approvers": {"roles": ["operator"]},
+                "due_seconds": 3600,
+                "escalate_to": {"roles": ["admin"]},
+                "timeout_seconds": 86400,
+                "on_timeout": "reject",
+            },
+        },
+        {"id": "pay_refund", "handler": "core.echo"},
+        {"id": "tell_customer", "handler": "core.echo"},
+    ],
+    "edges": [
+        {"source": "draft", "target": "approve_refund"},
+        {"source": "approve_refund", "target": "pay_refund", "when": "output.approved"},
+        {"source": "approve_refund", "target": "tell_customer", "when": "not output.approved"},
+    ],
+}
+
 DEMO_WORKFLOWS: dict[str, tuple[str, dict[str, Any]]] = {
     "demo-profile": ("User profile enrichment", DEMO_PROFILE),
     "demo-retries": ("Retries and dead letters (drill)", DEMO_RETRIES),
+    "demo-refund": ("Refund with human approval", DEMO_REFUND),
 }

@@ -58,7 +58,7 @@ class Plan:
             self.finishes.append(FinishRun(snap.run_id, snap.epoch, decision.status))
             return
         noderun_id = snap.ids[decision.node_id]
-        if isinstance(decision, engine.EnqueueNode):
+        if isinstance(decision, engine.EnqueueNode | engine.WaitNode):  # kinds.claim_ready tells them apart
             self.ready.append(jobs.ready(noderun_id, graph, decision.node_id))
         elif isinstance(decision, engine.SkipNode):
             self.skips.append(Skip(noderun_id, decision.status))

@@ -137,9 +137,10 @@ def pack_roots(graph: Graph) -> list[RootJob]:
     """Pack a new run's root nodes into direct jobs, before the run has node rows.
 
     `enqueue_roots` names the rows once the run is written. Nothing when a root is capped:
-    a scheduler admits those.
+    a scheduler admits those; nor when a root is not a task (a wait node): a scheduler
+    claims it by its kind (runtime/kinds.py).
     """
-    if any(graph.nodes[node_id].limited for node_id in graph.roots):
+    if any(graph.nodes[n].limited or graph.nodes[n].kind != TASK_KIND for n in graph.roots):
         return []
     rows = [ready(0, graph, node_id) for node_id in graph.roots]  # 0: no row yet
     return [

@@ -2,7 +2,7 @@
 
 A node's kind (`Node.kind`, "task" by default) is decided in two places only: the engine's
 `start_node` (what a ready node becomes) and `kind_of` here (how the runtime carries it out).
-Only the task kind exists so far: a ready task is claimed into a new attempt and an RQ job
+A ready task is claimed into a new attempt and an RQ job
 (`jobs.claim_and_enqueue`: pending or retrying -> queued), a worker starts it (queued ->
 running, `transitions.start_attempts`), calls its handler once under its timeout, and stores
 the result (running, or queued for a direct job, -> succeeded or failed,
@@ -23,7 +23,15 @@ How a new kind plugs in (waiting nodes, maps, child runs, agent loops):
    event, a deadline, a child run's end);
 4. the reconciler: what of the kind's in-flight states a crash can leave behind.
 A kind uses only the causes the table lists for it: claim, start, finish, retry, dead and
-lost for tasks; cancel and replay apply to every kind.
+lost for tasks; wait, decide, event and expire (and retry, dead) for wait nodes; cancel and
+replay apply to every kind.
+
+The wait kinds (`human.approval`, `wait.event`, `wait.timer`, core/waits.py): a ready one
+is claimed into `waiting` (pending or retrying -> waiting, a new attempt, no job: it holds
+no worker and no concurrency slot) with its Wait row (workflows/waits.py); it leaves by a
+decision, an event or a deadline (`transitions.decide_waits`, `wake_waits`, `expire_waits`).
+The reconciler has nothing to repair in it: the wait is all in Postgres, and a run whose
+node waits is neither stalled nor finished (reconciler.STALLED_RUNS_SQL).
 """
 
 from __future__ import annotations
@@ -31,8 +39,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Protocol
 
-from workflows import handlers
-from workflows.core.graph import TASK, Node
+from workflows import handlers, waits
+from workflows.core.graph import TASK, WAIT_KINDS, Node
 from workflows.core.states import NodeStatus
 from workflows.runtime import jobs
 
@@ -61,7 +69,20 @@ class Task:
         return handlers.get_handler(node.handler).func(ctx)
 
 
-KINDS: dict[str, NodeKind] = {TASK: Task()}
+class Waiting:
+    """Wait on a person, an event or a deadline, holding no worker (workflows/waits.py)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def claim(self, rows: list[jobs.Ready], workers: int, status: NodeStatus) -> int:
+        return waits.enter_waits(rows, status)
+
+    def execute(self, node: Node, ctx: handlers.NodeContext) -> Any:
+        raise handlers.HandlerError(f"Node {node.id!r} waits ({self.name}); it never runs in a worker.")
+
+
+KINDS: dict[str, NodeKind] = {TASK: Task(), **{name: Waiting(name) for name in WAIT_KINDS}}
 
 
 def kind_of(node: Node) -> NodeKind:

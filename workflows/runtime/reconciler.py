@@ -38,7 +38,7 @@ SELECT r.id FROM workflows_run r
 WHERE r.status = '{R.RUNNING}' AND r.created_at < now() - %(after)s * interval '1 second'
   AND NOT EXISTS (
     SELECT 1 FROM workflows_noderun n WHERE n.run_id = r.id AND (
-      n.status IN ('{N.QUEUED}', '{N.RUNNING}', '{N.RETRYING}')
+      n.status IN ('{N.QUEUED}', '{N.RUNNING}', '{N.RETRYING}', '{N.WAITING}')  -- waiting: on a person, an event, a deadline
       OR (n.status = '{N.PENDING}' AND n.due_at IS NOT NULL)  -- held by a cap: housekeeping's
       OR n.finished_at > now() - %(after)s * interval '1 second'))
 ORDER BY r.id LIMIT %(limit)s

@@ -20,7 +20,7 @@ import redis
 from django.conf import settings
 from django.db import close_old_connections
 
-from workflows import versions, webhooks
+from workflows import versions, waits, webhooks
 from workflows.runtime import advancing, bus, pgsession
 from workflows.runtime.reconciler import Reconciler
 
@@ -106,6 +106,7 @@ class Scheduler:
         if now >= self.next_housekeeping:
             self.next_housekeeping = now + HOUSEKEEPING_SECONDS
             done += advancing.enqueue_due(self.workers)
+            done += waits.fire_deadlines()
         if now >= self.next_reconcile:
             self.next_reconcile = now + RECONCILE_SECONDS
             done += self.reconcile()

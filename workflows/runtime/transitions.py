@@ -445,6 +445,79 @@ def finish_runs(finishes: Sequence[FinishRun]) -> list[tuple[int, str]]:
     return [(run_id, kind.removeprefix("run.")) for run_id, kind in rows]
 
 
+# --------------------------------------------------------------------------- waiting nodes
+# A wait node holds no job and no worker: its kind's claim moves it from pending (or from
+# retrying, after a failed attempt's backoff) to waiting, as a new attempt; a decision, an
+# event or a deadline moves it on, each guarded by `status = 'waiting'` and the attempt, so
+# two schedulers firing one deadline, or a decision racing a timeout, change it once.
+
+
+class Awake(NamedTuple):
+    """A waiting attempt leaving `waiting`: to `status` with `output` (JSON text) or `error`."""
+
+    noderun_id: int
+    attempt: int
+    status: str
+    output: str | None = None
+    error: str = ""
+
+
+ENTER_WAIT_SQL = f"""
+UPDATE workflows_noderun n
+SET status = '{N.WAITING}', attempt = n.attempt + 1, tries = n.tries + 1, queued_at = now(), started_at = now(),
+    finished_at = NULL, due_at = v.due_at, job_id = '', worker = '', error = '', traceback = ''
+FROM unnest(%(ids)s::bigint[], %(due)s::timestamptz[]) AS v(id, due_at)
+WHERE n.id = v.id AND n.status = %(status)s
+RETURNING n.id, n.run_id, n.node_id, n.attempt, n.started_at
+"""
+
+LEAVE_WAIT_SQL = f"""
+UPDATE workflows_noderun n
+SET status = v.status, output = v.output::jsonb, error = v.error, finished_at = now(), due_at = NULL
+FROM json_to_recordset(%(rows)s::json) AS v(id bigint, attempt int, status text, output text, error text)
+WHERE n.id = v.id AND n.attempt = v.attempt AND n.status = '{N.WAITING}' {{guard}}
+RETURNING n.id, n.run_id, n.node_id, n.attempt, n.status, n.started_at, n.finished_at
+"""
+DECIDE_SQL = LEAVE_WAIT_SQL.format(guard="")
+EVENT_SQL = DECIDE_SQL
+# Only a deadline that has passed by the database's clock fires: the one clock every scheduler shares.
+EXPIRE_SQL = LEAVE_WAIT_SQL.format(guard="AND n.due_at <= now()")
+
+
+def leave_wait(cause: N | Cause, sql: str, rows: Sequence[Awake]) -> list[tuple[Any, ...]]:
+    for row in rows:
+        check_move(Cause(cause), N.WAITING, N(row.status))
+    return execute(sql, {"rows": json.dumps([row._asdict() | {"id": row.noderun_id} for row in rows])})
+
+
+@performs(Cause.WAIT, nodes={N.PENDING: [N.WAITING], N.RETRYING: [N.WAITING]})
+def enter_waits(
+    status: N, ids: list[int], due: list[datetime | None]
+) -> list[tuple[int, int, str, int, datetime]]:
+    """Make ready wait nodes, still in `status`, wait as a new attempt until `due` (their next
+    deadline, or None); return (row id, run id, node id, attempt, since) of those moved."""
+    check_move(Cause.WAIT, status, N.WAITING)
+    return execute(ENTER_WAIT_SQL, {"ids": ids, "due": due, "status": status})  # type: ignore[return-value]
+
+
+@performs(Cause.DECIDE, nodes={N.WAITING: [N.SUCCEEDED]})
+def decide_waits(rows: Sequence[Awake]) -> list[tuple[Any, ...]]:
+    """Store decisions as the outputs of waiting approvals; return the rows changed."""
+    return leave_wait(Cause.DECIDE, DECIDE_SQL, rows)
+
+
+@performs(Cause.EVENT, nodes={N.WAITING: [N.SUCCEEDED]})
+def wake_waits(rows: Sequence[Awake]) -> list[tuple[Any, ...]]:
+    """Store an event's payload as the output of the waiting nodes it wakes; return those changed."""
+    return leave_wait(Cause.EVENT, EVENT_SQL, rows)
+
+
+@performs(Cause.EXPIRE, nodes={N.WAITING: [N.SUCCEEDED, N.FAILED]})
+def expire_waits(rows: Sequence[Awake]) -> list[tuple[Any, ...]]:
+    """Move waiting nodes whose deadline has passed on (a timer's end, a timeout's policy)."""
+    return leave_wait(Cause.EXPIRE, EXPIRE_SQL, rows)
+
+
 # --------------------------------------------------------------------------- the reconciler
 
 LOST_SQL = f"""

@@ -74,6 +74,8 @@ class Run(models.Model):
     workflow = models.ForeignKey(Workflow, on_delete=models.PROTECT, related_name="runs")
     version = models.ForeignKey(WorkflowVersion, on_delete=models.PROTECT, related_name="runs")
     status = models.CharField(max_length=16, choices=RUN_STATUS_CHOICES, default=engine.RUN_RUNNING)
+    # How many of its nodes are `waiting` (written by transitions' wait statements only).
+    waiting_nodes = models.PositiveIntegerField(db_default=0)  # db_default: raw INSERTs omit it
     input = models.JSONField(default=dict)
     idempotency_key = models.CharField(max_length=200, null=True, blank=True)
     request_hash = models.CharField(max_length=80, blank=True)
@@ -94,6 +96,13 @@ class Run(models.Model):
         indexes = [
             models.Index(fields=["status", "id"], name="run_status_idx"),
             models.Index(fields=["workflow", "-created_at"], name="run_workflow_created_idx"),
+            # The reconciler's stalled-run scan reads only running runs with no waiting node,
+            # so runs waiting on a person or an event for days cost it nothing.
+            models.Index(
+                fields=["id"],
+                condition=Q(status="running", waiting_nodes=0),
+                name="run_stall_candidates_idx",
+            ),
         ]
 
     def __str__(self) -> str:

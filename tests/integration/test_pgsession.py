@@ -20,6 +20,7 @@ SCANS = {
     "queued attempts": (reconciler.QUEUED_BEFORE_SQL, "noderun_in_flight_idx"),
     "running attempts": (reconciler.RUNNING_BEFORE_SQL, "noderun_in_flight_idx"),
     "stuck deliveries": (webhooks.RECLAIM_SQL, "delivery_due_idx"),
+    "stalled runs": (reconciler.STALLED_RUNS_SQL, "run_stall_candidates_idx"),
 }
 
 # Driven by primary keys: under load the in-flight index holds every queued node, and a plan

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import Group, User
+from django.db import connection
 from django.utils import timezone
 
 from tests.integration.conftest import publish, wait_finished
@@ -14,7 +15,7 @@ from tests.integration.runtime import Runtime, wait_for
 from workflows import runs, waits
 from workflows.errors import Conflict, Forbidden, Invalid
 from workflows.models import AuditEntry, DeadLetter, NodeRun, PostedEvent, Run, RunEvent, Wait
-from workflows.runtime import bus
+from workflows.runtime import bus, reconciler
 
 FORM = {"type": "object", "properties": {"reason": {"type": "string", "minLength": 3}}}
 
@@ -284,3 +285,18 @@ def test_the_inbox_lists_what_the_viewer_may_decide_by_due_time_overdue_marked(r
     assert [w.overdue for w in listed] == [True, False]
     assert [w.pk for w in waits.inbox(ana, waits.InboxFilters(workflow="later"))] == [w1.pk]
     assert waits.inbox(person("zed", "viewer")) == []
+
+
+def test_a_run_counts_its_waiting_nodes_and_the_stalled_run_scan_skips_it(runtime: Runtime) -> None:
+    workflow = publish("refund", refund_flow())
+    run, _ = runs.start_run(workflow, {"amount": 30})
+    wait = waiting(run)
+    run.refresh_from_db()
+    assert run.waiting_nodes == 1
+    with connection.cursor() as cur:  # `after` 0: any running run with nothing in flight is stalled
+        cur.execute(reconciler.STALLED_RUNS_SQL, {"after": 0, "limit": 100})
+        assert run.pk not in [row[0] for row in cur.fetchall()]
+    waits.decide(wait.pk, person("ana", "support", "viewer"), "approve", {"reason": "looks fine"})
+    assert wait_finished(run).status == "succeeded"
+    run.refresh_from_db()
+    assert run.waiting_nodes == 0

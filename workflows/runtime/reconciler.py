@@ -35,7 +35,8 @@ OVERDUE_GRACE_SECONDS = 30
 
 STALLED_RUNS_SQL = f"""
 SELECT r.id FROM workflows_run r
-WHERE r.status = '{R.RUNNING}' AND r.created_at < now() - %(after)s * interval '1 second'
+WHERE r.status = '{R.RUNNING}' AND r.waiting_nodes = 0  -- run_stall_candidates_idx
+  AND r.created_at < now() - %(after)s * interval '1 second'
   AND NOT EXISTS (
     SELECT 1 FROM workflows_noderun n WHERE n.run_id = r.id AND (
       n.status IN ('{N.QUEUED}', '{N.RUNNING}', '{N.RETRYING}', '{N.WAITING}')  -- waiting: on a person, an event, a deadline

@@ -462,21 +462,36 @@ class Awake(NamedTuple):
     error: str = ""
 
 
+# A run counts its waiting nodes (`waiting_nodes`), in the statement that moves them: the
+# reconciler's stalled-run scan skips runs with any, by a partial index, so that its work per
+# second does not grow with the number of runs waiting on people, events or timers.
+COUNT_WAITS = """
+counted AS (
+    UPDATE workflows_run r SET waiting_nodes = r.waiting_nodes {sign} c.n
+    FROM (SELECT run_id, count(*) AS n FROM moved GROUP BY run_id) AS c WHERE r.id = c.run_id
+)"""
+
 ENTER_WAIT_SQL = f"""
+WITH moved AS (
 UPDATE workflows_noderun n
 SET status = '{N.WAITING}', attempt = n.attempt + 1, tries = n.tries + 1, queued_at = now(), started_at = now(),
     finished_at = NULL, due_at = v.due_at, job_id = '', worker = '', error = '', traceback = ''
 FROM unnest(%(ids)s::bigint[], %(due)s::timestamptz[]) AS v(id, due_at)
 WHERE n.id = v.id AND n.status = %(status)s
 RETURNING n.id, n.run_id, n.node_id, n.attempt, n.started_at
+), {COUNT_WAITS.format(sign="+")}
+SELECT id, run_id, node_id, attempt, started_at FROM moved
 """
 
 LEAVE_WAIT_SQL = f"""
+WITH moved AS (
 UPDATE workflows_noderun n
 SET status = v.status, output = v.output::jsonb, error = v.error, finished_at = now(), due_at = NULL
 FROM json_to_recordset(%(rows)s::json) AS v(id bigint, attempt int, status text, output text, error text)
 WHERE n.id = v.id AND n.attempt = v.attempt AND n.status = '{N.WAITING}' {{guard}}
 RETURNING n.id, n.run_id, n.node_id, n.attempt, n.status, n.started_at, n.finished_at
+), {COUNT_WAITS.format(sign="-")}
+SELECT id, run_id, node_id, attempt, status, started_at, finished_at FROM moved
 """
 DECIDE_SQL = LEAVE_WAIT_SQL.format(guard="")
 EVENT_SQL = DECIDE_SQL
@@ -548,7 +563,7 @@ def cancel_run(run: Run, now: datetime) -> bool:
     Return whether it was running or waiting; `run` then says cancelled.
     """
     changed = Run.objects.filter(pk=run.pk, status__in=[R.RUNNING, R.WAITING]).update(
-        status=R.CANCELLED, finished_at=now
+        status=R.CANCELLED, finished_at=now, waiting_nodes=0
     )
     if changed:
         NodeRun.objects.filter(run=run).exclude(status__in=NODE_TERMINAL).update(

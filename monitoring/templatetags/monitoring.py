@@ -59,3 +59,25 @@ def first_line(value: str) -> str:
 @register.filter
 def human(status: str) -> str:
     return (status or "").replace("_", " ")
+
+
+LONG_STRING = 60  # strings longer than this (or multi-line) are shown as text blocks
+
+
+@register.filter
+def readable(value: Any) -> list[dict[str, str]]:
+    """Split a value into parts a person reads: long strings as text, the rest as JSON.
+
+    An LLM's draft (a string, or a long string field of an object) shows as text with its
+    line breaks; the template escapes every part, so markup in it is shown, never run.
+    """
+    if isinstance(value, str):
+        return [{"label": "", "kind": "text", "text": value}]
+    if not isinstance(value, dict):
+        return [{"label": "", "kind": "json", "text": json.dumps(value, indent=2, ensure_ascii=False)}]
+    texts = {k: v for k, v in value.items() if isinstance(v, str) and (len(v) > LONG_STRING or "\n" in v)}
+    rest = {k: v for k, v in value.items() if k not in texts}
+    parts = [{"label": k, "kind": "text", "text": v} for k, v in texts.items()]
+    if rest or not parts:
+        parts.insert(0, {"label": "", "kind": "json", "text": json.dumps(rest, indent=2, ensure_ascii=False)})
+    return parts

@@ -81,3 +81,31 @@ def readable(value: Any) -> list[dict[str, str]]:
     if rest or not parts:
         parts.insert(0, {"label": "", "kind": "json", "text": json.dumps(rest, indent=2, ensure_ascii=False)})
     return parts
+
+
+@register.filter
+def between(start: datetime | None, end: datetime | None) -> str:
+    """The time from start to end, short: 40 s, 12 min, 3 h 5 min, 2 d 4 h."""
+    if start is None or end is None:
+        return "–"
+    seconds = abs(int((end - start).total_seconds()))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min"
+    if seconds < 86400:
+        return f"{seconds // 3600} h {seconds % 3600 // 60} min"
+    return f"{seconds // 86400} d {seconds % 86400 // 3600} h"
+
+
+@register.filter
+def gist(value: Any, limit: int = 90) -> str:
+    """A one-line gist of proposed data for a list row: `amount 12 · order_id A-1 · note …`."""
+    if value is None:
+        return ""
+    if isinstance(value, dict):
+        plain = [(k, v) for k, v in value.items() if not isinstance(v, (dict, list))]
+        text = " · ".join(f"{k} {v}" for k, v in sorted(plain, key=lambda kv: len(str(kv[1]))))
+    else:
+        text = value if isinstance(value, str) else json.dumps(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -44,6 +44,14 @@ MAX_CHANGED_RUNS = 500
 MAX_GAPS_SHOWN = 100
 RUN_EVENT_STATUS = {"run.succeeded": "succeeded", "run.failed": "failed", "run.cancelled": "cancelled"}
 LETTER_KINDS = {"node.dead", "node.replayed", "deadletter.discarded"}
+# Events after which someone's inbox may differ (a cancelled run closes its waits).
+APPROVAL_KINDS = {
+    "approval.requested",
+    "approval.decided",
+    "approval.escalated",
+    "node.expired",
+    "run.cancelled",
+}
 
 FRAGMENTS = {
     "overview": {
@@ -113,6 +121,8 @@ class Broadcaster:
         self.windows.prune(now)
         self.exporter.export(batch)
         messages = self.build(now, changed, letters_changed)
+        if any(e.kind in APPROVAL_KINDS for e in batch):
+            messages.append(self.stamp("approvals", {"at": now}, now))
         self.persist(messages, totals, now)
         return messages, more
 
@@ -154,6 +164,7 @@ class Broadcaster:
             **sources.queues_and_roster(),
             "schedulers": self.slow["schedulers"],
             "notices": self.slow["notices"],
+            "waits": self.slow["waits"],
         }
         self.history.append((now, state["depths"]))
         letters = dict(sources.rows(sources.OPEN_LETTERS_SQL))
@@ -199,6 +210,7 @@ class Broadcaster:
             "notices": sources.notice_backlog(),
             "rq": sources.rq_workers(),
             "running": sources.rows(sources.RUNNING_ATTEMPTS_SQL),
+            "waits": dict(sources.rows(sources.OPEN_WAITS_SQL)),
         }
 
     def message(self, topic: str, data: dict[str, Any], now: float) -> dict[str, Any] | None:
@@ -222,7 +234,7 @@ class Broadcaster:
     def persist(self, messages: list[dict[str, Any]], totals: counters.Totals, now: float) -> None:
         pipe = bus.client().pipeline(transaction=False)
         for message in messages:
-            if message["topic"] not in ("runs", "deadletters"):
+            if message["topic"] not in ("runs", "deadletters", "approvals"):
                 counters.save_latest(pipe, message["topic"], message)
         totals.write(pipe)
         counters.save_cursor(pipe, self.reader.cursor if self.reader else 0, now)

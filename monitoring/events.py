@@ -6,6 +6,8 @@ Topics a page can subscribe to:
     workflow:<id>   per-node in-flight counts, recent outcomes and durations
     runs            ids of runs that changed (with their final status when they ended)
     deadletters     dead letters changed (count of open ones)
+    approvals       approvals were requested, decided, escalated, expired or cancelled (no
+                    names, no counts: each page fetches what its viewer may decide)
     run:<id>        one run's nodes and trace; served from the `runs` group by the consumer
 """
 
@@ -18,7 +20,7 @@ from typing import Any, NotRequired, TypedDict
 from channels.layers import get_channel_layer
 
 MESSAGE_TYPE = "mon.message"  # handled by MonitorConsumer.mon_message
-TOPIC = re.compile(r"^(overview|workers|runs|deadletters|(workflow|run):[1-9][0-9]{0,18})$")
+TOPIC = re.compile(r"^(overview|workers|runs|deadletters|approvals|(workflow|run):[1-9][0-9]{0,18})$")
 
 
 class Message(TypedDict):

@@ -10,6 +10,7 @@ from django.db.models import QuerySet
 from django.http import QueryDict
 from django.utils import timezone
 
+from workflows import waits
 from workflows.core import engine
 from workflows.models import DeadLetter, Run
 
@@ -108,3 +109,43 @@ class LetterFilter:
     @property
     def is_open_only(self) -> bool:
         return self.status == DeadLetter.OPEN
+
+
+AGES = {"15m": 15 * 60, "1h": 3600, "4h": 4 * 3600, "24h": 86400}
+
+
+@dataclass(frozen=True)
+class InboxFilter:
+    """The inbox's filters: workflow slug, node id, waiting longer than, a named assignee."""
+
+    workflow: str = ""
+    node: str = ""
+    age: str = ""
+    assignee: str = ""
+
+    @classmethod
+    def parse(cls, query: QueryDict) -> InboxFilter:
+        age = query.get("age", "")
+        return cls(
+            workflow=query.get("workflow", "").strip()[:100],
+            node=query.get("node", "").strip()[:64],
+            age=age if age in AGES else "",
+            assignee=query.get("assignee", "").strip()[:150],
+        )
+
+    def for_domain(self) -> waits.InboxFilters:
+        return waits.InboxFilters(
+            workflow=self.workflow,
+            node=self.node,
+            older_than_seconds=AGES[self.age] if self.age else None,
+            assignee=self.assignee,
+        )
+
+    def query(self) -> str:
+        q = QueryDict(mutable=True)
+        q.update({k: v for k, v in vars(self).items() if v})
+        return q.urlencode()
+
+    @property
+    def is_set(self) -> bool:
+        return any(vars(self).values())

@@ -100,6 +100,7 @@ def build_overview(
     workers = len(alive_workers(redis_state["roster"], time.time()))
     schedulers = len(redis_state["schedulers"])
     rate = windows.rate_series(now) if windows else []
+    waits = redis_state.get("waits", {})
     return {
         "live": windows is not None,
         "at": now,
@@ -109,6 +110,8 @@ def build_overview(
         "schedulers_alive": schedulers,
         "dead_letters_open": sum(letters.values()),
         "runs_in_flight": sum(r["running"] + r["waiting"] for r in rows),
+        "nodes_waiting": sum(waits.values()),
+        "approvals_pending": waits.get("human.approval", 0),
         "rate": rate,
         "rate_now": rate[-1] if rate else None,
         "notices": redis_state["notices"],
@@ -205,4 +208,5 @@ def build_now(topic: str) -> dict[str, Any]:
         )
     letters = dict(sources.rows(sources.OPEN_LETTERS_SQL))
     runs = sources.rows(sources.RUNS_IN_FLIGHT_SQL)
+    state["waits"] = dict(sources.rows(sources.OPEN_WAITS_SQL))
     return build_overview(now, sources.workflows(), None, in_flight, runs, letters, state, [])

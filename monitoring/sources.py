@@ -63,6 +63,11 @@ SELECT r.workflow_id, count(*) FROM workflows_deadletter d JOIN workflows_run r 
 WHERE d.status = 'open' GROUP BY 1
 """
 
+# Open waits by kind: counted under the partial indexes of open waits, once a second.
+OPEN_WAITS_SQL = """
+SELECT kind, count(*) FROM workflows_wait WHERE closed_at IS NULL GROUP BY 1
+"""
+
 RECENT_RUNS_SQL = """
 SELECT workflow_id, status, extract(epoch FROM date_trunc('minute', finished_at))::bigint, count(*)
 FROM workflows_run

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from monitoring import metrics, views
+from monitoring import metrics, views, views_inbox
 
 urlpatterns = [
     path("", views.overview, name="overview"),
@@ -18,5 +18,10 @@ urlpatterns = [
     path("dead-letters/<int:letter_id>/", views.deadletter_detail, name="deadletter_detail"),
     path("dead-letters/<int:letter_id>/replay/", views.deadletter_replay, name="deadletter_replay"),
     path("dead-letters/<int:letter_id>/discard/", views.deadletter_discard, name="deadletter_discard"),
+    path("inbox/", views_inbox.inbox, name="inbox"),
+    path("inbox/count/", views_inbox.inbox_count, name="inbox_count"),
+    path("inbox/bulk/", views_inbox.inbox_bulk, name="inbox_bulk"),
+    path("inbox/<int:approval_id>/", views_inbox.approval_detail, name="inbox_detail"),
+    path("inbox/<int:approval_id>/decide/", views_inbox.approval_decide, name="inbox_decide"),
     path("metrics", metrics.metrics, name="metrics"),
 ]

@@ -9,7 +9,10 @@
   "use strict";
   const live = document.getElementById("live");
   if (!live || !window.WebSocket) return;
-  const topics = live.dataset.topics;
+  // The navigation's inbox count follows `approvals` on every live page that shows it.
+  const named = live.dataset.topics.split(",").filter(Boolean);
+  if (document.getElementById("nav-inbox-count") && !named.includes("approvals")) named.push("approvals");
+  const topics = named.join(",");
   const status = document.getElementById("live-status");
   const REFRESH_MS = 1000;
   let state = {};
@@ -62,7 +65,7 @@
       target.innerHTML = html;
       if (window.htmx) window.htmx.process(target);
     }
-    if (msg.topic === "runs" || msg.topic === "deadletters") refresh(msg.topic);
+    if (msg.topic === "runs" || msg.topic === "deadletters" || msg.topic === "approvals") refresh(msg.topic);
     live.dataset.lastSeq = msg.topic + ":" + msg.seq;
     document.dispatchEvent(new CustomEvent("sy:message", { detail: msg }));
   }

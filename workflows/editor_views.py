@@ -11,7 +11,6 @@ POST (the page hands the token to the script, which sends it as ``X-CSRFToken``)
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
@@ -27,8 +26,8 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods
 
 from controlplane import access
-from workflows import catalog, editing, handlers, versions
-from workflows.core.definition import validate_definition
+from workflows import catalog, editing, handlers, texts, versions
+from workflows.core.definition import Issue, validate_definition
 from workflows.core.engine import JOINS
 from workflows.core.graph import DEFAULT_JOIN
 from workflows.drafts import StaleRevision
@@ -118,11 +117,15 @@ def domain_error_response(exc: DomainError) -> JsonResponse:
 def read_json(request: HttpRequest) -> dict[str, Any]:
     """Return the request body as a JSON object; refuse anything else with a clear message."""
     try:
-        data = json.loads(request.body or b"{}")
-    except (ValueError, UnicodeDecodeError) as exc:
+        data = texts.parse_json(request.body or b"{}")
+    except ValueError as exc:  # nesting past the recursion limit included: a 422, not a 500
         raise Invalid(f"The request body is not valid JSON: {exc}.") from None
     if not isinstance(data, dict):
         raise Invalid("The request body must be a JSON object.")
+    bad = texts.first_bad_text(data)
+    if bad is not None:
+        where, message = texts.loc_path(bad), "must not contain NUL characters or unpaired surrogates"
+        raise Invalid(f"{where or 'The body'} {message}; nothing was saved.", [Issue(where, message)])
     return data
 
 

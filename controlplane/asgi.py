@@ -1,6 +1,6 @@
 """ASGI entry point for Daphne: HTTP through Django, websockets through Channels.
 
-Websockets pass the allowed-hosts origin check and the session authentication; every
+Websockets pass the same-origin check (controlplane/origins.py: scheme, host and port) and the session authentication; every
 consumer then decides with controlplane.access. Static files are served by Django itself
 when SWITCHYARD_SERVE_STATIC is on (the default: `make run` has no separate web server).
 """
@@ -17,10 +17,10 @@ django_asgi = get_asgi_application()
 # After Django is set up: these import models.
 from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
-from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
+from controlplane.origins import SameOriginValidator  # noqa: E402
 from monitoring.routing import websocket_urlpatterns  # noqa: E402
 
 http = ASGIStaticFilesHandler(django_asgi) if settings.SERVE_STATIC else django_asgi
@@ -28,6 +28,6 @@ http = ASGIStaticFilesHandler(django_asgi) if settings.SERVE_STATIC else django_
 application = ProtocolTypeRouter(
     {
         "http": http,
-        "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
+        "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

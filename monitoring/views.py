@@ -8,7 +8,6 @@ workflows.runs; a refused domain call is shown as a message, never a 500.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django.contrib import messages
@@ -22,7 +21,7 @@ from controlplane import access
 from monitoring import runstate, snapshots
 from monitoring.filters import LetterFilter, RunFilter
 from monitoring.guards import requires
-from workflows import deadletters, runs
+from workflows import deadletters, runs, texts
 from workflows.core import engine
 from workflows.errors import DomainError, Invalid
 from workflows.models import AuditEntry, DeadLetter, NodeRun, Run, RunEvent, Workflow
@@ -218,9 +217,16 @@ def edited_input(text: str | None) -> Any:
     if text is None:
         return None
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
+        value = texts.parse_json(text)
+    except ValueError as exc:  # nesting past the recursion limit included
         raise Invalid(f"input is not valid JSON: {exc}; nothing was replayed.") from None
+    bad = texts.first_bad_text(value)
+    if bad is not None:
+        where = texts.loc_path(("input", *bad))
+        raise Invalid(
+            f"{where} must not contain NUL characters or unpaired surrogates; nothing was replayed."
+        )
+    return value
 
 
 @require_POST

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import time
+from collections.abc import Sequence
 from typing import Any
 
+import redis
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -23,6 +26,8 @@ from workflows.errors import Conflict, Invalid, NotFound
 from workflows.models import DeadLetter, NodeRun, Run, RunEvent, Wait, Workflow, WorkflowVersion
 from workflows.runtime import bus, jobs, transitions
 from workflows.versions import load_graph
+
+log = logging.getLogger(__name__)
 
 
 def check_json_size(value: Any, limit: int, what: str) -> str:
@@ -133,7 +138,8 @@ def create_run(
         rows = [
             transitions.NodeRow(ids[n], run_id, n, NodeStatus.PENDING, 0, version_id, 0) for n in graph.order
         ]
-        transaction.on_commit(lambda: bus.notify([run_id], rows if len(rows) <= bus.ROWS_AT_MOST else ()))
+        notice = rows if len(rows) <= bus.ROWS_AT_MOST else []
+        transaction.on_commit(lambda: notify_committed([run_id], notice))
     run = Run(
         id=run_id,
         workflow=workflow,
@@ -146,6 +152,21 @@ def create_run(
     )
     run._state.adding, run._state.db = False, "default"
     return run
+
+
+def notify_committed(run_ids: list[int], rows: Sequence[Any] = ()) -> None:
+    """Send the notice of a committed change; if Redis is away, leave it to the reconciler.
+
+    The change is in PostgreSQL already, so raising here would answer 5xx for a run that
+    exists (a client retrying without an idempotency key started it twice). The reconciler
+    re-drives runs whose pending nodes nobody was told about, as for a lone start's jobs.
+    """
+    try:
+        bus.notify(run_ids, rows)
+    except redis.RedisError:
+        log.warning(
+            "runs %s: notice not sent, Redis unavailable; the reconciler will", run_ids, exc_info=True
+        )
 
 
 def pause_workflow(workflow: Workflow, user: Any = None) -> None:
@@ -167,7 +188,7 @@ def resume_workflow(workflow: Workflow, user: Any = None) -> int:
         transitions.resume_runs(waiting)
         RunEvent.objects.bulk_create(event("run.started", run_id) for run_id in waiting)
         audit.record(user, "workflow.resume", workflow, started=len(waiting))
-        transaction.on_commit(lambda: bus.notify(waiting))
+        transaction.on_commit(lambda: notify_committed(waiting))
     return len(waiting)
 
 
@@ -257,7 +278,7 @@ def replay_dead_letter(letter_id: int, user: Any = None, edited_input: Any = Non
             )
         )
         audit.record(user, "deadletter.replay", letter, run=run.pk, node=node.node_id, **edited)
-        transaction.on_commit(lambda: bus.notify([run.pk]))
+        transaction.on_commit(lambda: notify_committed([run.pk]))
     return run
 
 

@@ -1,8 +1,10 @@
 """Webhooks: signed inbound triggers that start runs, and signed outbound event deliveries.
 
 Signature (both directions): `X-Switchyard-Signature: sha256=<hex>`, the HMAC-SHA256 with
-the trigger's or subscription's secret of `<X-Switchyard-Timestamp>.<raw body>`, the
-timestamp in Unix seconds; `X-Switchyard-Delivery` names the delivery.
+the trigger's or subscription's secret of
+`<X-Switchyard-Timestamp>.<X-Switchyard-Delivery>.<raw body>`, the timestamp in Unix seconds.
+The delivery id is signed because it decides whether a delivery starts a run: unsigned, a
+captured request replayed under new ids within the tolerance started a new run each time.
 
 Inbound: a timestamp more than WEBHOOK_TOLERANCE_SECONDS away from now is refused, so a
 captured request cannot be replayed later; within that window a delivery id is used once:
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import json
 import logging
 import random
@@ -35,6 +38,7 @@ import secrets
 import time
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 import django_rq
 import httpx
@@ -94,8 +98,10 @@ def new_secret() -> str:
     return f"whsec_{secrets.token_urlsafe(32)}"
 
 
-def sign(secret: str, timestamp: int | str, body: bytes) -> str:
-    digest = hmac.new(secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256).hexdigest()
+def sign(secret: str, timestamp: int | str, delivery_id: str, body: bytes) -> str:
+    """Return `sha256=<hex>` over `<timestamp>.<delivery id>.<raw body>`."""
+    material = f"{timestamp}.{delivery_id}.".encode() + body
+    digest = hmac.new(secret.encode(), material, hashlib.sha256).hexdigest()
     return f"sha256={digest}"
 
 
@@ -105,7 +111,7 @@ def signed_headers(secret: str, delivery_id: str, body: bytes, now: float | None
     return {
         "X-Switchyard-Timestamp": str(timestamp),
         "X-Switchyard-Delivery": delivery_id,
-        "X-Switchyard-Signature": sign(secret, timestamp, body),
+        "X-Switchyard-Signature": sign(secret, timestamp, delivery_id, body),
     }
 
 
@@ -135,7 +141,9 @@ def get_trigger(trigger_id: Any) -> Trigger:
         raise NotFound(f"No trigger with id {trigger_id}.") from None
 
 
-def verify_delivery(trigger_id: Any, timestamp: str, signature: str, body: bytes, now: float) -> Trigger:
+def verify_delivery(
+    trigger_id: Any, timestamp: str, delivery_id: str, signature: str, body: bytes, now: float
+) -> Trigger:
     """Return the trigger if the delivery is signed with its secret and fresh; raise otherwise."""
     trigger = get_trigger(trigger_id)
     if not trigger.active:
@@ -149,10 +157,10 @@ def verify_delivery(trigger_id: Any, timestamp: str, signature: str, body: bytes
             f"X-Switchyard-Timestamp: the signature is {abs(age):.0f} s {'old' if age > 0 else 'in the future'}; "
             f"the tolerance is {tolerance} s. Sign each delivery when it is sent."
         )
-    if not hmac.compare_digest(sign(trigger.secret, timestamp, body), signature):
+    if not hmac.compare_digest(sign(trigger.secret, timestamp, delivery_id, body), signature):
         raise SignatureRefused(
-            "X-Switchyard-Signature: does not match; sign timestamp + '.' + the raw body with the "
-            "trigger's secret (HMAC-SHA256, hex, prefixed 'sha256=')."
+            "X-Switchyard-Signature: does not match; sign timestamp + '.' + delivery id + '.' + the "
+            "raw body with the trigger's secret (HMAC-SHA256, hex, prefixed 'sha256=')."
         )
     return trigger
 
@@ -174,6 +182,9 @@ def create_subscription(
     unknown = sorted(set(events) - set(EVENT_TYPES))
     if unknown or not events:
         raise Invalid(f"events: choose from {', '.join(EVENT_TYPES)}; got {events}.")
+    problem = url_problem(url)
+    if problem:
+        raise Invalid(f"url: {problem}")
     with transaction.atomic():
         ensure_cursor()  # events from now on are delivered, none from before
         subscription = WebhookSubscription.objects.create(
@@ -185,6 +196,43 @@ def create_subscription(
         )
         audit.record(actor, "subscription.create", subscription, workflow=workflow.slug, url=url)
     return subscription
+
+
+def url_problem(url: str) -> str | None:
+    """Say what keeps `url` from being sent to (scheme, host, IDNA labels, port), or None.
+
+    Checked when a subscription is created, so a delivery never meets a URL that cannot be
+    sent to: `http://[zz` or a 64-character label made the delivery job raise.
+    """
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as exc:
+        return f"is not a URL ({exc}); give http(s)://host[:port]/path."
+    if parts.scheme not in ("http", "https"):
+        return "must start with http:// or https://."
+    host = parts.hostname or ""
+    if not host:
+        return "names no host; give http(s)://host[:port]/path."
+    if port == 0:
+        return "port must be between 1 and 65535."
+    if is_ip_literal(host):
+        return None
+    try:
+        encoded = host.removesuffix(".").encode("idna")
+    except UnicodeError:
+        return f"host {host[:80]!r} is not a valid host name: each label 1 to 63 characters."
+    if any(not label or len(label) > 63 for label in encoded.split(b".")):
+        return f"host {host[:80]!r} is not a valid host name: each label 1 to 63 characters."
+    return None
+
+
+def is_ip_literal(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
 
 
 def delete_subscription(subscription_id: int, actor: Any = None) -> None:
@@ -402,20 +450,17 @@ def claim(delivery_id: int, now: datetime) -> WebhookDelivery | None:
 
 
 def send(delivery: WebhookDelivery) -> dict[str, Any]:
-    """POST the signed payload; return what happened (never raises for HTTP or network trouble)."""
-    body = json.dumps(delivery.payload, separators=(",", ":"), ensure_ascii=False).encode()
-    subscription = delivery.subscription
-    headers = {
-        "Content-Type": "application/json",
-        "User-Agent": "Switchyard-Webhooks/1",
-        "X-Switchyard-Event": delivery.event_type,
-        **signed_headers(subscription.secret, str(delivery.pk), body),
-    }
+    """POST the signed payload; return what happened (never raises: any failure is an outcome).
+
+    The catch-all is this attempt's boundary: whatever goes wrong building or sending the
+    request (an httpx error, a URL that does not encode, a payload that does not serialize)
+    is recorded as the attempt's error and retried per the backoff. Raised, it left the
+    delivery `sending` until the reclaim, with no error recorded.
+    """
     started = time.monotonic()
-    timeout = settings.SWITCHYARD["WEBHOOK_TIMEOUT_SECONDS"]
     try:
-        response = httpx.post(subscription.url, content=body, headers=headers, timeout=timeout)
-    except httpx.HTTPError as exc:
+        response = post(delivery)
+    except Exception as exc:  # the attempt's boundary: see the docstring
         return {
             "status": None,
             "body": "",
@@ -428,6 +473,19 @@ def send(delivery: WebhookDelivery) -> dict[str, Any]:
         "error": "" if response.is_success else f"HTTP {response.status_code}",
         "ms": (time.monotonic() - started) * 1000,
     }
+
+
+def post(delivery: WebhookDelivery) -> httpx.Response:
+    body = json.dumps(delivery.payload, separators=(",", ":"), ensure_ascii=False).encode()
+    subscription = delivery.subscription
+    headers = {
+        "Content-Type": "application/json",
+        "User-Agent": "Switchyard-Webhooks/1",
+        "X-Switchyard-Event": delivery.event_type,
+        **signed_headers(subscription.secret, str(delivery.pk), body),
+    }
+    timeout = settings.SWITCHYARD["WEBHOOK_TIMEOUT_SECONDS"]
+    return httpx.post(subscription.url, content=body, headers=headers, timeout=timeout)
 
 
 def record(delivery: WebhookDelivery, outcome: dict[str, Any], now: datetime) -> None:

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import socket
 from datetime import timedelta
 
 import pytest
 from django.utils import timezone
 
 from tests.api.conftest import assert_problem
+from tests.integration.conftest import wait_finished
+from tests.integration.runtime import Runtime
 from workflows.models import NodeRun, Run
+from workflows.runtime import bus
 
 pytestmark = pytest.mark.django_db
 
@@ -150,3 +154,36 @@ def test_an_input_over_the_engine_limit_is_422(api, chain, settings) -> None:
     settings.SWITCHYARD = {**settings.SWITCHYARD, "MAX_INPUT_BYTES": 100}
     body = assert_problem(api.post("workflows/chain/runs", {"input": {"blob": "x" * 200}}), 422)
     assert "limit is 100 bytes" in body["detail"]
+
+
+def test_a_burst_start_answers_201_while_redis_is_away_and_the_run_finishes_once_it_is_back(
+    transactional_db, api, chain, settings
+) -> None:
+    """The notice of a start in a burst goes after commit; Redis refusing it must not make a 500
+    of a run that exists. The reconciler re-drives the run from PostgreSQL once Redis is back."""
+    redis_url = settings.REDIS_URL
+    settings.SWITCHYARD = {**settings.SWITCHYARD, "START_BURST_GAP_SECONDS": 1e9}  # all but the first
+    settings.REDIS_URL = f"redis://127.0.0.1:{free_port()}/0"  # nothing listens there
+    bus.client.cache_clear()  # this process's client, made again from REDIS_URL
+    try:
+        answers = [api.post("workflows/chain/runs", {"input": {"user": f"u-{n}"}}) for n in range(2)]
+    finally:
+        settings.REDIS_URL = redis_url
+        bus.client.cache_clear()
+    assert [a.status_code for a in answers] == [201, 201], answers[-1].content  # alone, then in a burst
+    started = list(Run.objects.filter(pk__in=[a.json()["id"] for a in answers]))
+    bus.ensure_group()
+    rt = Runtime()
+    try:
+        rt.worker("outage-worker-1")
+        rt.scheduler("outage-scheduler-1")
+        assert [wait_finished(run).status for run in started] == ["succeeded", "succeeded"]
+    finally:
+        rt.stop()
+    assert set(NodeRun.objects.filter(run__in=started).values_list("attempt", flat=True)) == {1}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]

@@ -19,7 +19,7 @@ from tests.api.conftest import Api, assert_problem, dead_letter
 from tests.integration.conftest import wait_finished
 from tests.integration.runtime import wait_for
 from workflows import runs, webhooks
-from workflows.models import AuditEntry, Run, RunEvent, WebhookDelivery
+from workflows.models import AuditEntry, Run, RunEvent, WebhookDelivery, WebhookSubscription
 from workflows.runtime import advancing
 
 pytestmark = pytest.mark.django_db
@@ -27,7 +27,8 @@ pytestmark = pytest.mark.django_db
 
 def signed(secret: str, body: bytes, delivery: str = "d-1", at: float | None = None) -> dict[str, str]:
     timestamp = str(int(time.time() if at is None else at))
-    digest = hmac.new(secret.encode(), f"{timestamp}.".encode() + body, hashlib.sha256).hexdigest()
+    material = f"{timestamp}.{delivery}.".encode() + body
+    digest = hmac.new(secret.encode(), material, hashlib.sha256).hexdigest()
     return {
         "X-Switchyard-Timestamp": timestamp,
         "X-Switchyard-Delivery": delivery,
@@ -116,6 +117,24 @@ def test_inbound_deliveries_are_rate_limited_per_trigger(settings, trigger) -> N
     assert codes == [201, 201, 429]
 
 
+def test_a_captured_delivery_replayed_under_a_new_id_is_refused(trigger) -> None:
+    body = b'{"customer": "c-1"}'
+    captured = signed(trigger["secret"], body, "delivery-1")
+    assert send(trigger, body, captured).status_code == 201
+    for new_id in ("delivery-2-replayed", "delivery-3-replayed"):
+        replayed = {**captured, "X-Switchyard-Delivery": new_id}
+        assert "does not match" in assert_problem(send(trigger, body, replayed), 401)["detail"]
+    assert Run.objects.count() == 1
+
+
+def test_unsigned_requests_do_not_use_up_a_triggers_rate_limit(settings, trigger) -> None:
+    settings.SWITCHYARD = {**settings.SWITCHYARD, "API_RATE_LIMIT_PER_MINUTE": 2}
+    body = b"{}"
+    forged = {**signed(trigger["secret"], body), "X-Switchyard-Signature": "sha256=" + "0" * 64}
+    assert [send(trigger, body, forged).status_code for _ in range(5)] == [401] * 5
+    assert send(trigger, body, signed(trigger["secret"], body, "d-real")).status_code == 201
+
+
 # --------------------------------------------------------------------------- outbound
 
 
@@ -197,7 +216,8 @@ def test_finished_runs_and_dead_letters_are_delivered_signed(chain, subscription
     )
     assert json.loads(b2)["data"]["run"]["id"] == dead.pk
     for headers, body in receiver.requests:
-        expected = webhooks.sign(subscription["secret"], headers["x-switchyard-timestamp"], body)
+        stamp, delivery_id = headers["x-switchyard-timestamp"], headers["x-switchyard-delivery"]
+        expected = webhooks.sign(subscription["secret"], stamp, delivery_id, body)
         assert headers["x-switchyard-signature"] == expected
         assert headers["x-switchyard-delivery"].isdigit() and headers["x-switchyard-event"]
 
@@ -234,6 +254,34 @@ def test_an_unreachable_endpoint_is_logged_as_an_error(chain, subscription, rece
     assert (
         delivery.status == "pending" and "ConnectError" in delivery.error and delivery.response_status is None
     )
+
+
+@pytest.mark.parametrize(
+    "url", ["http://[zz", f"http://{'a' * 64}.example.com/hook", "https://example.com:70000/", "http:///x"]
+)
+def test_a_subscription_url_that_cannot_be_sent_to_is_refused(api, chain, url) -> None:
+    response = api.post("workflows/chain/subscriptions", {"url": url, "events": ["run.failed"]})
+    assert_problem(response, 422, "url")
+    assert not WebhookSubscription.objects.exists()
+
+
+def test_a_delivery_that_raises_while_sending_is_recorded_and_retried(
+    settings, chain, subscription, receiver
+) -> None:
+    settings.SWITCHYARD = {**settings.SWITCHYARD, "WEBHOOK_MAX_ATTEMPTS": 2}
+    # A URL stored before create-time validation existed: building the request raises UnicodeError.
+    WebhookSubscription.objects.update(url=f"http://{'a' * 64}.example.com/hook")
+    run, _ = runs.start_run(chain, {})
+    finish(run, "failed")
+    webhooks.scan_events(timezone.now())
+    delivery = WebhookDelivery.objects.get()
+    assert webhooks.send_delivery(delivery.pk) == "pending"
+    delivery.refresh_from_db()
+    assert delivery.attempts == 1 and delivery.error.startswith("UnicodeError: ")
+    assert delivery.next_attempt_at > timezone.now() and delivery.response_status is None
+    WebhookDelivery.objects.filter(pk=delivery.pk).update(next_attempt_at=timezone.now())
+    assert webhooks.send_delivery(delivery.pk) == "failed"
+    assert not receiver.requests
 
 
 def test_an_event_committed_late_is_still_delivered(chain, subscription) -> None:

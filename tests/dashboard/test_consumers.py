@@ -8,13 +8,13 @@ import pytest
 from asgiref.sync import async_to_sync
 from channels.auth import AuthMiddlewareStack
 from channels.routing import URLRouter
-from channels.security.websocket import AllowedHostsOriginValidator
 from channels.testing import WebsocketCommunicator
 from django.conf import settings as django_settings
 from django.contrib.auth.models import User
 from django.contrib.sessions.backends.db import SessionStore
 from django.test import Client
 
+from controlplane.origins import SameOriginValidator
 from monitoring import consumers, events
 from monitoring.routing import websocket_urlpatterns
 from tests.integration.conftest import node, publish
@@ -24,7 +24,7 @@ from workflows import runs
 # closes a connection left inside a test's atomic block.
 pytestmark = pytest.mark.django_db(transaction=True)
 
-APP = AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
+APP = SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
 
 
 @pytest.fixture(autouse=True)
@@ -35,7 +35,7 @@ def in_memory_layer(settings: Any) -> None:
 
 
 def session_cookie(user: User | None) -> list[tuple[bytes, bytes]]:
-    headers = [(b"origin", b"http://localhost")]
+    headers = [(b"origin", b"http://localhost:8000"), (b"host", b"localhost:8000")]
     if user is not None:
         client = Client()
         client.force_login(user)
@@ -88,6 +88,31 @@ def test_foreign_origin_is_refused(role_user: Any) -> None:
 
     connected, _ = async_to_sync(scenario)()
     assert not connected
+
+
+@pytest.mark.parametrize(
+    ("origin", "host", "allowed"),
+    [
+        ("http://127.0.0.1:8000", "127.0.0.1:8000", True),
+        ("http://127.0.0.1:9000", "127.0.0.1:8000", False),  # another port of the same host
+        ("http://127.0.0.1", "127.0.0.1:8000", False),
+        ("https://127.0.0.1:8000", "127.0.0.1:8000", False),  # another scheme
+        ("http://evil.example:8000", "evil.example:8000", False),  # a host not in ALLOWED_HOSTS
+        ("", "127.0.0.1:8000", False),
+    ],
+)
+def test_a_websocket_is_accepted_only_from_the_same_origin_port_included(
+    role_user: Any, origin: str, host: str, allowed: bool
+) -> None:
+    headers = [(b"origin", origin.encode()), (b"host", host.encode())] + session_cookie(role_user("viewer"))[
+        2:
+    ]
+
+    async def scenario() -> tuple[bool, Any]:
+        return await WebsocketCommunicator(APP, "/ws/monitor/?topics=overview", headers=headers).connect()
+
+    connected, _ = async_to_sync(scenario)()
+    assert connected is allowed
 
 
 def test_viewer_receives_snapshots_with_sequence_numbers_of_its_topics_only(role_user: Any) -> None:

@@ -3,13 +3,17 @@ matrix, CSRF, and role-aware pages."""
 
 from __future__ import annotations
 
+import importlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group, User
+from django.apps import apps
+from django.contrib.auth.models import Group, Permission, User
+from django.db import connection
+from django.db.migrations.recorder import MigrationRecorder
 from django.test import Client
 
 from controlplane import access
@@ -175,3 +179,17 @@ def test_api_operations_refuse_other_methods(editor: JsonClient) -> None:
     assert editor.get(api(state["slug"], "validate")).status_code == 405
     assert editor.get(api(state["slug"], "versions/1/test-runs")).status_code == 405
     assert editor.post(api(state["slug"], "diff")).status_code == 405
+
+
+@pytest.mark.django_db
+def test_the_role_groups_are_created_by_migration_and_kept_when_they_exist() -> None:
+    assert ("workflows", "0009_role_groups") in MigrationRecorder(connection).applied_migrations()
+    migration = importlib.import_module("workflows.migrations.0009_role_groups")
+    assert migration.ROLE_GROUPS == access.ROLES
+    Group.objects.filter(name__in=["viewer", "editor"]).delete()
+    kept = Group.objects.get_or_create(name=access.OPERATOR)[0]
+    kept.permissions.add(Permission.objects.first())
+    for _ in range(2):  # idempotent: a second run changes nothing
+        migration.create_role_groups(apps, None)
+    assert sorted(Group.objects.values_list("name", flat=True)) == sorted(access.ROLES)
+    assert Group.objects.get(pk=kept.pk).permissions.count() == 1

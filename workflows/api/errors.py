@@ -15,7 +15,6 @@ then the body (422).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -28,6 +27,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from workflows.core.definition import Issue
 from workflows.errors import DomainError
+from workflows.texts import loc_path
 
 CONTENT_TYPE = "application/problem+json"
 DOCS_PATH = "/api/v1/docs"
@@ -156,16 +156,3 @@ def message_of(error: Mapping[str, Any]) -> str:
     if error["type"] == "extra_forbidden":
         return "is not a known field"
     return str(error["msg"]).removeprefix("Value error, ")
-
-
-def loc_path(loc: Sequence[str | int]) -> str:
-    """Join a location as a JSON path: ("nodes", 2, "id") -> "nodes[2].id"."""
-    path = ""
-    for part in loc:
-        if isinstance(part, int):
-            path += f"[{part}]"
-        elif re.fullmatch(r"[A-Za-z_][A-Za-z0-9_-]*", part):
-            path += f".{part}" if path else part
-        else:
-            path += f"[{json.dumps(part, ensure_ascii=False)}]"
-    return path

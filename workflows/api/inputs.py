@@ -115,7 +115,7 @@ HookDelivery = header(
     max_length=150,
 )
 HookSignature = header(
-    "sha256=<hex HMAC-SHA256 of '<timestamp>.<raw body>' keyed with the trigger's secret>",
+    "sha256=<hex HMAC-SHA256 of '<timestamp>.<delivery>.<raw body>' keyed with the trigger's secret>",
     pattern="sha256=[0-9a-f]{64}",
     rule="must be sha256= and 64 lowercase hex digits",
 )

@@ -13,8 +13,6 @@ make a query overflow; anything else under an id is no URL of ours (404).
 
 from __future__ import annotations
 
-import json
-import math
 from typing import Any
 
 from django.http import HttpRequest
@@ -23,6 +21,7 @@ from django.utils.datastructures import MultiValueDict
 from ninja.parser import Parser
 
 from workflows.api.errors import ApiError, FieldError, loc_path
+from workflows.texts import first_bad_text, is_text, parse_json
 
 MAX_ID = 10**18 - 1  # fits Postgres bigint; longer digit strings are no id of ours
 
@@ -76,54 +75,13 @@ def is_json_type(content_type: str) -> bool:
 def decode_json(raw: bytes) -> Any:
     """Parse JSON, refusing NaN/Infinity, numbers too big for a float, NUL characters and lone surrogates."""
     try:
-        data = json.loads(raw, parse_constant=refuse_constant, parse_float=finite_float)
-    except (ValueError, RecursionError) as exc:
-        detail = (
-            f"The body is not valid JSON: {exc}."
-            if not isinstance(exc, RecursionError)
-            else ("The body is not valid JSON: nested too deeply.")
-        )
+        data = parse_json(raw)
+    except ValueError as exc:
+        detail = f"The body is not valid JSON: {exc}."
         raise ApiError(400, detail, [FieldError("body", "", detail)]) from None
     bad = first_bad_text(data)
     if bad is not None:
         message = "must not contain NUL characters or unpaired surrogates"
-        raise ApiError(422, f"{bad or 'The body'} {message}.", [FieldError("body", bad, message)])
+        where = loc_path(bad)
+        raise ApiError(422, f"{where or 'The body'} {message}.", [FieldError("body", where, message)])
     return data
-
-
-def refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not a JSON number")
-
-
-def finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise ValueError(f"number {text[:40]} is too large")
-    return value
-
-
-def is_text(value: str) -> bool:
-    if "\x00" in value:
-        return False
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
-
-
-def first_bad_text(data: Any) -> str | None:
-    """Return the JSON path of the first key or string PostgreSQL cannot store, else None."""
-    stack: list[tuple[tuple[str | int, ...], Any]] = [((), data)]
-    while stack:
-        loc, value = stack.pop()
-        if isinstance(value, str) and not is_text(value):
-            return loc_path(loc)
-        if isinstance(value, dict):
-            for key, item in value.items():
-                if not is_text(key):
-                    return loc_path(loc)
-                stack.append(((*loc, key), item))
-        elif isinstance(value, list):
-            stack.extend(((*loc, index), item) for index, item in enumerate(value))
-    return None

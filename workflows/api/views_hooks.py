@@ -82,12 +82,14 @@ def receive(
     """Start a run from a signed delivery; the JSON body is the run input.
 
     Authenticated by signature, not by API key: `X-Switchyard-Signature: sha256=<hex>` is the
-    HMAC-SHA256, keyed with the trigger's secret, of `<X-Switchyard-Timestamp>.<raw body>`.
+    HMAC-SHA256, keyed with the trigger's secret, of
+    `<X-Switchyard-Timestamp>.<X-Switchyard-Delivery>.<raw body>`.
     A delivery id starts one run: sent again with the same body, the answer is that run (200).
     """
     raw = request.body  # the signature covers these bytes: read them before anything parses them
+    # Verify first: a request that is not signed by the trigger's owner must not use up its limit.
+    trigger = webhooks.verify_delivery(trigger_id, timestamp, delivery, signature, raw, time.time())
     rate = auth.check_rate(f"trigger:{trigger_id}")
-    trigger = webhooks.verify_delivery(trigger_id, timestamp, signature, raw, time.time())
     run_input = decode_body(request, raw)
     run, created = webhooks.start_from_delivery(trigger, delivery, run_input)
     data = s.run_summary(runs.get_run(run.pk))

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('workflows', '0008_waits'),
+        ('workflows', '0009_role_groups'),
     ]
 
     operations = [

@@ -11,7 +11,7 @@ from django.http import QueryDict
 from django.utils import timezone
 
 from workflows import waits
-from workflows.core import engine
+from workflows.core.states import RunStatus
 from workflows.models import DeadLetter, Run
 
 SINCE = {
@@ -40,7 +40,7 @@ class RunFilter:
         status = query.get("status", "")
         since = query.get("since", "")
         return cls(
-            status=status if status in engine.RUN_STATUSES else "",
+            status=status if status in tuple(RunStatus) else "",
             workflow=query.get("workflow", "")[:100],
             version=positive_int(query.get("version")),
             since=since if since in SINCE else "",

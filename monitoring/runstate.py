@@ -11,7 +11,7 @@ from typing import Any
 from django.template.loader import render_to_string
 
 from controlplane import access
-from workflows.core import engine
+from workflows.core.states import NodeStatus, RunStatus
 from workflows.models import DeadLetter, NodeRun, Run, RunEvent, Wait
 
 FRAGMENTS = {
@@ -39,15 +39,14 @@ def load(run: Run, user: Any, after_span: int = 0) -> dict[str, Any]:
         "nodes": nodes,
         "letters": letters,
         "spans": spans,
-        "can_cancel": access.can(user, "cancel_run")
-        and run.status in (engine.RUN_RUNNING, engine.RUN_WAITING),
-        "finished": run.status not in (engine.RUN_RUNNING, engine.RUN_WAITING),
+        "can_cancel": access.can(user, "cancel_run") and run.status in (RunStatus.RUNNING, RunStatus.WAITING),
+        "finished": run.status not in (RunStatus.RUNNING, RunStatus.WAITING),
     }
 
 
 def attach_waits(run: Run, nodes: list[NodeRun]) -> None:
     """Give each waiting node its open Wait as `n.wait`: what it waits for, since, due when."""
-    if not any(n.status == engine.WAITING for n in nodes):
+    if not any(n.status == NodeStatus.WAITING for n in nodes):
         return
     open_waits = {w.node_run_id: w for w in Wait.objects.filter(run=run, closed_at__isnull=True)}
     for n in nodes:
@@ -68,7 +67,7 @@ def live_data(ctx: dict[str, Any]) -> dict[str, Any]:
             n.node_id: {
                 "status": n.status,
                 "attempt": n.attempt,
-                "started": epoch(n.started_at) if n.status == engine.RUNNING else None,
+                "started": epoch(n.started_at) if n.status == NodeStatus.RUNNING else None,
             }
             for n in ctx["nodes"]
         },
@@ -98,7 +97,7 @@ def node_detail(run: Run, node_id: str) -> dict[str, Any]:
     node = NodeRun.objects.get(run=run, node_id=node_id)
     predecessors = load_graph(run.version_id).predecessors(node_id)
     upstream = dict(
-        NodeRun.objects.filter(run=run, node_id__in=predecessors, status=engine.SUCCEEDED).values_list(
+        NodeRun.objects.filter(run=run, node_id__in=predecessors, status=NodeStatus.SUCCEEDED).values_list(
             "node_id", "output"
         )
     )

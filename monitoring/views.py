@@ -22,7 +22,7 @@ from monitoring import runstate, snapshots
 from monitoring.filters import LetterFilter, RunFilter
 from monitoring.guards import requires
 from workflows import deadletters, runs, texts
-from workflows.core import engine
+from workflows.core.states import RunStatus
 from workflows.errors import DomainError, Invalid
 from workflows.models import AuditEntry, DeadLetter, NodeRun, Run, RunEvent, Workflow
 
@@ -116,7 +116,7 @@ def runs_list(request: HttpRequest) -> HttpResponse:
         "runs": rows[:PAGE_SIZE],
         "older": rows[PAGE_SIZE - 1].pk if len(rows) > PAGE_SIZE else None,
         "filter": flt,
-        "statuses": engine.RUN_STATUSES,
+        "statuses": tuple(RunStatus),
         "workflows": Workflow.objects.order_by("slug").values_list("slug", flat=True),
         "nav": "runs",
     }

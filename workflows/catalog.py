@@ -13,11 +13,11 @@ from django.db import IntegrityError, transaction
 from django.db.models.deletion import ProtectedError
 
 from workflows import audit, drafts, versions
-from workflows.core import engine
+from workflows.core.states import RunStatus
 from workflows.errors import Conflict
 from workflows.models import Run, Workflow, WorkflowVersion
 
-IN_FLIGHT = (engine.RUN_RUNNING, engine.RUN_WAITING)
+IN_FLIGHT = (RunStatus.RUNNING, RunStatus.WAITING)
 
 
 def person_of(actor: Any) -> Any:

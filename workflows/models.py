@@ -13,10 +13,10 @@ from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Q
 
-from workflows.core import engine
+from workflows.core.states import NodeStatus, RunStatus
 
-NODE_STATUS_CHOICES = [(s, s) for s in engine.NODE_STATUSES]
-RUN_STATUS_CHOICES = [(s, s) for s in engine.RUN_STATUSES]
+NODE_STATUS_CHOICES = [(s, s) for s in tuple(NodeStatus)]
+RUN_STATUS_CHOICES = [(s, s) for s in tuple(RunStatus)]
 
 
 class Workflow(models.Model):
@@ -73,7 +73,7 @@ class WorkflowVersion(models.Model):
 class Run(models.Model):
     workflow = models.ForeignKey(Workflow, on_delete=models.PROTECT, related_name="runs")
     version = models.ForeignKey(WorkflowVersion, on_delete=models.PROTECT, related_name="runs")
-    status = models.CharField(max_length=16, choices=RUN_STATUS_CHOICES, default=engine.RUN_RUNNING)
+    status = models.CharField(max_length=16, choices=RUN_STATUS_CHOICES, default=RunStatus.RUNNING)
     # How many of its nodes are `waiting` (written by transitions' wait statements only).
     waiting_nodes = models.PositiveIntegerField(db_default=0)  # db_default: raw INSERTs omit it
     input = models.JSONField(default=dict)
@@ -117,7 +117,7 @@ class NodeRun(models.Model):
     # status change (four per node, none of them HOT) would update one more index.
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="nodes", db_index=False)
     node_id = models.CharField(max_length=64)
-    status = models.CharField(max_length=16, choices=NODE_STATUS_CHOICES, default=engine.PENDING)
+    status = models.CharField(max_length=16, choices=NODE_STATUS_CHOICES, default=NodeStatus.PENDING)
     attempt = models.PositiveIntegerField(default=0)
     tries = models.PositiveIntegerField(default=0)
     queue = models.CharField(max_length=40, default="default")

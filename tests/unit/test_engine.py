@@ -26,6 +26,7 @@ from workflows.core.engine import (
     SkipNode,
 )
 from workflows.core.graph import Graph
+from workflows.core.states import RunStatus
 
 
 def dag(
@@ -78,7 +79,7 @@ DIAMOND = dag("a>b a>c b>d c>d")
         (
             DIAMOND,
             {"a": SUCCEEDED, "b": SUCCEEDED, "c": SUCCEEDED, "d": SUCCEEDED},
-            [FinishRun(engine.RUN_SUCCEEDED)],
+            [FinishRun(RunStatus.SUCCEEDED)],
         ),
         (DIAMOND, {"a": SUCCEEDED, "b": QUEUED, "c": QUEUED}, []),
     ],
@@ -109,7 +110,7 @@ def test_failed_attempt_is_retried_while_the_budget_lasts() -> None:
 def test_last_failed_attempt_kills_the_node_and_fails_the_run() -> None:
     graph = single("a", max_attempts=3)
     decisions = engine.advance(graph, {"a": NodeState(FAILED, tries=3)})
-    assert decisions == [KillNode("a", 3), FinishRun(engine.RUN_FAILED)]
+    assert decisions == [KillNode("a", 3), FinishRun(RunStatus.FAILED)]
 
 
 def test_killed_node_propagates_upstream_failed_in_the_same_pass() -> None:
@@ -119,7 +120,7 @@ def test_killed_node_propagates_upstream_failed_in_the_same_pass() -> None:
         KillNode("a", 1),
         SkipNode("b", UPSTREAM_FAILED),
         SkipNode("c", UPSTREAM_FAILED),
-        FinishRun(engine.RUN_FAILED),
+        FinishRun(RunStatus.FAILED),
     ]
 
 
@@ -171,7 +172,7 @@ def test_true_condition_takes_the_branch() -> None:
 def test_run_with_a_dead_node_fails_even_when_all_done_continues() -> None:
     graph = dag("a>c b>c", joins={"c": "all_done"})
     decisions = engine.advance(graph, states(graph, a=DEAD, b=SUCCEEDED, c=SUCCEEDED))
-    assert decisions == [FinishRun(engine.RUN_FAILED)]
+    assert decisions == [FinishRun(RunStatus.FAILED)]
 
 
 def test_replay_resets_only_the_blocked_descendants() -> None:

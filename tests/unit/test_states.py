@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from workflows.core import engine
 from workflows.core.states import (
     NODE_IN_FLIGHT,
     NODE_MOVES,
     NODE_TERMINAL,
     RUN_MOVES,
     Cause,
+    NodeStatus,
+    RunStatus,
     can_move_node,
     can_move_run,
 )
@@ -97,6 +98,6 @@ def test_every_status_the_engine_decides_is_reachable_in_the_table() -> None:
 
 
 def test_the_engine_spells_statuses_with_the_enums() -> None:
-    assert tuple(N) == engine.NODE_STATUSES and tuple(R) == engine.RUN_STATUSES
-    assert engine.PENDING is N.PENDING and engine.RUN_WAITING is R.WAITING
+    assert tuple(N) == tuple(NodeStatus) and tuple(R) == tuple(RunStatus)
+    assert NodeStatus.PENDING is N.PENDING and RunStatus.WAITING is R.WAITING
     assert f"{N.UPSTREAM_FAILED}" == "upstream_failed" == N.UPSTREAM_FAILED

@@ -149,7 +149,7 @@ def test_no_module_but_transitions_writes_a_status() -> None:
         "NodeRun.objects.filter(run=run).update(status=N.CANCELLED)",
         "run.nodes.filter(node_id='a').update(status=state)",
         "Run.objects.create(workflow=w, status='running')",
-        "q.update(status=engine.RUN_RUNNING)",
+        "q.update(status=RunStatus.RUNNING)",
         "def f(run):\n    run.status, run.finished_at = 'cancelled', now\n    run.save()",
         "def f(node, s):\n    node.status = s\n    node.save(update_fields=['status'])",
     ],

@@ -25,7 +25,7 @@ from pydantic import (
 )
 
 from workflows.api.parsing import MAX_ID
-from workflows.core import engine
+from workflows.core.states import RunStatus
 from workflows.webhooks import EVENT_TYPES
 
 SLUG_PATTERN = r"^[-a-zA-Z0-9_]+$"
@@ -65,7 +65,7 @@ Id = Annotated[Int, Field(ge=1, le=MAX_ID)]
 Number = Annotated[Int, Field(ge=1, le=2**31 - 1)]
 Scope = Literal["read", "run", "edit", "operate", "admin"]
 EventType = Literal[EVENT_TYPES]  # type: ignore[valid-type]
-RunStatus = Literal[engine.RUN_STATUSES]  # type: ignore[valid-type]
+RunStatus = Literal[tuple(RunStatus)]  # type: ignore[valid-type]
 LetterStatus = Literal["open", "replayed", "discarded"]
 DeliveryStatus = Literal["pending", "sending", "succeeded", "failed"]
 Definition = Annotated[

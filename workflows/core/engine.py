@@ -42,31 +42,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from workflows.core.graph import DEFAULT_JOIN, TASK, WAIT_KINDS, Edge, Graph
-from workflows.core.states import NODE_IN_FLIGHT, NODE_TERMINAL, NodeStatus, RunStatus
-
-# The statuses under their old names (states.py has them as enums, with the table of moves).
-PENDING = NodeStatus.PENDING
-QUEUED = NodeStatus.QUEUED
-RUNNING = NodeStatus.RUNNING
-FAILED = NodeStatus.FAILED
-RETRYING = NodeStatus.RETRYING
-SUCCEEDED = NodeStatus.SUCCEEDED
-DEAD = NodeStatus.DEAD
-SKIPPED = NodeStatus.SKIPPED
-UPSTREAM_FAILED = NodeStatus.UPSTREAM_FAILED
-CANCELLED = NodeStatus.CANCELLED
-WAITING = NodeStatus.WAITING
-
-NODE_STATUSES = tuple(NodeStatus)
-TERMINAL = NODE_TERMINAL
-IN_FLIGHT = NODE_IN_FLIGHT
-
-RUN_WAITING = RunStatus.WAITING
-RUN_RUNNING = RunStatus.RUNNING
-RUN_SUCCEEDED = RunStatus.SUCCEEDED
-RUN_FAILED = RunStatus.FAILED
-RUN_CANCELLED = RunStatus.CANCELLED
-RUN_STATUSES = tuple(RunStatus)
+from workflows.core.states import NODE_TERMINAL
+from workflows.core.states import NodeStatus as N
+from workflows.core.states import RunStatus as R
 
 _TAKEN, _NOT_TAKEN, _EDGE_FAILED, _WAITING = "taken", "not_taken", "failed", "waiting"
 _READY, _WAIT = "ready", "wait"
@@ -96,7 +74,7 @@ class WaitNode:
 @dataclass(frozen=True)
 class SkipNode:
     node_id: str
-    status: str  # SKIPPED or UPSTREAM_FAILED
+    status: str  # N.SKIPPED or N.UPSTREAM_FAILED
 
 
 @dataclass(frozen=True)
@@ -132,17 +110,19 @@ def advance(
     decisions: list[Decision] = []
     for node_id in graph.order:
         state = current[node_id]
-        if state.status == FAILED:
+        if state.status == N.FAILED:
             decision = resolve_failure(graph, node_id, state, rand)
             decisions.append(decision)
-            status = RETRYING if isinstance(decision, RetryNode) else DEAD
+            status = N.RETRYING if isinstance(decision, RetryNode) else N.DEAD
             current[node_id] = NodeState(status, state.tries)
-        elif state.status == PENDING:
+        elif state.status == N.PENDING:
             verdict = judge(graph, node_id, current, run_input)
             if verdict == _READY:
                 start = start_node(graph, node_id)
                 decisions.append(start)
-                current[node_id] = NodeState(WAITING if isinstance(start, WaitNode) else QUEUED, state.tries)
+                current[node_id] = NodeState(
+                    N.WAITING if isinstance(start, WaitNode) else N.QUEUED, state.tries
+                )
             elif verdict != _WAIT:
                 decisions.append(SkipNode(node_id, verdict))
                 current[node_id] = NodeState(verdict, state.tries)
@@ -175,7 +155,7 @@ def resolve_failure(graph: Graph, node_id: str, state: NodeState, rand: float) -
 
 
 def judge(graph: Graph, node_id: str, states: Mapping[str, NodeState], run_input: Any) -> str:
-    """Return _READY, _WAIT, SKIPPED or UPSTREAM_FAILED for a pending node."""
+    """Return _READY, _WAIT, N.SKIPPED or N.UPSTREAM_FAILED for a pending node."""
     edges = graph.incoming(node_id)
     if not edges:
         return _READY
@@ -185,13 +165,13 @@ def judge(graph: Graph, node_id: str, states: Mapping[str, NodeState], run_input
 
 def edge_outcome(edge: Edge, source: NodeState, run_input: Any) -> str:
     """Classify one incoming edge from its source's state and the edge's condition."""
-    if source.status == SUCCEEDED:
+    if source.status == N.SUCCEEDED:
         if edge.when is None or edge.when.evaluate(source.output, run_input):
             return _TAKEN
         return _NOT_TAKEN
-    if source.status == SKIPPED:
+    if source.status == N.SKIPPED:
         return _NOT_TAKEN
-    if source.status in TERMINAL:
+    if source.status in NODE_TERMINAL:
         return _EDGE_FAILED
     return _WAITING
 
@@ -199,9 +179,9 @@ def edge_outcome(edge: Edge, source: NodeState, run_input: Any) -> str:
 def join_all_success(outcomes: list[str]) -> str:
     """Runs when every predecessor succeeded."""
     if _EDGE_FAILED in outcomes:
-        return UPSTREAM_FAILED
+        return N.UPSTREAM_FAILED
     if _NOT_TAKEN in outcomes:
-        return SKIPPED
+        return N.SKIPPED
     return _READY if all(o == _TAKEN for o in outcomes) else _WAIT
 
 
@@ -211,14 +191,14 @@ def join_any_success(outcomes: list[str]) -> str:
         return _READY
     if _WAITING in outcomes:
         return _WAIT
-    return UPSTREAM_FAILED if _EDGE_FAILED in outcomes else SKIPPED
+    return N.UPSTREAM_FAILED if _EDGE_FAILED in outcomes else N.SKIPPED
 
 
 def join_all_done(outcomes: list[str]) -> str:
     """Runs when every predecessor finished, whatever the outcome."""
     if _WAITING in outcomes:
         return _WAIT
-    return SKIPPED if all(o == _NOT_TAKEN for o in outcomes) else _READY
+    return N.SKIPPED if all(o == _NOT_TAKEN for o in outcomes) else _READY
 
 
 # The join rules: this table is their one list (definition.JOIN_RULES, the editor's choices
@@ -235,12 +215,12 @@ assert DEFAULT_JOIN in JOINS, f"graph.DEFAULT_JOIN {DEFAULT_JOIN!r} is not a joi
 def finish_status(states: Any) -> str | None:
     """Return the run's final status once every node is terminal, else None."""
     statuses = [s.status for s in states]
-    if not all(s in TERMINAL for s in statuses):
+    if not all(s in NODE_TERMINAL for s in statuses):
         return None
-    return RUN_FAILED if DEAD in statuses else RUN_SUCCEEDED
+    return R.FAILED if N.DEAD in statuses else R.SUCCEEDED
 
 
 def replay_resets(graph: Graph, node_id: str, states: Mapping[str, NodeState]) -> list[str]:
     """Return the nodes a replay of `node_id` puts back to pending: its upstream_failed descendants."""
     below = graph.descendants(node_id)
-    return [n for n in graph.order if n in below and states[n].status == UPSTREAM_FAILED]
+    return [n for n in graph.order if n in below and states[n].status == N.UPSTREAM_FAILED]

@@ -10,14 +10,6 @@ import pytest
 from workflows.core import engine
 from workflows.core.definition import parse_definition
 from workflows.core.engine import (
-    DEAD,
-    FAILED,
-    PENDING,
-    QUEUED,
-    RUNNING,
-    SKIPPED,
-    SUCCEEDED,
-    UPSTREAM_FAILED,
     EnqueueNode,
     FinishRun,
     KillNode,
@@ -26,7 +18,12 @@ from workflows.core.engine import (
     SkipNode,
 )
 from workflows.core.graph import Graph
-from workflows.core.states import RunStatus
+from workflows.core.states import NodeStatus, RunStatus
+
+# Short names keep the tables below readable.
+DEAD, FAILED, PENDING, QUEUED = NodeStatus.DEAD, NodeStatus.FAILED, NodeStatus.PENDING, NodeStatus.QUEUED
+RUNNING, SKIPPED, SUCCEEDED = NodeStatus.RUNNING, NodeStatus.SKIPPED, NodeStatus.SUCCEEDED
+UPSTREAM_FAILED = NodeStatus.UPSTREAM_FAILED
 
 
 def dag(

@@ -95,7 +95,7 @@ def kind_of(node: Node) -> NodeKind:
 
 def claim_ready(rows: list[jobs.Ready], workers: int, status: NodeStatus = NodeStatus.PENDING) -> int:
     """Claim ready nodes, each by its kind; return how many were claimed."""
-    if all(row.kind == TASK for row in rows):  # the only kind yet: no regrouping on the hot path
+    if all(row.kind == TASK for row in rows):  # the common case: no regrouping on the hot path
         return KINDS[TASK].claim(rows, workers, status)
     by_kind: dict[str, list[jobs.Ready]] = defaultdict(list)
     for row in rows:

@@ -109,7 +109,7 @@ def main() -> None:
     from django.test import Client
     from django.utils import timezone
 
-    from workflows import runs, versions, waits
+    from workflows import approvals, runs, versions, waits
     from workflows.models import NodeRun, Wait
     from workflows.runtime import bus
 
@@ -131,11 +131,11 @@ def main() -> None:
                 start_new_session=True,
             )
     try:
-        approvals = versions.create_workflow("bench-approval", "Approval")
-        versions.publish_version(versions.create_version(approvals, APPROVAL))
+        approval_flow = versions.create_workflow("bench-approval", "Approval")
+        versions.publish_version(versions.create_version(approval_flow, APPROVAL))
         events = versions.create_workflow("bench-event", "Event")
         versions.publish_version(versions.create_version(events, EVENT))
-        approvals.refresh_from_db(), events.refresh_from_db()
+        approval_flow.refresh_from_db(), events.refresh_from_db()
         admin = User.objects.create_superuser("bench", "b@example.test", "x")
 
         def start(n: int, offset: int) -> None:
@@ -144,7 +144,7 @@ def main() -> None:
                 if i % 10 == 0:
                     runs.start_run(events, {"k": f"key-{offset + i}"})
                 else:
-                    runs.start_run(approvals, {"i": offset + i})
+                    runs.start_run(approval_flow, {"i": offset + i})
             target = Wait.objects.count() + 0
             deadline = time.monotonic() + 600
             while Wait.objects.count() < offset + n and time.monotonic() < deadline:
@@ -196,7 +196,7 @@ def main() -> None:
         times = []
         for _ in range(10):
             t0 = time.perf_counter()
-            items = waits.inbox(admin, limit=50)
+            items = approvals.inbox(admin, limit=50)
             times.append((time.perf_counter() - t0) * 1000)
         results["inbox_50_ms_p50"] = round(statistics.median(times), 2)
         client = Client()
@@ -218,7 +218,7 @@ def main() -> None:
                     cur.execute("SELECT clock_timestamp()")
                     at = cur.fetchone()[0]
                 if kind == "human.approval":
-                    waits.decide(w.pk, admin, "approve")
+                    approvals.decide(w.pk, admin, "approve")
                 else:
                     waits.post_event(w.key, {"ok": True})
                 woken.append((w.run_id, at))

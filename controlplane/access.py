@@ -6,7 +6,7 @@ instead. Every action names the least role and the scope it needs.
 
     viewer    see workflows, runs, traces, dead letters, metrics
     operator  + start, cancel runs; replay and discard dead letters; post events
-    (anyone with a role may decide the approvals their node names them for: waits.can_decide)
+    (anyone with a role may decide the approvals their node names them for: approvals.can_decide)
     editor    + create and change versions, publish, activate (roll back)
     admin     + API keys, users, workflow deletion, webhook triggers and subscriptions
 
@@ -24,7 +24,7 @@ ROLES = (VIEWER, OPERATOR, EDITOR, ADMIN)
 # action -> (least role of a person, scope an API key needs)
 ACTIONS: dict[str, tuple[str, str]] = {
     "view": (VIEWER, "read"),
-    # Who decides a given approval is narrowed further by its node (waits.can_decide).
+    # Who decides a given approval is narrowed further by its node (approvals.can_decide).
     "decide_approval": (VIEWER, "operate"),
     "post_event": (OPERATOR, "run"),
     "start_run": (OPERATOR, "run"),

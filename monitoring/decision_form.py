@@ -3,7 +3,7 @@
 Each top-level property becomes one input: an enum a select, a boolean a checkbox, a number
 or integer a number input, a long or multi-line string a textarea, anything else (objects,
 arrays) a JSON textarea. What the browser sends is converted back by type, and otherwise
-left as typed: the schema check in waits.decide then names the field that does not fit, so
+left as typed: the schema check in approvals.decide then names the field that does not fit, so
 the page never has a validation rule of its own that could disagree with the API's.
 """
 

@@ -10,7 +10,7 @@ from django.db.models import QuerySet
 from django.http import QueryDict
 from django.utils import timezone
 
-from workflows import waits
+from workflows import approvals
 from workflows.core.states import RunStatus
 from workflows.models import DeadLetter, Run
 
@@ -133,8 +133,8 @@ class InboxFilter:
             assignee=query.get("assignee", "").strip()[:150],
         )
 
-    def for_domain(self) -> waits.InboxFilters:
-        return waits.InboxFilters(
+    def for_domain(self) -> approvals.InboxFilters:
+        return approvals.InboxFilters(
             workflow=self.workflow,
             node=self.node,
             older_than_seconds=AGES[self.age] if self.age else None,

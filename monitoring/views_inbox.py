@@ -1,6 +1,6 @@
 """The inbox: every approval waiting that the viewer may decide, a detail pane, decisions.
 
-Thin like the other pages: who sees and decides what is `waits.inbox` and `waits.decide`
+Thin like the other pages: who sees and decides what is `approvals.inbox` and `approvals.decide`
 (and through them controlplane.access), the same calls as the API's. A refused decision is
 answered with its 4xx status and the pane re-rendered around the message and the fields it
 names, so that htmx shows it inline and a browser without JavaScript shows the same page.
@@ -24,7 +24,7 @@ from controlplane import access
 from monitoring import decision_form
 from monitoring.filters import AGES, InboxFilter
 from monitoring.guards import requires
-from workflows import waits
+from workflows import approvals
 from workflows.core.definition import Issue
 from workflows.errors import DomainError, Forbidden, Invalid, NotFound
 from workflows.models import Wait, Workflow
@@ -38,7 +38,7 @@ def pending_count(user: Any) -> int | None:
     """How many approvals `user` may decide now, or None when their role decides none."""
     if not access.can(user, "decide_approval"):
         return None
-    return waits.inbox_queryset(user).count()
+    return approvals.inbox_queryset(user).count()
 
 
 def inbox_nav(request: HttpRequest) -> dict[str, Any]:
@@ -50,7 +50,7 @@ def inbox_nav(request: HttpRequest) -> dict[str, Any]:
 
 
 def list_context(request: HttpRequest, flt: InboxFilter) -> dict[str, Any]:
-    rows = waits.inbox(request.user, flt.for_domain(), limit=LIST_LIMIT)
+    rows = approvals.inbox(request.user, flt.for_domain(), limit=LIST_LIMIT)
     return {
         "approvals": rows,
         "filter": flt,
@@ -96,7 +96,7 @@ def approval_of(request: HttpRequest, approval_id: int) -> Wait:
     )
     if wait is None:
         raise NotFound(f"No approval with id {approval_id}.")
-    if not waits.can_decide(request.user, wait):
+    if not approvals.can_decide(request.user, wait):
         raise Forbidden(
             f"You may not decide approval {approval_id} ({wait.node_id}): its node does not name you."
         )
@@ -106,7 +106,7 @@ def approval_of(request: HttpRequest, approval_id: int) -> Wait:
 def detail_context(
     wait: Wait, posted: dict[str, Any] | None = None, refusal: Refusal | None = None
 ) -> dict[str, Any]:
-    context = waits.approval_context(wait)
+    context = approvals.approval_context(wait)
     posted = posted or {}
     errors = refusal.errors if refusal else {}
     fields = decision_form.fields_of(context["form"], posted.get("fields"))
@@ -164,7 +164,7 @@ def approval_decide(request: HttpRequest, approval_id: int) -> HttpResponse:
         wait = approval_of(request, approval_id)
     except DomainError as exc:
         return refused(request, exc)
-    form = waits.approval_context(wait)["form"]
+    form = approvals.approval_context(wait)["form"]
     posted = {
         "fields": decision_form.parse_fields(form, request.POST),
         "comment": request.POST.get("comment", "").strip(),
@@ -173,7 +173,9 @@ def approval_decide(request: HttpRequest, approval_id: int) -> HttpResponse:
     decision = request.POST.get("decision", "")
     try:
         data = edited_data(wait, posted["data_text"])
-        waits.decide(wait.pk, request.user, decision, posted["fields"], posted["comment"], data, via="inbox")
+        approvals.decide(
+            wait.pk, request.user, decision, posted["fields"], posted["comment"], data, via="inbox"
+        )
     except DomainError as exc:
         refusal = Refusal(exc.http_status, str(exc.message), decision_form.field_errors(exc.issues))
         wait.refresh_from_db()
@@ -237,7 +239,7 @@ def decide_each(user: Any, ids: list[int], decision: str, comment: str) -> tuple
     done, refusals = 0, []
     for wait_id in ids:
         try:
-            waits.decide(wait_id, user, decision, {}, comment, None, via="inbox")
+            approvals.decide(wait_id, user, decision, {}, comment, None, via="inbox")
             done += 1
         except DomainError as exc:
             refusals.append(f"Approval {wait_id}{where(wait_id)}: {exc}")

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from tests.integration.conftest import publish, wait_finished
 from tests.integration.runtime import Runtime, wait_for
-from workflows import runs, waits
+from workflows import approvals, runs, waits
 from workflows.errors import Conflict, Forbidden, Invalid
 from workflows.models import AuditEntry, DeadLetter, NodeRun, PostedEvent, Run, RunEvent, Wait
 from workflows.runtime import bus, reconciler
@@ -78,7 +78,7 @@ def test_a_decision_is_the_output_and_successors_branch_on_it(
     wait = waiting(run)
     assert statuses(run)["ok"] == "waiting" and wait.proposed == {"amount": 30}
     agent = person("ana", "support", "viewer")
-    waits.decide(wait.pk, agent, decision, {"reason": "looks fine"}, comment="ok by me")
+    approvals.decide(wait.pk, agent, decision, {"reason": "looks fine"}, comment="ok by me")
     assert wait_finished(run).status == "succeeded"
     assert (statuses(run)[runs_next], statuses(run)[skipped]) == ("succeeded", "skipped")
     output = NodeRun.objects.get(run=run, node_id="ok").output
@@ -96,7 +96,9 @@ def test_the_approver_edits_the_proposed_data_before_approving(runtime: Runtime)
     workflow = publish("refund", refund_flow())
     run, _ = runs.start_run(workflow, {"amount": 30, "to": "bob"})
     wait = waiting(run)
-    waits.decide(wait.pk, person("ana", "support", "viewer"), "approve", {}, data={"amount": 25, "to": "bob"})
+    approvals.decide(
+        wait.pk, person("ana", "support", "viewer"), "approve", {}, data={"amount": 25, "to": "bob"}
+    )
     assert wait_finished(run).status == "succeeded"
     output = NodeRun.objects.get(run=run, node_id="ok").output
     assert output["data"] == {"amount": 25, "to": "bob"}
@@ -109,18 +111,18 @@ def test_bad_decisions_are_refused_by_reason_and_change_nothing(runtime: Runtime
     wait = waiting(run)
     ana, stranger = person("ana", "support", "viewer"), person("zed", "viewer")
     with pytest.raises(Forbidden, match="zed may not decide"):
-        waits.decide(wait.pk, stranger, "approve")
+        approvals.decide(wait.pk, stranger, "approve")
     with pytest.raises(Invalid) as bad_fields:
-        waits.decide(wait.pk, ana, "approve", {"reason": "no"})
+        approvals.decide(wait.pk, ana, "approve", {"reason": "no"})
     assert [i.path for i in bad_fields.value.issues] == ["fields.reason"]
     with pytest.raises(Invalid, match="decision must be"):
-        waits.decide(wait.pk, ana, "maybe")
+        approvals.decide(wait.pk, ana, "maybe")
     with pytest.raises(Conflict, match="timed out"):
-        waits.decide(wait.pk, ana, "approve", now=timezone.now() + timedelta(hours=2))
+        approvals.decide(wait.pk, ana, "approve", now=timezone.now() + timedelta(hours=2))
     assert statuses(run)["ok"] == "waiting" and Wait.objects.get(pk=wait.pk).closed_at is None
-    waits.decide(wait.pk, ana, "approve")
+    approvals.decide(wait.pk, ana, "approve")
     with pytest.raises(Conflict, match="already decided"):
-        waits.decide(wait.pk, ana, "reject")
+        approvals.decide(wait.pk, ana, "reject")
     assert wait_finished(run).status == "succeeded"
     assert NodeRun.objects.get(run=run, node_id="ok").output["decision"] == "approved"
 
@@ -148,14 +150,14 @@ def test_an_approval_past_its_sla_is_escalated_once_and_says_so(runtime: Runtime
     run, _ = runs.start_run(workflow, {"amount": 30})
     wait = waiting(run)
     boss, ana = person("boss", "viewer"), person("ana", "support", "viewer")
-    assert not waits.can_decide(boss, wait)
+    assert not approvals.can_decide(boss, wait)
     wait_for(lambda: Wait.objects.get(pk=wait.pk).escalated_at, 20, "the escalation")
     wait.refresh_from_db()
-    assert wait.users == ["boss"] and not waits.can_decide(ana, wait)
+    assert wait.users == ["boss"] and not approvals.can_decide(ana, wait)
     events = RunEvent.objects.filter(run=run, kind="approval.escalated")
     assert events.count() == 1 and events[0].data["how"] == "reassigned"
-    assert [w.pk for w in waits.inbox(boss)] == [wait.pk] and waits.inbox(ana) == []
-    waits.decide(wait.pk, boss, "approve")
+    assert [w.pk for w in approvals.inbox(boss)] == [wait.pk] and approvals.inbox(ana) == []
+    approvals.decide(wait.pk, boss, "approve")
     assert wait_finished(run).status == "succeeded"
 
 
@@ -220,9 +222,9 @@ def test_cancelling_a_run_cancels_its_waits(runtime: Runtime) -> None:
     runs.cancel_run(run.pk)
     assert statuses(run)["ok"] == "cancelled"
     assert Wait.objects.get(pk=wait.pk).outcome == "cancelled"
-    assert waits.inbox(person("ana", "support", "viewer")) == []
+    assert approvals.inbox(person("ana", "support", "viewer")) == []
     with pytest.raises(Conflict):
-        waits.decide(wait.pk, User.objects.get(username="ana"), "approve")
+        approvals.decide(wait.pk, User.objects.get(username="ana"), "approve")
 
 
 def test_decision_links_refuse_forged_expired_and_replayed_tokens(runtime: Runtime) -> None:
@@ -230,14 +232,14 @@ def test_decision_links_refuse_forged_expired_and_replayed_tokens(runtime: Runti
     run, _ = runs.start_run(workflow, {"amount": 30})
     wait = waiting(run)
     ana = person("ana", "support", "viewer")
-    token = waits.decision_link_token(wait, ana, "approve")
-    with pytest.raises(waits.LinkRefused, match="signature"):
-        waits.decide_by_link(token[:-2] + ("AA" if not token.endswith("AA") else "BB"))
-    with pytest.raises(waits.LinkRefused, match="expired"):
-        waits.decide_by_link(waits.decision_link_token(wait, ana, "reject", ttl_seconds=-1))
-    assert waits.decide_by_link(token).pk == wait.pk
-    with pytest.raises(waits.LinkRefused, match="already used"):
-        waits.decide_by_link(token)
+    token = approvals.decision_link_token(wait, ana, "approve")
+    with pytest.raises(approvals.LinkRefused, match="signature"):
+        approvals.decide_by_link(token[:-2] + ("AA" if not token.endswith("AA") else "BB"))
+    with pytest.raises(approvals.LinkRefused, match="expired"):
+        approvals.decide_by_link(approvals.decision_link_token(wait, ana, "reject", ttl_seconds=-1))
+    assert approvals.decide_by_link(token).pk == wait.pk
+    with pytest.raises(approvals.LinkRefused, match="already used"):
+        approvals.decide_by_link(token)
     assert wait_finished(run).status == "succeeded"
     assert NodeRun.objects.get(run=run, node_id="ok").output["via"] == "link"
 
@@ -256,7 +258,7 @@ def test_runs_waiting_through_kill_9_of_every_process_all_continue_after_their_d
     assert NodeRun.objects.filter(run__in=started, node_id="ok", status="waiting").count() == 100
     ana = person("ana", "support", "viewer")
     for wait in Wait.objects.filter(run__in=started):
-        waits.decide(wait.pk, ana, "approve")
+        approvals.decide(wait.pk, ana, "approve")
     for run in started:
         assert wait_finished(run).status == "succeeded"
     assert NodeRun.objects.filter(run__in=started, node_id="pay", status="succeeded").count() == 100
@@ -280,11 +282,11 @@ def test_the_inbox_lists_what_the_viewer_may_decide_by_due_time_overdue_marked(r
     r2, _ = runs.start_run(soon, {"amount": 2})
     w1, w2 = waiting(r1), waiting(r2)
     ana = person("ana", "support", "viewer")
-    listed = waits.inbox(ana, now=timezone.now() + timedelta(seconds=1))
+    listed = approvals.inbox(ana, now=timezone.now() + timedelta(seconds=1))
     assert [w.pk for w in listed] == [w2.pk, w1.pk]
     assert [w.overdue for w in listed] == [True, False]
-    assert [w.pk for w in waits.inbox(ana, waits.InboxFilters(workflow="later"))] == [w1.pk]
-    assert waits.inbox(person("zed", "viewer")) == []
+    assert [w.pk for w in approvals.inbox(ana, approvals.InboxFilters(workflow="later"))] == [w1.pk]
+    assert approvals.inbox(person("zed", "viewer")) == []
 
 
 def test_a_run_counts_its_waiting_nodes_and_the_stalled_run_scan_skips_it(runtime: Runtime) -> None:
@@ -296,7 +298,7 @@ def test_a_run_counts_its_waiting_nodes_and_the_stalled_run_scan_skips_it(runtim
     with connection.cursor() as cur:  # `after` 0: any running run with nothing in flight is stalled
         cur.execute(reconciler.STALLED_RUNS_SQL, {"after": 0, "limit": 100})
         assert run.pk not in [row[0] for row in cur.fetchall()]
-    waits.decide(wait.pk, person("ana", "support", "viewer"), "approve", {"reason": "looks fine"})
+    approvals.decide(wait.pk, person("ana", "support", "viewer"), "approve", {"reason": "looks fine"})
     assert wait_finished(run).status == "succeeded"
     run.refresh_from_db()
     assert run.waiting_nodes == 0

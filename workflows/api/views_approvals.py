@@ -8,7 +8,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 from ninja import Path, Query, Router, Status
 
-from workflows import waits
+from workflows import approvals
 from workflows.api import inputs as i
 from workflows.api import serializers as s
 from workflows.api.auth import allowed, person_of
@@ -35,14 +35,14 @@ def get_approval(approval_id: int) -> Wait:
 )
 def list_approvals(request: HttpRequest, q: Query[i.ApprovalQuery]) -> Any:
     """List the approvals waiting that the caller may decide, by due time (none last); overdue ones are marked."""
-    filters = waits.InboxFilters(
+    filters = approvals.InboxFilters(
         workflow=q.workflow or "",
         node=q.node_id or "",
         older_than_seconds=q.older_than_seconds,
         newer_than_seconds=q.newer_than_seconds,
         assignee=q.assignee or "",
     )
-    items = waits.inbox(person_of(request.auth), filters, limit=q.limit)
+    items = approvals.inbox(person_of(request.auth), filters, limit=q.limit)
     return {"items": [s.approval_summary(w) for w in items], "next_cursor": None}
 
 
@@ -56,7 +56,7 @@ def list_approvals(request: HttpRequest, q: Query[i.ApprovalQuery]) -> Any:
 def read_approval(request: HttpRequest, approval_id: ApprovalId) -> Any:
     """Read an approval: what it shows (title, form, proposed data, input, chosen upstream outputs) and how it ended."""
     wait = get_approval(approval_id)
-    return s.approval(wait, waits.approval_context(wait), timezone.now())
+    return s.approval(wait, approvals.approval_context(wait), timezone.now())
 
 
 @router.post(
@@ -69,11 +69,11 @@ def read_approval(request: HttpRequest, approval_id: ApprovalId) -> Any:
 def decide_approval(request: HttpRequest, approval_id: ApprovalId, body: i.DecisionIn) -> Any:
     """Approve or reject, with the form's fields, a comment and the proposed data as edited.
     403 for someone the node does not name, 409 once it no longer waits or has timed out, 422 for fields off the form."""
-    waits.decide(
+    approvals.decide(
         approval_id, person_of(request.auth), body.decision, body.fields, body.comment, body.data, via="api"
     )
     wait = get_approval(approval_id)
-    return s.approval(wait, waits.approval_context(wait), timezone.now())
+    return s.approval(wait, approvals.approval_context(wait), timezone.now())
 
 
 @router.post(
@@ -86,7 +86,7 @@ def decide_approval(request: HttpRequest, approval_id: ApprovalId, body: i.Decis
 def make_decision_link(request: HttpRequest, approval_id: ApprovalId, body: i.DecisionLinkIn) -> Any:
     """Make a signed, expiring token that decides this approval as the caller, once, for a chat message or an e-mail."""
     wait = get_approval(approval_id)
-    token = waits.decision_link_token(wait, person_of(request.auth), body.decision, body.ttl_seconds)
+    token = approvals.decision_link_token(wait, person_of(request.auth), body.decision, body.ttl_seconds)
     return Status(201, {"token": token, "decision": body.decision})
 
 
@@ -96,6 +96,6 @@ def make_decision_link(request: HttpRequest, approval_id: ApprovalId, body: i.De
 @refuses(403, 409, 422)
 def decide_by_link(request: HttpRequest, body: i.LinkDecisionIn) -> Any:
     """Decide as a signed decision link says; the token is the credential. A forged, expired or used one is a 403."""
-    wait = waits.decide_by_link(body.token, body.comment)
+    wait = approvals.decide_by_link(body.token, body.comment)
     wait = get_approval(wait.pk)
-    return s.approval(wait, waits.approval_context(wait), timezone.now())
+    return s.approval(wait, approvals.approval_context(wait), timezone.now())

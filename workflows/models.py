@@ -221,7 +221,7 @@ class PostedEvent(models.Model):
     `expires_at`: the first node to wait on its key later consumes it."""
 
     key = models.CharField(max_length=500)
-    payload = models.JSONField(default=dict)
+    payload = models.JSONField(default=dict, null=True)  # null: the event said `"payload": null`
     source = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField()

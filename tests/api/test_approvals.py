@@ -9,7 +9,7 @@ import pytest
 from tests.api.conftest import Api, assert_problem
 from tests.integration.conftest import publish
 from workflows import keys, runs
-from workflows.models import NodeRun, Run, Wait
+from workflows.models import NodeRun, PostedEvent, Run, Wait
 from workflows.runtime import advancing
 
 pytestmark = pytest.mark.django_db
@@ -90,3 +90,9 @@ def test_an_event_nobody_waits_for_is_kept_and_answered_202(person: Any) -> None
     assert response.status_code == 202
     assert response.json()["retained"] is True and response.json()["woken_runs"] == []
     assert_problem(as_person(person("viewer"), "read").post("events", {"key": "k"}), 403)
+
+
+def test_an_event_whose_payload_is_null_is_kept_as_null(person: Any) -> None:
+    response = as_person(person("operator"), "run").post("events", {"key": "order-2", "payload": None})
+    assert response.status_code == 202
+    assert PostedEvent.objects.get(key="order-2").payload is None

@@ -6,7 +6,7 @@ node's successors start at once. PostgreSQL is the record: a waiting node is a N
 every process or a Redis flush it waits on, and the reconciler leaves it alone.
 
 Deadlines (a timer's end, an approval's SLA, a timeout) are NodeRun.due_at of waiting nodes,
-under a partial index: the schedulers' housekeeping (`fire_deadlines`, every 100 ms) reads
+under a partial index: the schedulers' housekeeping (`fire_deadlines`, every 0.5 s) reads
 only those due, so the work at rest does not grow with the number waiting, and fires each
 with a conditional UPDATE (`status = 'waiting' AND due_at <= now()`): with several
 schedulers, once. Escalation is likewise a conditional UPDATE (`escalated_at IS NULL`).

@@ -28,6 +28,10 @@ log = logging.getLogger(__name__)
 
 BATCH = 500
 HOUSEKEEPING_SECONDS = 0.1
+# Wait deadlines (SLAs, timeouts, timers) fire within this much of their time. Probed with
+# the 0.1 s housekeeping, the probe was a quarter more statements on the scheduler's loop and
+# cost 12 % of node throughput at N=2000 (make bench, four alternating pairs).
+DEADLINE_SECONDS = 0.5
 RECONCILE_SECONDS = 1.0
 ABANDONED_AFTER_MS = 5000
 
@@ -87,6 +91,7 @@ class Scheduler:
         self.reconciler = Reconciler()
         self.watcher = VersionWatcher()
         self.next_housekeeping = 0.0
+        self.next_deadlines = 0.0
         self.next_reconcile = 0.0
 
     def start(self) -> None:
@@ -106,6 +111,8 @@ class Scheduler:
         if now >= self.next_housekeeping:
             self.next_housekeeping = now + HOUSEKEEPING_SECONDS
             done += advancing.enqueue_due(self.workers)
+        if now >= self.next_deadlines:
+            self.next_deadlines = now + DEADLINE_SECONDS
             done += waits.fire_deadlines()
         if now >= self.next_reconcile:
             self.next_reconcile = now + RECONCILE_SECONDS

@@ -26,7 +26,7 @@ from monitoring.filters import AGES, InboxFilter
 from monitoring.guards import requires
 from workflows import approvals
 from workflows.core.definition import Issue
-from workflows.errors import DomainError, Forbidden, Invalid, NotFound
+from workflows.errors import DomainError, Forbidden, Invalid
 from workflows.models import Wait, Workflow
 
 LIST_LIMIT = 200
@@ -89,13 +89,7 @@ class Refusal:
 
 def approval_of(request: HttpRequest, approval_id: int) -> Wait:
     """The approval, if this person may decide it (the same rule as the inbox and the API)."""
-    wait = (
-        Wait.objects.select_related("workflow", "run", "node_run")
-        .filter(pk=approval_id, kind="human.approval")
-        .first()
-    )
-    if wait is None:
-        raise NotFound(f"No approval with id {approval_id}.")
+    wait = approvals.get_approval(approval_id)
     if not approvals.can_decide(request.user, wait):
         raise Forbidden(
             f"You may not decide approval {approval_id} ({wait.node_id}): its node does not name you."

@@ -78,6 +78,14 @@ def decide(
     return wait
 
 
+def get_approval(approval_id: int) -> Wait:
+    """The approval (waiting or not) with its workflow, run and node row; NotFound if none."""
+    try:
+        return Wait.objects.select_related("workflow", "node_run", "run").get(pk=approval_id, kind=APPROVAL)
+    except Wait.DoesNotExist:
+        raise NotFound(f"No approval with id {approval_id}.") from None
+
+
 def locked_wait(wait_id: int) -> Wait:
     try:
         return Wait.objects.select_for_update().select_related("node_run").get(pk=wait_id, kind=APPROVAL)

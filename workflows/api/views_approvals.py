@@ -14,20 +14,9 @@ from workflows.api import serializers as s
 from workflows.api.auth import allowed, person_of
 from workflows.api.parsing import MAX_ID
 from workflows.api.schema import refuses
-from workflows.errors import NotFound
-from workflows.models import Wait
 
 router = Router(tags=["approvals"])
 ApprovalId = Annotated[int, Path(ge=1, le=MAX_ID)]
-
-
-def get_approval(approval_id: int) -> Wait:
-    try:
-        return Wait.objects.select_related("workflow", "node_run", "run").get(
-            pk=approval_id, kind="human.approval"
-        )
-    except Wait.DoesNotExist:
-        raise NotFound(f"No approval with id {approval_id}.") from None
 
 
 @router.get(
@@ -55,7 +44,7 @@ def list_approvals(request: HttpRequest, q: Query[i.ApprovalQuery]) -> Any:
 @refuses(404)
 def read_approval(request: HttpRequest, approval_id: ApprovalId) -> Any:
     """Read an approval: what it shows (title, form, proposed data, input, chosen upstream outputs) and how it ended."""
-    wait = get_approval(approval_id)
+    wait = approvals.get_approval(approval_id)
     return s.approval(wait, approvals.approval_context(wait), timezone.now())
 
 
@@ -72,7 +61,7 @@ def decide_approval(request: HttpRequest, approval_id: ApprovalId, body: i.Decis
     approvals.decide(
         approval_id, person_of(request.auth), body.decision, body.fields, body.comment, body.data, via="api"
     )
-    wait = get_approval(approval_id)
+    wait = approvals.get_approval(approval_id)
     return s.approval(wait, approvals.approval_context(wait), timezone.now())
 
 
@@ -85,7 +74,7 @@ def decide_approval(request: HttpRequest, approval_id: ApprovalId, body: i.Decis
 @refuses(404)
 def make_decision_link(request: HttpRequest, approval_id: ApprovalId, body: i.DecisionLinkIn) -> Any:
     """Make a signed, expiring token that decides this approval as the caller, once, for a chat message or an e-mail."""
-    wait = get_approval(approval_id)
+    wait = approvals.get_approval(approval_id)
     token = approvals.decision_link_token(wait, person_of(request.auth), body.decision, body.ttl_seconds)
     return Status(201, {"token": token, "decision": body.decision})
 
@@ -97,5 +86,5 @@ def make_decision_link(request: HttpRequest, approval_id: ApprovalId, body: i.De
 def decide_by_link(request: HttpRequest, body: i.LinkDecisionIn) -> Any:
     """Decide as a signed decision link says; the token is the credential. A forged, expired or used one is a 403."""
     wait = approvals.decide_by_link(body.token, body.comment)
-    wait = get_approval(wait.pk)
+    wait = approvals.get_approval(wait.pk)
     return s.approval(wait, approvals.approval_context(wait), timezone.now())

@@ -7,10 +7,11 @@ PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help venv assets browser run test bench lint clean-data
+.PHONY: help venv assets browser run status test bench lint clean-data
 
 help:
 	@echo "make run         start Switchyard (embedded PostgreSQL + Valkey, web, scheduler, workers)"
+	@echo "make status      the state of each process \`make run\` supervises"
 	@echo "make test        run the tests (PYTEST_ARGS=... to pass options)"
 	@echo "make bench       run the benchmarks"
 	@echo "make assets      install the npm packages (npm ci) and bundle the editor (npm run build)"
@@ -41,6 +42,9 @@ node_modules/.installed: package.json package-lock.json
 
 run: venv assets
 	$(PY) scripts/run.py
+
+status:
+	@$(PY) scripts/run.py status
 
 # The browser tests drive Debian's Chromium through Playwright (never `playwright install`).
 browser:

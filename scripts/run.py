@@ -3,8 +3,12 @@
 
 `make run` calls this. It starts the embedded PostgreSQL and Valkey (unless DATABASE_URL and
 REDIS_URL are both set), migrates, bootstraps the admin login and demo workflows, then keeps
-Daphne, the scheduler, the dashboard's broadcaster and the workers running: a child that dies
-is restarted (at most RESTARTS_PER_MINUTE times a minute). Ctrl-C or SIGTERM stops everything it started.
+Daphne, the scheduler, the dashboard's broadcaster and the workers running. A child that dies
+is restarted, always: after 1 s, doubling with each crash that follows closely on the last one
+and capped at RESTART_DELAY_MAX_SECONDS, back to 1 s once a child has stayed up for
+STABLE_SECONDS; a role is never given up on. Each child's state (running since, restarting in,
+crashes) is printed when it changes and kept in .data/dev/supervisor.json (`make status`
+shows it). Ctrl-C or SIGTERM stops everything it started, within STOP_GRACE_SECONDS.
 
 Environment: PORT (web server, default 8000), WORKERS (RQ workers, default 2), and anything
 the settings read. Variables from a `.env` file in the checkout apply unless already set.
@@ -12,9 +16,9 @@ the settings read. Variables from a `.env` file in the checkout apply unless alr
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import importlib.util
+import json
 import logging
 import os
 import re
@@ -26,7 +30,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -45,8 +49,10 @@ DATA_DIR = REPO / ".data" / "dev"
 BIN = Path(sys.executable).parent  # the virtualenv's bin folder (make runs .venv/bin/python)
 HOST = "127.0.0.1"
 STOP_GRACE_SECONDS = 10.0
-RESTARTS_PER_MINUTE = 5
 RESTART_DELAY_SECONDS = 1.0
+RESTART_DELAY_MAX_SECONDS = float(os.environ.get("SWITCHYARD_RESTART_DELAY_MAX_SECONDS") or 16)
+STABLE_SECONDS = 30.0
+STATE_FILE = Path(os.environ.get("SWITCHYARD_RUN_STATE_FILE") or DATA_DIR / "supervisor.json")
 READY_TIMEOUT_SECONDS = 120.0
 # Lines of `manage.py bootstrap` repeated under the banner, so the login is not scrolled away.
 LOGIN_LINE = re.compile(r"login|password|username", re.IGNORECASE)
@@ -64,38 +70,57 @@ def say(name: str, line: str) -> None:
 
 @dataclass
 class Child:
-    """A long-running process, restarted when it dies on its own."""
+    """A long-running process, restarted whenever it dies on its own (capped backoff, no give-up)."""
 
     name: str
     argv: Callable[[], list[str]]  # called at each start: workers need a fresh name
     env: dict[str, str]
     process: subprocess.Popen[bytes] | None = None
-    restarts: collections.deque[float] = field(default_factory=collections.deque)
+    started_at: float = 0.0
     restart_at: float | None = None
+    delay: float = RESTART_DELAY_SECONDS  # the wait before the next restart, if it crashes now
+    crashes: int = 0
+    last_exit: str = ""
 
     def start(self) -> None:
-        if self.process is not None:
-            self.restarts.append(time.monotonic())
         self.process = spawn(self.name, self.argv(), self.env)
+        self.started_at = time.monotonic()
         self.restart_at = None
 
-    def check(self, now: float) -> None:
-        """Restart the process if it died, with a delay and at most RESTARTS_PER_MINUTE a minute."""
+    def check(self, now: float) -> bool:
+        """Restart the process if it died, after its backoff; return True if its state changed."""
         if self.restart_at is not None:
-            if now >= self.restart_at:
-                self.start()
-            return
+            if now < self.restart_at:
+                return False
+            self.start()
+            return True
         if self.process is None or self.process.poll() is None:
-            return
-        code = self.process.returncode
+            return False
+        self.last_exit = describe_exit(self.process.returncode)
         kill_group(self.process.pid, signal.SIGKILL)  # its children (an RQ work horse) go too
-        while self.restarts and now - self.restarts[0] > 60:
-            self.restarts.popleft()
-        delay = RESTART_DELAY_SECONDS
-        if len(self.restarts) >= RESTARTS_PER_MINUTE:
-            delay = max(delay, 60 - (now - self.restarts[0]))
-        say("run", f"{self.name} exited with {describe_exit(code)}; restarting in {delay:.0f} s")
-        self.restart_at = now + delay
+        self.crashes += 1
+        if now - self.started_at >= STABLE_SECONDS:
+            self.delay = RESTART_DELAY_SECONDS  # it had been fine for a while: a fresh crash
+        say("run", f"{self.name} exited with {self.last_exit}; restarting in {self.delay:g} s")
+        self.restart_at = now + self.delay
+        self.delay = min(self.delay * 2, RESTART_DELAY_MAX_SECONDS)
+        return True
+
+    def state(self, now: float) -> dict[str, object]:
+        """What `make status` shows of this child."""
+        running = self.process is not None and self.restart_at is None
+        state: dict[str, object] = {"name": self.name, "crashes": self.crashes, "last_exit": self.last_exit}
+        if running and self.process is not None:
+            state |= {
+                "state": "running",
+                "pid": self.process.pid,
+                "up_seconds": round(now - self.started_at, 1),
+            }
+        elif self.restart_at is not None:
+            state |= {"state": "restarting", "restart_in_seconds": round(max(self.restart_at - now, 0), 1)}
+        else:
+            state |= {"state": "not started"}
+        return state
 
     def stop(self, sig: signal.Signals) -> None:
         if self.process is not None:
@@ -105,6 +130,16 @@ class Child:
         return self.process is None or (
             self.process.poll() is not None and not group_members(self.process.pid)
         )
+
+
+def write_state(children: list[Child], now: float) -> None:
+    """Keep each child's state in STATE_FILE (replaced whole, so a reader never sees half)."""
+    states = {"pid": os.getpid(), "updated": time.time(), "children": [c.state(now) for c in children]}
+    with contextlib.suppress(OSError):
+        STATE_FILE.parent.mkdir(parents=True, exist_ok=True)
+        partial = STATE_FILE.with_suffix(".json.partial")
+        partial.write_text(json.dumps(states, indent=2) + "\n")
+        partial.replace(STATE_FILE)
 
 
 def spawn(name: str, argv: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
@@ -237,10 +272,13 @@ def supervise(children: list[Child], port: int, login_lines: list[str]) -> None:
     for child in children:
         child.start()
     announce_by: float | None = time.monotonic() + READY_TIMEOUT_SECONDS  # None once announced
+    last_written = 0.0
     while not _signals_received:
         now = time.monotonic()
-        for child in children:
-            child.check(now)
+        changed = [child.check(now) for child in children]
+        if any(changed) or now - last_written > 5:
+            write_state(children, now)
+            last_written = now
         if announce_by is not None and services.accepts(port):
             with _output_lock:
                 print(f"\nSwitchyard is running at http://{HOST}:{port}/", *login_lines, sep="\n  ")
@@ -265,7 +303,31 @@ class SayHandler(logging.Handler):
         say("services", record.getMessage())
 
 
+def show_status() -> int:
+    """`make status`: print what the supervisor of `make run` last wrote about its children."""
+    try:
+        states = json.loads(STATE_FILE.read_text())
+    except (OSError, ValueError):
+        print("Switchyard is not running here (no .data/dev/supervisor.json).")
+        return 1
+    if not psutil.pid_exists(states["pid"]):
+        print(f"Switchyard is not running (its supervisor, pid {states['pid']}, is gone).")
+        return 1
+    age = time.time() - states["updated"]
+    print(f"supervisor pid {states['pid']}, state written {age:.0f} s ago")
+    for child in states["children"]:
+        detail = {
+            "running": f"pid {child.get('pid')}, up {child.get('up_seconds', 0):.0f} s",
+            "restarting": f"restarting in {child.get('restart_in_seconds', 0):g} s",
+        }.get(child["state"], child["state"])
+        crashes = f", {child['crashes']} crashes (last: {child['last_exit']})" if child["crashes"] else ""
+        print(f"  {child['name']:<12} {child['state']:<11} {detail}{crashes}")
+    return 0
+
+
 def main() -> int:
+    if sys.argv[1:] == ["status"]:
+        return show_status()
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, on_signal)
     services.log.addHandler(SayHandler())
@@ -299,6 +361,7 @@ def main() -> int:
         return run(env, port, workers, children)
     finally:
         stop_all(children)
+        STATE_FILE.unlink(missing_ok=True)
         if started_services:
             services.down(DATA_DIR)
         say("run", "stopped")

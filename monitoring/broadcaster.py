@@ -31,7 +31,7 @@ from django.template.loader import render_to_string
 
 from monitoring import counters, events, snapshots, sources, tracing
 from monitoring.stats import Windows
-from workflows.errors import STORES_AWAY
+from workflows.outages import STORES_AWAY, Outage
 from workflows.runtime import bus
 
 log = logging.getLogger(__name__)
@@ -244,18 +244,23 @@ class Broadcaster:
 async def run_forever(broadcaster: Broadcaster, stop: asyncio.Event) -> None:
     """Tick every interval until `stop` is set; a store that is away is waited for."""
     interval = settings.MONITOR["INTERVAL_SECONDS"]
-    await sync_to_async(broadcaster.start, thread_sensitive=True)()
+    outage = Outage("broadcaster", log)
+    ready = False
     while not stop.is_set():
         started = time.monotonic()
+        waited = 0.0
         try:
+            if not ready:  # its stores may be away when it starts, too
+                await sync_to_async(broadcaster.start, thread_sensitive=True)()
+                ready = True
             messages, more = await sync_to_async(broadcaster.tick, thread_sensitive=True)()
             await events.publish(messages)
+            outage.ok()
         except (OSError, *STORES_AWAY) as exc:
-            log.warning("broadcaster waiting for its stores: %s", exc)
             await sync_to_async(close_old_connections, thread_sensitive=True)()
-            more = False
+            more, waited = False, outage.failed(exc)
         if more:
             continue  # catching up: read the next batch at once
-        pause = max(0.0, interval - (time.monotonic() - started))
+        pause = max(waited, interval - (time.monotonic() - started))
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), timeout=pause)

@@ -230,8 +230,16 @@ def cancel_run(run_id: int, reason: str = "", user: Any = None) -> Run:
 
 
 def after_cancel(run_id: int) -> None:
-    bus.mark_cancelled(run_id)
-    bus.publish_runs_finished([(run_id, RunStatus.CANCELLED)])
+    """Tell workers and pages of a committed cancel; Redis away only delays what they see.
+
+    Without the mark a batchable step already queued still runs, and its result is dropped
+    (the run is cancelled in Postgres); the page catches up at its next refresh.
+    """
+    try:
+        bus.mark_cancelled(run_id)
+        bus.publish_runs_finished([(run_id, RunStatus.CANCELLED)])
+    except redis.RedisError as exc:
+        log.warning("run %s cancelled; its notice was not sent (%s)", run_id, exc)
 
 
 def locked_run(run_id: int) -> Run:

@@ -67,7 +67,7 @@ def test_a_crash_looping_child_is_always_restarted_and_everything_stops_promptly
     # supervisor gave up for a minute after five restarts in a minute.
     for crash in range(1, 9):
         web = wait_for(
-            lambda: (c := children(state_file).get("web"))
+            lambda crash=crash: (c := children(state_file).get("web"))
             and c["state"] == "running"
             and c["crashes"] == crash - 1
             and c,
@@ -76,7 +76,7 @@ def test_a_crash_looping_child_is_always_restarted_and_everything_stops_promptly
         )
         os.kill(web["pid"], signal.SIGKILL)
         restarting = wait_for(
-            lambda: (c := children(state_file).get("web")) and c["crashes"] == crash and c,
+            lambda crash=crash: (c := children(state_file).get("web")) and c["crashes"] == crash and c,
             timeout=10,
             what=f"the supervisor to see crash {crash}",
         )

@@ -11,6 +11,7 @@ django-ninja routes, validates, documents and renders. What it is told here:
 from __future__ import annotations
 
 import json
+import logging
 from functools import lru_cache
 from typing import Any
 
@@ -21,6 +22,7 @@ from ninja import NinjaAPI, Router
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.operation import Operation
 
+from workflows import outages
 from workflows.api import (
     auth,
     inputs,
@@ -102,6 +104,9 @@ def docs_view(request: HttpRequest) -> HttpResponse:
     return api.docs.render_page(request, api)
 
 
+log = logging.getLogger(__name__)
+
+
 @lru_cache(maxsize=1)
 def document() -> dict[str, Any]:
     """Build the document once per process: the routes do not change while it runs."""
@@ -143,7 +148,14 @@ def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
     return problem(request, exc.status_code, str(exc))
 
 
+def on_store_away(request: HttpRequest, exc: Exception) -> HttpResponse:
+    log.warning("%s %s: %s", request.method, request.path, exc)
+    headers = {"Retry-After": str(outages.RETRY_AFTER_SECONDS)}
+    return problem(request, 503, outages.unavailable(exc), headers=headers)
+
+
 for kind, handler in (
+    *((away, on_store_away) for away in outages.STORES_AWAY),
     (ApiError, on_api_error),
     (DomainError, on_domain_error),
     (ValidationError, on_validation_error),

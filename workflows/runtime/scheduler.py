@@ -8,6 +8,7 @@ at a time (a Redis lock) runs the reconciler.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -16,11 +17,11 @@ import threading
 import time
 from typing import Any
 
-import redis
 from django.conf import settings
 from django.db import close_old_connections
 
 from workflows import versions, waits, webhooks
+from workflows.outages import STORES_AWAY, Outage
 from workflows.runtime import advancing, bus, pgsession
 from workflows.runtime.reconciler import Reconciler
 
@@ -50,21 +51,22 @@ class VersionWatcher(threading.Thread):
         self.connected = threading.Event()
 
     def run(self) -> None:
+        outage = Outage("version watcher", log)
         while not self.stop.is_set():
             try:
-                self.listen()
-            except (redis.ConnectionError, redis.TimeoutError) as exc:
+                self.listen(outage)
+            except STORES_AWAY as exc:  # Redis or Postgres (the reload) away: never die of it
                 self.connected.clear()
-                log.warning("version announcements lost (%s); reconnecting", exc)
-                self.stop.wait(1.0)
+                self.stop.wait(outage.failed(exc))
             finally:
                 close_old_connections()
 
-    def listen(self) -> None:
+    def listen(self, outage: Outage) -> None:
         pubsub = bus.client().pubsub(ignore_subscribe_messages=True)
         pubsub.subscribe(bus.VERSIONS_CHANNEL)
         self.reload_all()  # after subscribing: nothing announced in between is missed
         self.connected.set()
+        outage.ok()
         while not self.stop.is_set():
             message = pubsub.get_message(timeout=1.0)
             if message is not None:
@@ -101,7 +103,8 @@ class Scheduler:
 
     def stop(self) -> None:
         self.watcher.stop.set()
-        bus.client().delete(bus.scheduler_key(self.name))
+        with contextlib.suppress(*STORES_AWAY):  # its heartbeat expires by itself then
+            bus.client().delete(bus.scheduler_key(self.name))
 
     def tick(self) -> int:
         """Handle one batch of notices, then housekeeping when due; return decisions made."""

@@ -44,6 +44,7 @@ from redis.commands.core import Script
 from rq import Queue, SimpleWorker
 from rq.job import Job
 
+from workflows.outages import STORES_AWAY
 from workflows.runtime import bus, execution, jobs, pgsession, rqcompat
 
 log = logging.getLogger(__name__)
@@ -130,7 +131,10 @@ class NodeWorker(SimpleWorker):
         The take never blocks: on an idle system it finds nothing and RQ's blocking pop
         waits for the next job, which then runs alone.
         """
-        taken = rqcompat.take_head(self, self.take_batchable, TAKE_AT_MOST, jobs.BATCHABLE_PREFIX)
+        try:
+            taken = rqcompat.take_head(self, self.take_batchable, TAKE_AT_MOST, jobs.BATCHABLE_PREFIX)
+        except STORES_AWAY:
+            taken = None  # Redis away: RQ's pop below waits for it with its own backoff
         if taken is None:
             return super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
         batch, queue = taken
@@ -151,4 +155,9 @@ class NodeWorker(SimpleWorker):
             log.exception("node job %s failed outside any handler", job.id)
             close_old_connections()  # a broken connection is replaced before the next job
         finally:
-            rqcompat.delete_taken(self, queue, batch)
+            try:
+                rqcompat.delete_taken(self, queue, batch)
+            except STORES_AWAY as exc:
+                # Redis went away under the job: its keys stay behind, and a job run again
+                # finds its attempts already claimed or finished (claims are conditional).
+                log.warning("node job %s: Redis away, its keys stay (%s)", job.id, exc)

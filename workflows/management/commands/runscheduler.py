@@ -8,7 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand
 from django.db import close_old_connections
 
-from workflows.errors import STORES_AWAY
+from workflows.outages import STORES_AWAY, Outage
 from workflows.runtime.scheduler import Scheduler
 
 
@@ -29,16 +29,19 @@ class Command(BaseCommand):
 
         signal.signal(signal.SIGTERM, request_stop)
         signal.signal(signal.SIGINT, request_stop)
-        scheduler.start()
-        self.stdout.write(f"scheduler {scheduler.name} started", ending="\n")
-        self.stdout.flush()
+        outage = Outage(f"scheduler {scheduler.name}", logging.getLogger(__name__))
+        started = False
         while not stopping:
             try:
+                if not started:  # its stores may be away when it starts, too
+                    scheduler.start()
+                    started = True
+                    self.stdout.write(f"scheduler {scheduler.name} started", ending="\n")
+                    self.stdout.flush()
                 scheduler.tick()
+                outage.ok()
             except STORES_AWAY as exc:
-                # Redis or Postgres away: nothing is lost (Postgres is the truth), try again.
-                logging.getLogger(__name__).warning("scheduler waiting for its stores: %s", exc)
                 close_old_connections()
-                time.sleep(0.5)
+                time.sleep(outage.failed(exc))
         scheduler.stop()
         self.stdout.write(f"scheduler {scheduler.name} stopped")

@@ -9,7 +9,7 @@ from django.core.management.base import BaseCommand
 from django.db import close_old_connections
 
 from workflows import webhooks
-from workflows.errors import STORES_AWAY
+from workflows.outages import STORES_AWAY, Outage
 
 log = logging.getLogger(__name__)
 
@@ -27,16 +27,19 @@ class Command(BaseCommand):
         signal.signal(signal.SIGINT, lambda signum, frame: stop.set())
         self.stdout.write("webhook dispatcher started")
         self.stdout.flush()
+        outage = Outage("webhook dispatcher", log)
         while not stop.is_set():
+            pause = options["interval"]
             try:
                 done = webhooks.dispatch()
+                outage.ok()
                 if any(done.values()):
                     log.info("webhooks %s", done)
             except STORES_AWAY as exc:
                 # Nothing is lost while a store is away: events stay in Postgres until read.
-                log.warning("webhook dispatcher waiting for its stores: %s", exc)
                 close_old_connections()
+                pause = max(pause, outage.failed(exc))
             if options["once"]:
                 break
-            stop.wait(options["interval"])
+            stop.wait(pause)
         self.stdout.write("webhook dispatcher stopped")

@@ -140,6 +140,16 @@ def is_up(dir: Path) -> bool:
     )
 
 
+def server_pids(dir: Path) -> dict[str, int | None]:
+    """Return the process ids of DIR's PostgreSQL (postmaster) and Valkey (`make chaos` kills them)."""
+    dir = Path(dir).resolve()
+    state = _load_state(dir)
+    return {
+        "postgres": _postmaster_pid(_postgres_home(dir, state) / "data"),
+        "valkey": _valkey_pid(dir / "valkey"),
+    }
+
+
 def clean(dir: Path) -> None:
     """Stop the servers of DIR and delete all their data, including PostgreSQL's shared folder."""
     dir = Path(dir).resolve()

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 import rq
 from rq import Queue, SimpleWorker
+from rq.exceptions import StopRequested
 from rq.job import Job
 from rq.worker import BaseWorker
 
@@ -295,3 +296,32 @@ def test_pushing_jobs_on_a_pipeline_sends_nothing_before_it_executes(queue: Queu
     )
     pipe.execute()
     assert queue.job_ids == ["sy-a", "sy-b"]
+
+
+# 7. Stopping on a signal
+
+
+def test_an_idle_worker_stops_at_once_and_stop_after_current_job_ends_the_loop_after_the_job(
+    queue: Queue, signals_kept: None
+) -> None:
+    worker = RecordingWorker([queue], connection=queue.connection)
+    worker._install_signal_handlers()
+    assert signal.getsignal(signal.SIGTERM) == worker.request_stop, broken(
+        7, "work installs request_stop for SIGTERM"
+    )
+    with pytest.raises(StopRequested):
+        SimpleWorker.request_stop(worker, signal.SIGTERM, None)  # idle in RQ's eyes: stops at once
+    signal.signal(signal.SIGTERM, worker.request_stop)
+
+    push(queue, "syb-first", "syb-second")
+
+    class StopsDuringFirstJob(RecordingWorker):
+        def execute_job(self, job: Job, queue: Queue) -> None:
+            super().execute_job(job, queue)
+            rqcompat.stop_after_current_job(self)  # as NodeWorker.request_stop does mid-job
+
+    stopping = StopsDuringFirstJob([queue], connection=queue.connection)
+    SimpleWorker.work(stopping, burst=True)
+    executed = [value for name, value in stopping.calls if name == "execute"]
+    assert executed == ["syb-first"], broken(7, "the work loop ends after a job once _stop_requested is set")
+    assert signal.getsignal(signal.SIGTERM) == stopping.request_force_stop

@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from workflows.core.states import NodeStatus as N
 from workflows.core.states import RunStatus as R
-from workflows.models import RunEvent
+from workflows.models import NodeRun, RunEvent
 from workflows.runs import event
 from workflows.runtime import bus, jobs, transitions
 from workflows.runtime.advancing import advance_runs
@@ -160,6 +160,13 @@ class Reconciler:
             run_ids = [row[0] for row in cur.fetchall()]
         advance_runs(run_ids, workers)
         return len(run_ids)
+
+
+def hand_back(worker: str, reason: str) -> int:
+    """Fail a stopping worker's running attempts as lost now (retried per policy); return how many."""
+    rows = NodeRun.objects.filter(worker=worker, status=N.RUNNING).values_list("pk", "attempt")
+    lost = [Lost(pk, attempt, reason) for pk, attempt in rows]
+    return Reconciler().fail_attempts(lost) if lost else 0
 
 
 def scan(sql: str, cutoff: datetime) -> list[tuple]:

@@ -34,10 +34,17 @@ Assumptions about RQ 3.0, and why each is needed:
    commands on `pipe`: all the jobs of a claim reach Redis in one round trip at
    `pipe.execute()` (RQ's fixed cost per job is about 60 Redis commands and 4 ms of worker
    CPU, measured; paying it in one round trip per claim is what `jobs.enqueue` relies on).
+7. SIGTERM and SIGINT call `request_stop(signum, frame)`, which RQ installs in `work`; when
+   RQ thinks the worker idle it raises StopRequested from the signal handler, else it sets
+   `_stop_requested` (private), which the work loop checks after each job, and installs
+   `request_force_stop` for a second signal, which reads `_shutdown_requested_date`
+   (private). NodeWorker's lean path never tells RQ it is busy, so its `request_stop` sets
+   those two itself (`stop_after_current_job`).
 """
 
 from __future__ import annotations
 
+import signal
 from typing import Any
 
 from redis import Redis
@@ -45,7 +52,7 @@ from redis.client import Pipeline
 from redis.commands.core import Script
 from rq import Queue
 from rq.job import Job
-from rq.utils import as_text
+from rq.utils import as_text, now
 from rq.worker import BaseWorker
 
 # Take, from the first non-empty queue, the jobs at its head whose ids start with ARGV[2]
@@ -69,7 +76,7 @@ return {}
 """
 
 # RQ's worker methods NodeWorker overrides (assumption 5).
-OVERRIDDEN = ("work", "dequeue_job_and_maintain_ttl", "execute_job", "heartbeat", "set_state")
+OVERRIDDEN = ("work", "dequeue_job_and_maintain_ttl", "execute_job", "heartbeat", "set_state", "request_stop")
 
 
 def queue_key(name: str) -> str:
@@ -129,3 +136,11 @@ def delete_taken(worker: BaseWorker, queue: Queue, batch: list[Job]) -> None:
         if len(worker.queues) == 1:  # RQ moved the first id to an intermediate list (LMOVE)
             pipe.lrem(queue.intermediate_queue_key, 1, batch[0].id)
         pipe.execute()
+
+
+def stop_after_current_job(worker: BaseWorker) -> None:
+    """Have RQ's work loop end after the current job; a second signal stops at once (assumption 7)."""
+    worker._stop_requested = True
+    worker._shutdown_requested_date = now()
+    signal.signal(signal.SIGTERM, worker.request_force_stop)
+    signal.signal(signal.SIGINT, worker.request_force_stop)

@@ -22,6 +22,14 @@ statement per flush). Idle, the call finds nothing and RQ's blocking pop takes t
 job. RQ's own worker heartbeat, which RQ writes around every job, is written by the
 heartbeat thread once a second instead, and its state only when it changes.
 
+SIGTERM drains: the worker takes no new job, lets the current one finish for up to
+WORKER_DRAIN_SECONDS, and if it is still running then hands its attempts back (failed as
+lost, so the engine retries them elsewhere at once, per their retry policy, rather than after
+the heartbeat timeout) and exits. RQ alone would not know: the lean path never tells it the
+worker is busy, and RQ raises StopRequested into whatever is running when it thinks it idle
+(a handler then failed with "StopRequested" and the worker carried on; `make run` had to
+SIGKILL it).
+
 Everything this relies on in RQ beyond its public API (the methods overridden here, the
 queue and job layout the take reads, the intermediate list) is reached through, and
 listed in, `rqcompat`.
@@ -30,6 +38,7 @@ listed in, `rqcompat`.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import logging
 import os
 import threading
@@ -45,7 +54,7 @@ from rq import Queue, SimpleWorker
 from rq.job import Job
 
 from workflows.outages import STORES_AWAY
-from workflows.runtime import bus, execution, jobs, pgsession, rqcompat
+from workflows.runtime import bus, execution, jobs, pgsession, reconciler, rqcompat
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +105,31 @@ class NodeWorker(SimpleWorker):
     """Execute jobs in-process and announce liveness from the moment the worker starts."""
 
     companions: tuple[Job, ...] = ()  # batchable jobs taken with the one RQ popped
+    in_node_job = False  # RQ's own state says idle during a node job (the lean path)
+
+    def request_stop(self, signum: int, frame: Any) -> None:
+        """SIGTERM or Ctrl-C: finish the current node job, or hand it back at the deadline."""
+        if not self.in_node_job:
+            super().request_stop(signum, frame)  # idle, or an RQ job that RQ knows about
+            return
+        deadline = settings.SWITCHYARD["WORKER_DRAIN_SECONDS"]
+        log.warning(
+            "worker %s: stopping; finishing its current job (handed back after %g s)", self.name, deadline
+        )
+        rqcompat.stop_after_current_job(self)
+        threading.Timer(deadline, self.hand_back_and_exit, args=(deadline,)).start()
+
+    def hand_back_and_exit(self, deadline: float) -> None:
+        """The drain deadline passed mid-job: fail this worker's running attempts as lost, exit."""
+        if not self.in_node_job:
+            return  # it finished in time and RQ's loop is stopping
+        handed = reconciler.hand_back(
+            self.name, f"Worker {self.name} was stopped; not done within the {deadline:g} s drain."
+        )
+        log.warning("worker %s: handed back %d attempts; exiting", self.name, handed)
+        with contextlib.suppress(*STORES_AWAY):
+            bus.forget_worker(self.name)
+        os._exit(0)  # the handler is still running: no cleanup may wait for it
 
     def work(self, *args: Any, **kwargs: Any) -> bool:
         pgsession.plan_generically()
@@ -146,6 +180,7 @@ class NodeWorker(SimpleWorker):
             super().execute_job(job, queue)
             return
         batch, self.companions = [job, *self.companions], ()
+        self.in_node_job = True
         try:
             items = [item for j in batch for item in j.args[0]]
             execution.run_batch(items, self.name, {k: v for j in batch for k, v in job_given(j).items()})
@@ -155,6 +190,7 @@ class NodeWorker(SimpleWorker):
             log.exception("node job %s failed outside any handler", job.id)
             close_old_connections()  # a broken connection is replaced before the next job
         finally:
+            self.in_node_job = False
             try:
                 rqcompat.delete_taken(self, queue, batch)
             except STORES_AWAY as exc:

@@ -37,6 +37,7 @@ ACTIONS: dict[str, tuple[str, str]] = {
     "manage_keys": (ADMIN, "admin"),
     "delete_workflow": (ADMIN, "admin"),
     "manage_webhooks": (ADMIN, "admin"),
+    "manage_retention": (ADMIN, "admin"),
 }
 SCOPES = ("read", "run", "edit", "operate", "admin")
 

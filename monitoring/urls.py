@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from monitoring import metrics, views, views_inbox
+from monitoring import metrics, views, views_inbox, views_retention
 
 urlpatterns = [
     path("", views.overview, name="overview"),
@@ -23,5 +23,7 @@ urlpatterns = [
     path("inbox/bulk/", views_inbox.inbox_bulk, name="inbox_bulk"),
     path("inbox/<int:approval_id>/", views_inbox.approval_detail, name="inbox_detail"),
     path("inbox/<int:approval_id>/decide/", views_inbox.approval_decide, name="inbox_decide"),
+    path("retention/", views_retention.retention_page, name="retention"),
+    path("retention/workflows/<slug:slug>/", views_retention.workflow_retention, name="workflow_retention"),
     path("metrics", metrics.metrics, name="metrics"),
 ]

@@ -25,6 +25,8 @@ class Workflow(models.Model):
     description = models.TextField(blank=True)
     # Paused: new runs are recorded as waiting and none of them starts until resumed.
     paused = models.BooleanField(default=False)
+    # Days its finished runs are kept (workflows/retention.py); None: the default, 0: for ever.
+    retention_days = models.PositiveIntegerField(null=True, blank=True)
     active_version = models.ForeignKey(
         "WorkflowVersion", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )

@@ -20,7 +20,7 @@ from typing import Any
 from django.conf import settings
 from django.db import close_old_connections
 
-from workflows import versions, waits, webhooks
+from workflows import retention, versions, waits, webhooks
 from workflows.outages import STORES_AWAY, Outage
 from workflows.runtime import advancing, bus, pgsession
 from workflows.runtime.reconciler import Reconciler
@@ -95,6 +95,7 @@ class Scheduler:
         self.next_housekeeping = 0.0
         self.next_deadlines = 0.0
         self.next_reconcile = 0.0
+        self.next_prune = 0.0
 
     def start(self) -> None:
         pgsession.plan_generically()
@@ -120,6 +121,10 @@ class Scheduler:
         if now >= self.next_reconcile:
             self.next_reconcile = now + RECONCILE_SECONDS
             done += self.reconcile()
+        if now >= self.next_prune:
+            self.next_prune = now + retention.PRUNE_EVERY_SECONDS
+            if pruned := retention.prune():
+                log.info("retention: deleted %d finished runs past their age", pruned)
         return done
 
     def handle(self, notices: list[bus.Notice]) -> int:

@@ -7,12 +7,13 @@ PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help venv assets browser run status test bench lint clean-data
+.PHONY: help venv assets browser run status test chaos bench lint clean-data
 
 help:
 	@echo "make run         start Switchyard (embedded PostgreSQL + Valkey, web, scheduler, workers)"
 	@echo "make status      the state of each process \`make run\` supervises"
 	@echo "make test        run the tests (PYTEST_ARGS=... to pass options)"
+	@echo "make chaos       1,000 runs through the API while every process and both stores are killed"
 	@echo "make bench       run the benchmarks"
 	@echo "make assets      install the npm packages (npm ci) and bundle the editor (npm run build)"
 	@echo "make lint        ruff check and format check, mypy --strict on workflows/core"
@@ -52,6 +53,10 @@ browser:
 
 test: venv assets browser
 	$(VENV)/bin/pytest $(PYTEST_ARGS)
+
+# RUNS=300 for a shorter one (CI runs a short one: tests/integration/test_chaos.py).
+chaos: venv
+	$(PY) scripts/chaos.py --runs $(or $(RUNS),1000)
 
 bench: venv
 	$(PY) bench/run.py

@@ -296,8 +296,9 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(report, indent=2))
     violations = {k: v for k, v in report["violations"].items() if v}
     if violations:
-        say(f"chaos: FAILED {violations} (logs in {logs})")
+        say(f"chaos: FAILED {violations} (servers' data and logs kept in {args.data})")
         return 1
+    services.clean(args.data)
     say(
         "chaos: no run lost, stuck or doubled; no node succeeded twice; outputs right; no 5xx for a committed start"
     )

@@ -78,3 +78,30 @@ def test_the_docs_page_runs_swagger_ui_from_local_assets() -> None:
     for asset in ("ninja/swagger-ui-bundle.js", "ninja/swagger-ui-init.js", "ninja/swagger-ui.css"):
         assert f"/static/{asset}" in html and finders.find(asset), asset
     assert '"url": "/api/v1/openapi.json"' in html and '"validatorUrl": null' in html
+
+
+def test_the_document_declares_headers_405s_and_a_real_definition_schema() -> None:
+    from jsonschema import Draft202012Validator
+
+    doc = Api(None).get("openapi.json").json()
+    text = str(doc)
+    assert "'ge':" not in text and "'le':" not in text  # pydantic's names, not JSON Schema's
+    for name, schema in doc["components"]["schemas"].items():
+        Draft202012Validator.check_schema(schema)
+    start = doc["paths"]["/api/v1/workflows/{slug}/runs"]["post"]["responses"]
+    assert {"Location", "Idempotent-Replayed", "RateLimit-Remaining"} <= set(start["201"]["headers"])
+    assert set(start["401"]["headers"]) == {"WWW-Authenticate"}
+    assert "Retry-After" in start["429"]["headers"]
+    version = doc["paths"]["/api/v1/workflows/{slug}/versions/{number}"]["get"]["responses"]
+    assert "ETag" in version["200"]["headers"]
+    for item in doc["paths"].values():
+        for op in item.values():
+            assert set(op["responses"]["405"]["headers"]) == {"Allow"}, op["operationId"]
+    definition = doc["components"]["schemas"]["VersionOut"]["properties"]["definition"]
+    assert definition["$ref"] == "#/components/schemas/Definition"
+    node = doc["components"]["schemas"]["NodeSpec"]
+    assert {"id", "handler", "retry"} <= set(node["properties"]) and set(node["required"]) >= {
+        "id",
+        "handler",
+    }
+    assert set(doc["components"]["headers"]) >= {"ETag", "Location", "WWW-Authenticate", "Retry-After"}

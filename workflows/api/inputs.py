@@ -61,8 +61,10 @@ def to_utc(value: datetime) -> datetime:
 Int = Annotated[int, BeforeValidator(whole_number)]
 Moment = Annotated[AwareDatetime, BeforeValidator(rfc3339), AfterValidator(to_utc)]
 Slug = Annotated[str, Field(pattern=SLUG_PATTERN, min_length=1, max_length=100)]
-Id = Annotated[Int, Field(ge=1, le=MAX_ID)]
-Number = Annotated[Int, Field(ge=1, le=2**31 - 1)]
+# The bounds come before the validator: after it (Annotated[Int, Field(ge=...)]) pydantic
+# wrote them into the OpenAPI document as `ge`/`le`, which JSON Schema does not know.
+Id = Annotated[int, Field(ge=1, le=MAX_ID), BeforeValidator(whole_number)]
+Number = Annotated[int, Field(ge=1, le=2**31 - 1), BeforeValidator(whole_number)]
 Scope = Literal["read", "run", "edit", "operate", "admin"]
 EventType = Literal[EVENT_TYPES]  # type: ignore[valid-type]
 RunStatus = Literal[tuple(RunStatus)]  # type: ignore[valid-type]

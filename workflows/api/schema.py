@@ -11,7 +11,14 @@ adds, per operation, in one subclass of ninja's `OpenAPISchema`:
   `apiKey` and `session` (ninja would use the class names);
 - query parameters without the `null` alternative (an absent parameter is the null), and
   without the query models ninja would also file as components;
-- the body of the signed hook, which the view reads raw (ninja does not parse it).
+- the body of the signed hook, which the view reads raw (ninja does not parse it);
+- the response headers integrators read (`HEADERS`, as components): Location on every 201,
+  ETag on a version's answers, Idempotent-Replayed on a start, WWW-Authenticate on 401,
+  Retry-After on 429 and 503, the RateLimit-* trio on every answer to a keyed operation;
+- 405 on every operation (the path exists, the method does not: `Allow` lists those that do);
+- a real schema for a workflow `definition` (`Definition`, from the core's own node and edge
+  models) where the views declare an open object, but for the validation endpoint's input,
+  which takes anything and answers what is wrong with it.
 
 A body whose fields all have defaults has a default in the view's signature: ninja then
 documents it as optional and takes an empty body for `{}`, as the API always has.
@@ -37,6 +44,7 @@ from pydantic import TypeAdapter
 
 from controlplane import access
 from workflows.api.auth import KeyAuth
+from workflows.core.definition import EdgeSpec, NodeSpec
 
 F = TypeVar("F", bound=Callable[..., Any])
 PROBLEM_SCHEMA = {"$ref": REF_TEMPLATE.format(model="Problem")}
@@ -56,6 +64,32 @@ PROBLEM_HELP = {
     422: "The body is well-formed JSON but invalid; `errors` has one entry per invalid field.",
     429: "Rate limit reached; wait `Retry-After` seconds.",
 }
+
+
+HEADERS: dict[str, dict[str, Any]] = {
+    "Location": {"description": "The URL of the object created.", "schema": {"type": "string"}},
+    "ETag": {
+        "description": 'The version\'s revision, like "12-3": send it back as If-Match to change the version.',
+        "schema": {"type": "string"},
+    },
+    "Idempotent-Replayed": {
+        "description": "`true` when this answers an earlier request with the same Idempotency-Key.",
+        "schema": {"type": "string", "enum": ["true"]},
+    },
+    "WWW-Authenticate": {"description": "The scheme to authenticate with.", "schema": {"type": "string"}},
+    "Retry-After": {"description": "Seconds to wait before trying again.", "schema": {"type": "integer"}},
+    "Allow": {"description": "The methods this path answers.", "schema": {"type": "string"}},
+    "RateLimit-Limit": {
+        "description": "Requests the key may make per window.",
+        "schema": {"type": "integer"},
+    },
+    "RateLimit-Remaining": {"description": "Requests left in this window.", "schema": {"type": "integer"}},
+    "RateLimit-Reset": {"description": "Seconds until the window resets.", "schema": {"type": "integer"}},
+}
+RATE_HEADERS = ("RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset")
+REPLAYED_ON = {"start_run", "receive"}  # operations answering a repeated Idempotency-Key
+CHECKS_ANY_DEFINITION = {"ValidateIn"}  # it answers 200 {"valid": false, ...} for anything
+VERSION_ETAG = {"create_version", "read_version", "update_version"}
 
 
 def refuses(*statuses: int) -> Callable[[F], F]:
@@ -95,7 +129,36 @@ class Document(OpenAPISchema):
         from workflows.api.serializers import Problem
 
         self.add_named(Problem, "serialization")
-        return super().get_components()
+        components = super().get_components()
+        components["headers"] = HEADERS
+        self.add_definition(components.get("schemas", {}))
+        return components
+
+    def add_definition(self, schemas: dict[str, Any]) -> None:
+        """Describe `definition` properties with the core's models rather than an open object."""
+        nodes = TypeAdapter(NodeSpec).json_schema(ref_template=REF_TEMPLATE)
+        edges = TypeAdapter(EdgeSpec).json_schema(ref_template=REF_TEMPLATE)
+        for defs in (nodes.pop("$defs", {}), edges.pop("$defs", {})):
+            schemas.update(defs)
+        schemas["NodeSpec"], schemas["EdgeSpec"] = nodes, edges
+        schemas["Definition"] = {
+            "type": "object",
+            "description": "A workflow definition: its nodes, the edges between them, a description.",
+            "properties": {
+                "nodes": {"type": "array", "items": {"$ref": REF_TEMPLATE.format(model="NodeSpec")}},
+                "edges": {"type": "array", "items": {"$ref": REF_TEMPLATE.format(model="EdgeSpec")}},
+                "description": {"type": "string"},
+            },
+            "required": ["nodes"],
+            "additionalProperties": False,
+        }
+        for name, schema in schemas.items():
+            prop = schema.get("properties", {}).get("definition")
+            if prop is not None and prop.get("type") == "object" and name not in CHECKS_ANY_DEFINITION:
+                schema["properties"]["definition"] = {
+                    "$ref": REF_TEMPLATE.format(model="Definition"),
+                    "description": prop.get("description", "The workflow definition."),
+                }
 
     def add_named(self, kind: Any, mode: Any) -> dict[str, Any]:
         schema = TypeAdapter(kind).json_schema(ref_template=REF_TEMPLATE, mode=mode)
@@ -123,11 +186,15 @@ class Document(OpenAPISchema):
                 "required": required,
                 "content": {"application/json": {"schema": schema}},
             }
-        for status in sorted(problem_statuses(operation, result)):
+        for status in sorted(problem_statuses(operation, result) | {405}):
             result["responses"][status] = {
                 "description": PROBLEM_HELP.get(status, HTTPStatus(status).phrase),
                 "content": {"application/problem+json": {"schema": PROBLEM_SCHEMA}},
             }
+        for status, answer in result["responses"].items():
+            names = answer_headers(result.get("operationId", ""), int(status), keyed=action is not None)
+            if names:
+                answer["headers"] = {name: {"$ref": f"#/components/headers/{name}"} for name in names}
         return result
 
     def request_body(self, operation: Operation) -> dict[str, Any]:
@@ -170,6 +237,26 @@ class Document(OpenAPISchema):
             if "description" in param["schema"]:
                 param["description"] = param["schema"].pop("description")
         return params
+
+
+def answer_headers(operation_id: str, status: int, keyed: bool) -> list[str]:
+    """The headers an operation's answer with this status carries."""
+    names = []
+    if status == 201:
+        names.append("Location")
+    if operation_id in VERSION_ETAG and status in (200, 201, 412):
+        names.append("ETag")
+    if operation_id in REPLAYED_ON and status in (200, 201):
+        names.append("Idempotent-Replayed")
+    if status == 401:
+        names.append("WWW-Authenticate")
+    if status in (429, 503):
+        names.append("Retry-After")
+    if status == 405:
+        names.append("Allow")
+    if keyed and status not in (401, 405):
+        names.extend(RATE_HEADERS)
+    return names
 
 
 def key_action(operation: Operation) -> str | None:

@@ -60,6 +60,7 @@ import services  # noqa: E402
 
 BIN = Path(sys.executable).parent
 TERMINAL = {"succeeded", "failed", "cancelled"}
+WEIGHTS = {"web": 1, "scheduler": 2, "worker": 3}  # how often each role is the one killed
 
 WORKFLOWS: dict[str, dict[str, Any]] = {
     "chaos-fanout": {
@@ -275,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         chaos = threading.Thread(target=wreak, args=(roles, args, load_seconds, done, returned), daemon=True)
         started_at = time.monotonic()
         chaos.start()
-        deadline = started_at + load_seconds + 120
+        deadline = started_at + load_seconds + args.settle
         with ThreadPoolExecutor(max_workers=16) as pool:
             for i in range(args.runs):
                 pool.submit(start_one, i, tag, ports, token, tally, deadline)
@@ -334,7 +335,9 @@ def wreak(
         while store_events and elapsed >= store_events[0][0]:
             _, what = store_events.pop(0)
             outage(what, args.data, returned)
-        victim = random.choice(roles)
+        # Web processes take longest to come back (Django's import): killed less often, so
+        # that starts get through between kills on a slow machine too.
+        victim = random.choices(roles, weights=[WEIGHTS[r.name.split("-")[0]] for r in roles])[0]
         victim.kill()
         victim.kills += 1
         say(f"killed {victim.name} (SIGKILL)")

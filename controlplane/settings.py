@@ -195,7 +195,7 @@ SWITCHYARD = {
     "EVENT_RETENTION_SECONDS": env_int("SWITCHYARD_EVENT_RETENTION_SECONDS", 86400),
     # Finished runs (with their history, outputs and spans) are deleted after this many
     # days; 0 keeps them for ever. Per workflow: Workflow.retention_days (workflows/retention.py).
-    "RETENTION_DAYS": env_int("SWITCHYARD_RETENTION_DAYS", 30),
+    "RETENTION_DAYS": env_float("SWITCHYARD_RETENTION_DAYS", 30.0),
     # How long a signed one-click decision link stays valid.
     "DECISION_LINK_SECONDS": env_int("SWITCHYARD_DECISION_LINK_SECONDS", 7 * 86400),
     "WEBHOOK_TOLERANCE_SECONDS": env_int("SWITCHYARD_WEBHOOK_TOLERANCE_SECONDS", 300),

@@ -37,7 +37,7 @@ EXPIRED_SQL = """
 SELECT r.id FROM workflows_run r JOIN workflows_workflow w ON w.id = r.workflow_id
 WHERE r.finished_at IS NOT NULL
   AND coalesce(w.retention_days, %(default)s) > 0
-  AND r.finished_at < now() - make_interval(days => coalesce(w.retention_days, %(default)s))
+  AND r.finished_at < now() - coalesce(w.retention_days, %(default)s) * interval '1 day'
   AND NOT EXISTS (SELECT 1 FROM workflows_deadletter d WHERE d.run_id = r.id AND d.status = 'open')
 ORDER BY r.finished_at
 LIMIT %(limit)s
@@ -51,8 +51,8 @@ ORDER BY pg_total_relation_size(c.oid) DESC
 """
 
 
-def default_days() -> int:
-    return int(settings.SWITCHYARD["RETENTION_DAYS"])
+def default_days() -> float:
+    return float(settings.SWITCHYARD["RETENTION_DAYS"])
 
 
 def prune(batches: int = MAX_BATCHES) -> int:

@@ -433,3 +433,52 @@ class WebhookCursor(models.Model):
 
     def __str__(self) -> str:
         return f"cursor {self.name}"
+
+
+# --- agent steps ---
+# The durable step log of `llm.agent` nodes (core/agent.py, workflows/agents.py).
+
+
+class AgentStep(models.Model):
+    """One finished (or failed) model turn or tool call of an agent node.
+
+    The log belongs to the node's row across its attempts: `seq` numbers the steps of the
+    node (every attempt continues the numbering) and `attempt` says which attempt recorded
+    the step. An attempt continues from the earlier attempts' steps of the same
+    `fingerprint` (see core/agent.py), so finished turns and tool calls are never repeated.
+    """
+
+    node_run = models.ForeignKey(NodeRun, on_delete=models.CASCADE, related_name="agent_steps", db_index=False)
+    seq = models.PositiveIntegerField()
+    attempt = models.PositiveIntegerField()
+    kind = models.CharField(max_length=8)  # turn | tool
+    status = models.CharField(max_length=8)  # ok | error (told to the model) | failed
+    fingerprint = models.CharField(max_length=32)
+    idempotency_key = models.CharField(max_length=200)
+    # turn: the request sent (messages, tools offered) and the answer (text, tool calls)
+    request = models.JSONField(null=True, blank=True)
+    response = models.JSONField(null=True, blank=True)
+    model = models.CharField(max_length=200, blank=True)
+    finish_reason = models.CharField(max_length=40, blank=True)
+    input_tokens = models.PositiveIntegerField(null=True, blank=True)
+    output_tokens = models.PositiveIntegerField(null=True, blank=True)
+    # tool: which call of which turn, the handler, its arguments and output
+    turn_seq = models.PositiveIntegerField(null=True, blank=True)
+    call_id = models.CharField(max_length=200, blank=True)
+    tool = models.CharField(max_length=100, blank=True)
+    arguments = models.JSONField(null=True, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["node_run", "seq"]
+        constraints = [models.UniqueConstraint(fields=["node_run", "seq"], name="agentstep_node_seq_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.node_run_id} step {self.seq} ({self.kind})"
+
+    @property
+    def duration_ms(self) -> float:
+        return round((self.finished_at - self.started_at).total_seconds() * 1000, 1)

@@ -16,12 +16,8 @@ from __future__ import annotations
 
 import json
 import logging
-import signal
-import threading
 import time
 import traceback
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -35,16 +31,10 @@ from workflows.errors import Invalid
 from workflows.runs import check_json_size
 from workflows.runtime import bus, kinds, transitions
 from workflows.runtime.jobs import Given, Item
+from workflows.runtime.limits import NodeTimeout, time_limit
 from workflows.versions import load_graph
 
 log = logging.getLogger(__name__)
-
-
-class NodeTimeout(BaseException):
-    """Raised in the handler's frame when its attempt runs out of time.
-
-    A BaseException, so that a handler's own `except Exception` cannot swallow it.
-    """
 
 
 @dataclass(frozen=True)
@@ -212,22 +202,3 @@ def finish(results: list[Result], worker: str) -> tuple[list[int], list[transiti
         r.claim.run_id for r in results if len(load_graph(r.claim.version_id).order) <= bus.ROWS_AT_MOST
     }
     return transitions.finish_attempts([r.row() for r in results], worker, small_runs)
-
-
-@contextmanager
-def time_limit(seconds: float) -> Iterator[None]:
-    """Raise NodeTimeout in this frame after `seconds` (main thread only, as RQ's own)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def on_alarm(signum: int, frame: Any) -> None:
-        raise NodeTimeout()
-
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)

@@ -13,5 +13,10 @@ class WorkflowsConfig(AppConfig):
         from workflows.handlers import load_handler_modules
 
         load_handler_modules(
-            ["workflows.handlers.waits", "workflows.handlers.agent", *settings.SWITCHYARD["HANDLER_MODULES"]]
+            [
+                "workflows.handlers.waits",
+                "workflows.llm.handler",
+                "workflows.handlers.agent",
+                *settings.SWITCHYARD["HANDLER_MODULES"],
+            ]
         )

@@ -435,6 +435,86 @@ class WebhookCursor(models.Model):
         return f"cursor {self.name}"
 
 
+# --- LLM providers, prices and calls ---
+
+
+class LLMProvider(models.Model):
+    """A named OpenAI-compatible endpoint. The key is write-only: no page, API answer, log
+    line or error ever shows it again after it is saved."""
+
+    name = models.SlugField(max_length=60, unique=True)
+    base_url = models.URLField(max_length=500)
+    api_key = models.TextField(blank=True)
+    default_model = models.CharField(max_length=200)
+    # The models a node may name; empty means only default_model.
+    offered_models = models.JSONField(default=list, blank=True)
+    timeout_seconds = models.FloatField(default=60.0)
+    is_default = models.BooleanField(default=False)
+    demo = models.BooleanField(default=False)  # the embedded scripted server, not a real model
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["is_default"], condition=Q(is_default=True), name="llmprovider_one_default"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def models_offered(self) -> list[str]:
+        return list(dict.fromkeys([self.default_model, *self.offered_models]))
+
+
+class LLMPrice(models.Model):
+    """What one model costs, per million input and output tokens (in the currency of choice)."""
+
+    model = models.CharField(max_length=200, unique=True)
+    input_per_million = models.DecimalField(max_digits=12, decimal_places=4)
+    output_per_million = models.DecimalField(max_digits=12, decimal_places=4)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["model"]
+
+    def __str__(self) -> str:
+        return self.model
+
+
+class LLMCall(models.Model):
+    """One call to an LLM: who made it, what it used, what it cost (NULL: price unknown)."""
+
+    node_run = models.ForeignKey(NodeRun, on_delete=models.CASCADE, related_name="llm_calls")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="llm_calls")
+    workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="llm_calls")
+    node_id = models.CharField(max_length=64)
+    attempt = models.PositiveIntegerField()
+    step = models.CharField(max_length=100, blank=True)  # an agent loop's turn; blank for llm.chat
+    provider = models.CharField(max_length=60)
+    model = models.CharField(max_length=200)
+    demo = models.BooleanField(default=False)
+    input_tokens = models.PositiveIntegerField(null=True, blank=True)
+    output_tokens = models.PositiveIntegerField(null=True, blank=True)
+    latency_ms = models.FloatField(default=0.0)
+    cost = models.DecimalField(max_digits=16, decimal_places=8, null=True, blank=True)
+    finish_reason = models.CharField(max_length=40, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [
+            models.Index(fields=["created_at"], name="llmcall_created_idx"),
+            models.Index(fields=["workflow", "created_at"], name="llmcall_workflow_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.provider}/{self.model} for {self.run_id}:{self.node_id}:{self.attempt}"
+
+
 # --- agent steps ---
 # The durable step log of `llm.agent` nodes (core/agent.py, workflows/agents.py).
 

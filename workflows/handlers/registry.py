@@ -55,6 +55,7 @@ class NodeContext:
     upstream: dict[str, Any]
     config: dict[str, Any]
     deadline: float
+    node_run_id: int = 0  # the NodeRun row; 0 in a context made outside the worker
 
     def remaining(self) -> float:
         """Return the seconds left before the deadline, never below zero."""

@@ -170,6 +170,7 @@ def execute(c: Claim, outputs: dict[str, Any]) -> tuple[Outcome, datetime, datet
         upstream=upstream,
         config=node.config,
         deadline=time.monotonic() + node.timeout_seconds,
+        node_run_id=c.noderun_id,
     )
     try:
         with time_limit(node.timeout_seconds):

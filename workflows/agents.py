@@ -95,7 +95,14 @@ def next_seq(noderun_id: int) -> int:
 
 
 def record_step(
-    at: Attempt, seq: int, kind: str, status: str, key: str, started: datetime, finished: datetime, **fields: Any
+    at: Attempt,
+    seq: int,
+    kind: str,
+    status: str,
+    key: str,
+    started: datetime,
+    finished: datetime,
+    **fields: Any,
 ) -> None:
     """Store one step of the attempt; raise Superseded if the attempt no longer runs."""
     row = {
@@ -131,7 +138,8 @@ def loop_steps(at: Attempt) -> list[agent.Step]:
 def as_core_step(row: AgentStep) -> agent.Step:
     response = row.response or {}
     calls = tuple(
-        agent.Call(str(c["id"]), str(c["name"]), str(c["arguments"])) for c in response.get("tool_calls") or ()
+        agent.Call(str(c["id"]), str(c["name"]), str(c["arguments"]))
+        for c in response.get("tool_calls") or ()
     )
     return agent.Step(
         seq=row.seq,

@@ -528,7 +528,9 @@ class AgentStep(models.Model):
     `fingerprint` (see core/agent.py), so finished turns and tool calls are never repeated.
     """
 
-    node_run = models.ForeignKey(NodeRun, on_delete=models.CASCADE, related_name="agent_steps", db_index=False)
+    node_run = models.ForeignKey(
+        NodeRun, on_delete=models.CASCADE, related_name="agent_steps", db_index=False
+    )
     seq = models.PositiveIntegerField()
     attempt = models.PositiveIntegerField()
     kind = models.CharField(max_length=8)  # turn | tool

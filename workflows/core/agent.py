@@ -53,7 +53,12 @@ def agent_schema(tool_names: Sequence[str]) -> dict[str, Any]:
                 "maxLength": 100,
                 "description": "The LLM provider (default: the default provider).",
             },
-            "model": {"type": "string", "minLength": 1, "maxLength": 200, "description": "Default: the provider's."},
+            "model": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 200,
+                "description": "Default: the provider's.",
+            },
             "system": {"type": "string", "maxLength": 200_000, "description": "System message (a template)."},
             "prompt": {
                 "type": "string",
@@ -214,7 +219,11 @@ def tool_spec(name: str, doc: str, schema: Mapping[str, Any]) -> dict[str, Any]:
     """A tool as the chat completions API offers it (function names cannot hold dots)."""
     return {
         "type": "function",
-        "function": {"name": function_name(name), "description": doc.strip()[:1024], "parameters": dict(schema)},
+        "function": {
+            "name": function_name(name),
+            "description": doc.strip()[:1024],
+            "parameters": dict(schema),
+        },
     }
 
 

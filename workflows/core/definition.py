@@ -27,7 +27,17 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from workflows.core.conditions import Condition, ConditionError
 from workflows.core.engine import JOIN_RULES
-from workflows.core.graph import AGENT, DEFAULT_JOIN, TASK, WAIT_KINDS, Edge, Graph, Node, RateLimit, RetryPolicy
+from workflows.core.graph import (
+    AGENT,
+    DEFAULT_JOIN,
+    TASK,
+    WAIT_KINDS,
+    Edge,
+    Graph,
+    Node,
+    RateLimit,
+    RetryPolicy,
+)
 from workflows.core.waits import check_config as check_wait_config
 
 if TYPE_CHECKING:

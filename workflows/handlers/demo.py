@@ -224,7 +224,9 @@ DEMO_REFUND: dict[str, Any] = {
 
 ORDER_ARGS: dict[str, Any] = {
     "type": "object",
-    "properties": {"order_id": {"type": "string", "pattern": "^[A-Z]-[0-9]{3,6}$", "description": "e.g. A-1001"}},
+    "properties": {
+        "order_id": {"type": "string", "pattern": "^[A-Z]-[0-9]{3,6}$", "description": "e.g. A-1001"}
+    },
     "required": ["order_id"],
     "additionalProperties": False,
 }

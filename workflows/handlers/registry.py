@@ -15,8 +15,7 @@ import importlib
 import inspect
 import re
 import time
-from collections.abc import Callable, Iterable
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 

@@ -18,6 +18,7 @@ How a tool call can end:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from dataclasses import dataclass
@@ -29,13 +30,12 @@ from django.utils import timezone
 from workflows import agents, handlers
 from workflows.core import agent as core
 from workflows.core.graph import Node
-from workflows.handlers.builtin import render_template, template_sources
-from workflows.llm import client, providers, usage
-from workflows.models import NodeRun
+from workflows.handlers.builtin import time_budget
+from workflows.llm import client, providers
+from workflows.llm.handler import call_recorded, chat_messages, resolve_for
 from workflows.runtime.limits import ToolTimeout, time_limit
 
 TOOL_RETRY_PAUSE_SECONDS = 0.2  # doubled after each failed try of a tool call
-DEFAULT_CALL_TIMEOUT_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -59,7 +59,7 @@ class Loop:
 
     @property
     def where(self) -> str:
-        return f"llm.agent (node {self.ctx.node_id!r})"
+        return f"llm.agent node {self.ctx.node_id!r}"
 
 
 def run_agent(node: Node, ctx: handlers.NodeContext) -> dict[str, Any]:
@@ -81,16 +81,12 @@ def run_agent(node: Node, ctx: handlers.NodeContext) -> dict[str, Any]:
 
 def start_loop(ctx: handlers.NodeContext) -> Loop:
     """Resolve the provider, render the opening, and read what earlier attempts recorded."""
-    where = f"llm.agent (node {ctx.node_id!r})"
-    endpoint = providers.resolve(ctx.config.get("provider"), ctx.config.get("model"))
-    sources = template_sources(ctx)
-    system = render_template(str(ctx.config.get("system") or ""), sources, f"{where} config.system")
-    prompt = render_template(str(ctx.config.get("prompt") or ""), sources, f"{where} config.prompt")
-    opening = core.opening_messages(system, prompt)
+    where = f"llm.agent node {ctx.node_id!r}"
+    endpoint = resolve_for(ctx, where)
+    opening = chat_messages(ctx, where)
     tools = [str(name) for name in ctx.config.get("tools") or ()]
-    noderun_id = NodeRun.objects.values_list("id", flat=True).get(run_id=ctx.run_id, node_id=ctx.node_id)
     fingerprint = core.fingerprint(endpoint.provider, endpoint.model, opening, tools)
-    at = agents.Attempt(noderun_id, ctx.run_id, ctx.node_id, ctx.attempt, fingerprint)
+    at = agents.Attempt(ctx.node_run_id, ctx.run_id, ctx.node_id, ctx.attempt, fingerprint)
     return Loop(ctx, at, endpoint, opening, offer_tools(tools), agents.loop_steps(at))
 
 
@@ -116,21 +112,27 @@ def take_turn(loop: Loop) -> core.Step:
     request = {"messages": messages[len(messages) - new_messages(loop) :], "message_count": len(messages)}
     request["tools"] = [spec["function"]["name"] for spec in loop.offer.specs]
     started = timezone.now()
+    budget = time_budget(
+        loop.ctx, loop.ctx.config.get("timeout_seconds") or loop.endpoint.timeout_seconds, loop.where
+    )
     try:
-        completion = client.complete(
+        completion = call_recorded(
+            loop.ctx,
             loop.endpoint,
-            messages,
-            tools=loop.offer.specs or None,
-            options=call_options(loop.ctx.config),
-            idempotency_key=key,
-            timeout_seconds=call_budget(loop),
-            where=loop.where,
+            lambda: client.complete(
+                loop.endpoint,
+                messages,
+                tools=loop.offer.specs or None,
+                options=call_options(loop.ctx.config),
+                idempotency_key=key,
+                timeout_seconds=budget,
+                where=loop.where,
+            ),
+            step=f"turn {seq}",
         )
     except BaseException as exc:  # recorded, then re-raised: the attempt fails with it
         record_failure(loop, seq, core.TURN, key, started, exc, request=request)
-        usage.record_call(node_run_id=loop.at.noderun_id, endpoint=loop.endpoint, completion=None, error=str(exc) or type(exc).__name__, step=f"turn {seq}")
         raise
-    usage.record_call(node_run_id=loop.at.noderun_id, endpoint=loop.endpoint, completion=completion, step=f"turn {seq}")
     calls = [as_call(c) for c in completion.tool_calls]
     response = {
         "content": completion.text,
@@ -180,15 +182,6 @@ def call_options(config: dict[str, Any]) -> dict[str, Any]:
     return {key: config[key] for key in ("temperature", "max_tokens") if key in config}
 
 
-def call_budget(loop: Loop) -> float:
-    """The model call's timeout: the node's per-call one, cut to what is left of the attempt."""
-    wanted = float(loop.ctx.config.get("timeout_seconds") or DEFAULT_CALL_TIMEOUT_SECONDS)
-    budget = min(wanted, loop.ctx.remaining())
-    if budget <= 0:
-        raise handlers.HandlerError(f"{loop.where}: no time left before the node's deadline.")
-    return budget
-
-
 def call_tool(loop: Loop, move: core.CallTool) -> core.Step:
     """Make one tool call the last turn asked for; record it and return it."""
     seq = agents.next_seq(loop.at.noderun_id)
@@ -213,7 +206,9 @@ def call_tool(loop: Loop, move: core.CallTool) -> core.Step:
     except BaseException as exc:  # recorded, then re-raised: the attempt fails with it
         record_failure(loop, seq, core.TOOL, key, started, exc, **fields)
         raise
-    agents.record_step(loop.at, seq, core.TOOL, core.OK, key, started, timezone.now(), result=result, **fields)
+    agents.record_step(
+        loop.at, seq, core.TOOL, core.OK, key, started, timezone.now(), result=result, **fields
+    )
     return core.Step(seq, core.TOOL, call_id=call.id, result=result)
 
 
@@ -222,7 +217,9 @@ def told_error(
 ) -> core.Step:
     """Record a tool call whose error goes back to the model as its result."""
     error = core.bounded(message, core.ERROR_CHARS)
-    agents.record_step(loop.at, seq, core.TOOL, core.ERROR, key, started, timezone.now(), error=error, **fields)
+    agents.record_step(
+        loop.at, seq, core.TOOL, core.ERROR, key, started, timezone.now(), error=error, **fields
+    )
     return core.Step(seq, core.TOOL, status=core.ERROR, call_id=str(fields["call_id"]), error=error)
 
 
@@ -259,7 +256,9 @@ class ToolFailed(Exception):
         return str(self.args[0])
 
 
-def tool_context(ctx: handlers.NodeContext, key: str, arguments: dict[str, Any], seconds: float) -> handlers.NodeContext:
+def tool_context(
+    ctx: handlers.NodeContext, key: str, arguments: dict[str, Any], seconds: float
+) -> handlers.NodeContext:
     return handlers.NodeContext(
         run_id=ctx.run_id,
         node_id=ctx.node_id,
@@ -277,10 +276,10 @@ def record_failure(
 ) -> None:
     """Record a step that did not finish, unless the attempt was taken away meanwhile."""
     error = str(exc) or f"{loop.where}: the node's time limit ended this {kind}."
-    try:
-        agents.record_step(loop.at, seq, kind, core.FAILED, key, started, timezone.now(), error=error, **fields)
-    except agents.Superseded:
-        pass  # the attempt is gone: its failure is nobody's history
+    with contextlib.suppress(agents.Superseded):  # the attempt is gone: nobody's history
+        agents.record_step(
+            loop.at, seq, kind, core.FAILED, key, started, timezone.now(), error=error, **fields
+        )
 
 
 def parsed_or_text(arguments: str) -> Any:
@@ -304,4 +303,3 @@ def output_of(loop: Loop, finish: core.Finish) -> dict[str, Any]:
             "output_tokens": sum(s.output_tokens for s in done),
         },
     }
-

@@ -11,8 +11,11 @@ from typing import Any
 from django.template.loader import render_to_string
 
 from controlplane import access
+from workflows import agents
+from workflows.core.agent import AGENT
 from workflows.core.states import NodeStatus, RunStatus
 from workflows.models import DeadLetter, NodeRun, Run, RunEvent, Wait
+from workflows.versions import load_graph
 
 FRAGMENTS = {
     "run-header": "monitoring/fragments/run_header.html",
@@ -92,8 +95,6 @@ def render(ctx: dict[str, Any]) -> dict[str, str]:
 
 def node_detail(run: Run, node_id: str) -> dict[str, Any]:
     """A node of a run: its input (run input and upstream outputs), output, error, attempts."""
-    from workflows.versions import load_graph
-
     node = NodeRun.objects.get(run=run, node_id=node_id)
     predecessors = load_graph(run.version_id).predecessors(node_id)
     upstream = dict(
@@ -102,4 +103,13 @@ def node_detail(run: Run, node_id: str) -> dict[str, Any]:
         )
     )
     attempts = RunEvent.objects.filter(run=run, node_id=node_id).order_by("id")
-    return {"run": run, "node": node, "upstream": upstream, "attempts": attempts}
+    return {"run": run, "node": node, "upstream": upstream, "attempts": attempts, **agent_steps(run, node)}
+
+
+def agent_steps(run: Run, node: NodeRun) -> dict[str, Any]:
+    """An agent node's steps as the node panel draws them (none for other kinds)."""
+    steps = agents.steps_of(node.pk)
+    if not steps and load_graph(run.version_id).nodes[node.node_id].kind != AGENT:
+        return {"is_agent": False}
+    polling = node.status in (NodeStatus.QUEUED, NodeStatus.RUNNING, NodeStatus.RETRYING)
+    return {"is_agent": True, "rows": agents.timeline(steps), "polling": polling, "run": run, "node": node}

@@ -150,6 +150,15 @@ def run_node(request: HttpRequest, run_id: int, node_id: str) -> HttpResponse:
     return render(request, "monitoring/fragments/run_node.html", context)
 
 
+@require_GET
+@requires("view")
+def run_node_steps(request: HttpRequest, run_id: int, node_id: str) -> HttpResponse:
+    """An agent node's step timeline: the node panel polls it while the node runs."""
+    run = get_object_or_404(Run.objects.select_related("version"), pk=run_id)
+    node = get_object_or_404(NodeRun, run=run, node_id=node_id)
+    return render(request, "monitoring/fragments/agent_steps.html", runstate.agent_steps(run, node))
+
+
 @require_POST
 @requires("cancel_run")
 def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:

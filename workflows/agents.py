@@ -158,3 +158,63 @@ def as_core_step(row: AgentStep) -> agent.Step:
 def steps_of(noderun_id: int) -> list[AgentStep]:
     """Every step of a node, in order, for the pages, the API and the trace export."""
     return list(AgentStep.objects.filter(node_run_id=noderun_id).order_by("seq"))
+
+
+@dataclass(frozen=True)
+class Row:
+    """A step as the run page draws it: nested under its turn, placed on the loop's time axis."""
+
+    step: AgentStep
+    depth: int  # 0: a model turn, 1: a tool call under it
+    left: float  # percent of the loop's time span
+    width: float
+    first_of_attempt: bool
+
+
+def timeline(steps: list[AgentStep]) -> list[Row]:
+    """Place a node's steps on one time axis, from its first step's start to its last's end."""
+    if not steps:
+        return []
+    start = min(s.started_at for s in steps)
+    span = max((max(s.finished_at for s in steps) - start).total_seconds(), 1e-6)
+    rows, attempt = [], 0
+    for s in steps:
+        left = (s.started_at - start).total_seconds() / span * 100
+        width = max((s.finished_at - s.started_at).total_seconds() / span * 100, 0.4)
+        rows.append(
+            Row(
+                s,
+                int(s.kind == agent.TOOL),
+                round(left, 2),
+                round(min(width, 100 - left), 2),
+                s.attempt != attempt,
+            )
+        )
+        attempt = s.attempt
+    return rows
+
+
+def step_json(s: AgentStep) -> dict[str, Any]:
+    """A step as the API and the trace export give it."""
+    return {
+        "seq": s.seq,
+        "attempt": s.attempt,
+        "kind": s.kind,
+        "status": s.status,
+        "idempotency_key": s.idempotency_key,
+        "started_at": s.started_at,
+        "finished_at": s.finished_at,
+        "duration_ms": s.duration_ms,
+        "model": s.model,
+        "finish_reason": s.finish_reason,
+        "input_tokens": s.input_tokens,
+        "output_tokens": s.output_tokens,
+        "request": s.request,
+        "response": s.response,
+        "turn_seq": s.turn_seq,
+        "call_id": s.call_id,
+        "tool": s.tool,
+        "arguments": s.arguments,
+        "result": s.result,
+        "error": s.error,
+    }

@@ -25,6 +25,7 @@ from workflows.api import (
     auth,
     inputs,
     schema,
+    views_agent,
     views_approvals,
     views_deadletters,
     views_events,
@@ -80,6 +81,7 @@ for module in (
     views_approvals,
     views_events,
     views_health,
+    views_agent,
 ):
     api.add_router("", module.router)
 

@@ -16,7 +16,8 @@ from typing import Any, Protocol
 
 from django.conf import settings
 
-from workflows.models import Run
+from workflows.core.agent import FAILED, TURN
+from workflows.models import AgentStep, Run
 
 log = logging.getLogger(__name__)
 RUN_FINISHED = {"run.succeeded", "run.failed", "run.cancelled"}
@@ -73,6 +74,8 @@ class OtlpExport:
                 self.processor.on_end(self.node_span(e))
             elif e.kind in RUN_FINISHED and e.run_id in created:
                 self.processor.on_end(self.run_span(e, created[e.run_id].timestamp()))
+        for e, step in agent_steps_of(batch):
+            self.processor.on_end(self.step_span(e, step))
 
     def flush(self) -> None:
         self.processor.force_flush()
@@ -80,7 +83,17 @@ class OtlpExport:
     def shutdown(self) -> None:
         self.processor.shutdown()
 
-    def span(self, name: str, span_id: int, parent: int | None, e: Any, start: float, ok: bool) -> Any:
+    def span(
+        self,
+        name: str,
+        span_id: int,
+        parent: int | None,
+        e: Any,
+        start: float,
+        ok: bool,
+        end: float | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> Any:
         from opentelemetry.sdk.trace import ReadableSpan
         from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
@@ -92,6 +105,7 @@ class OtlpExport:
         attributes = {"switchyard.run_id": e.run_id, "switchyard.workflow_id": e.workflow_id}
         if e.node_id:
             attributes.update({"switchyard.node_id": e.node_id, "switchyard.attempt": e.attempt})
+        attributes.update(extra or {})
         return ReadableSpan(
             name=name,
             context=context(span_id),
@@ -101,17 +115,77 @@ class OtlpExport:
             kind=SpanKind.INTERNAL,
             status=Status(StatusCode.OK if ok else StatusCode.ERROR),
             start_time=nanos(start),
-            end_time=nanos(e.at),
+            end_time=nanos(e.at if end is None else end),
         )
 
     def node_span(self, e: Any) -> Any:
         ok = e.status == "succeeded"
         return self.span(f"node {e.node_id}", event_span_id(e.id), run_span_id(e.run_id), e, e.started_at, ok)
 
+    def step_span(self, e: Any, step: AgentStep) -> Any:
+        """An agent node's turn or tool call, a child of its attempt's span, with the
+        OpenTelemetry GenAI attributes (a model call is `chat <model>`, a tool call
+        `execute_tool <tool>`)."""
+        name = f"chat {step.model}" if step.kind == TURN else f"execute_tool {step.tool or step.call_id}"
+        start, end = step.started_at.timestamp(), step.finished_at.timestamp()
+        parent = event_span_id(e.id)
+        ok = step.status != FAILED
+        return self.span(name, step_span_id(step.pk), parent, e, start, ok, end, step_attributes(step))
+
     def run_span(self, e: Any, created: float) -> Any:
         return self.span(
             f"run {e.run_id}", run_span_id(e.run_id), None, e, created, e.kind == "run.succeeded"
         )
+
+
+def step_span_id(step_id: int) -> int:
+    return id_from(f"switchyard:agent-step:{step_id}", 64)
+
+
+def step_attributes(step: AgentStep) -> dict[str, Any]:
+    attributes: dict[str, Any] = {
+        "switchyard.step.seq": step.seq,
+        "switchyard.step.kind": step.kind,
+        "switchyard.step.status": step.status,
+        "switchyard.step.idempotency_key": step.idempotency_key,
+    }
+    if step.kind == TURN:
+        attributes.update({"gen_ai.operation.name": "chat", "gen_ai.request.model": step.model})
+        if step.finish_reason:
+            attributes["gen_ai.response.finish_reasons"] = (step.finish_reason,)
+        for key, value in (("input", step.input_tokens), ("output", step.output_tokens)):
+            if value is not None:
+                attributes[f"gen_ai.usage.{key}_tokens"] = value
+    else:
+        attributes.update(
+            {
+                "gen_ai.operation.name": "execute_tool",
+                "gen_ai.tool.name": step.tool,
+                "gen_ai.tool.call.id": step.call_id,
+            }
+        )
+    if step.error:
+        attributes["error.type"] = step.error[:200]
+    return attributes
+
+
+def agent_steps_of(batch: list[Any]) -> list[tuple[Any, AgentStep]]:
+    """The agent steps of the node attempts in a batch, each with its attempt's event (one query)."""
+    attempts = {
+        (e.run_id, e.node_id, e.attempt): e for e in batch if e.kind == "node.attempt" and e.started_at
+    }
+    if not attempts:
+        return []
+    steps = AgentStep.objects.filter(
+        node_run__run_id__in={run for run, _, _ in attempts},
+        node_run__node_id__in={n for _, n, _ in attempts},
+    ).select_related("node_run")
+    found = []
+    for step in steps.order_by("node_run_id", "seq"):
+        e = attempts.get((step.node_run.run_id, step.node_run.node_id, step.attempt))
+        if e is not None:
+            found.append((e, step))
+    return found
 
 
 def exporter() -> Exporter:

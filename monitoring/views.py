@@ -156,7 +156,10 @@ def run_node_steps(request: HttpRequest, run_id: int, node_id: str) -> HttpRespo
     """An agent node's step timeline: the node panel polls it while the node runs."""
     run = get_object_or_404(Run.objects.select_related("version"), pk=run_id)
     node = get_object_or_404(NodeRun, run=run, node_id=node_id)
-    return render(request, "monitoring/fragments/agent_steps.html", runstate.agent_steps(run, node))
+    context = runstate.agent_steps(run, node)
+    # The last poll: the node has ended, so the whole panel (status, output) is loaded again.
+    context["finished_now"] = not context.get("polling")
+    return render(request, "monitoring/fragments/agent_steps.html", context)
 
 
 @require_POST

@@ -169,6 +169,7 @@ class Row:
     left: float  # percent of the loop's time span
     width: float
     first_of_attempt: bool
+    turn: int  # the how-many-th model turn of its loop (a tool call: its turn's)
 
 
 def timeline(steps: list[AgentStep]) -> list[Row]:

@@ -43,3 +43,40 @@ def test_node_attempts_become_child_spans_of_the_run_span(db: None, dead_letter:
     assert (node_span.end_time - node_span.start_time) == 500_000_000
     assert not node_span.status.is_ok
     export.shutdown()
+
+
+def test_agent_steps_become_child_spans_of_their_attempt_with_genai_attributes(
+    db: None, dead_letter: Any
+) -> None:
+    from datetime import UTC, datetime
+
+    from workflows.models import AgentStep
+
+    at = lambda seconds: datetime.fromtimestamp(seconds, UTC)  # noqa: E731
+    common = {"node_run": dead_letter.node_run, "fingerprint": "f", "attempt": 1}
+    AgentStep.objects.create(
+        **common, seq=1, kind="turn", status="ok", idempotency_key="k:turn:1", model="gpt-x",
+        finish_reason="tool_calls", input_tokens=12, output_tokens=4, started_at=at(20.0), finished_at=at(20.2),
+    )  # fmt: skip
+    AgentStep.objects.create(
+        **common, seq=2, kind="tool", status="ok", idempotency_key="k:tool:1.0", tool="demo.get_weather",
+        call_id="call_1", started_at=at(20.2), finished_at=at(20.25),
+    )  # fmt: skip
+    memory = otel.InMemorySpanExporter()
+    export = tracing.OtlpExport("http://127.0.0.1:1", "switchyard-test", exporter=memory)
+    export.export(
+        [sources.Event(7, dead_letter.run_id, 3, "node.attempt", "boom", 1, 20.5, 20.0, "failed", 500.0)]
+    )
+    export.flush()
+    spans = {s.name: s for s in memory.get_finished_spans()}
+    node_span, turn, tool = spans["node boom"], spans["chat gpt-x"], spans["execute_tool demo.get_weather"]
+    assert turn.parent.span_id == tool.parent.span_id == node_span.context.span_id
+    assert turn.context.trace_id == node_span.context.trace_id
+    assert (turn.attributes["gen_ai.usage.input_tokens"], turn.attributes["gen_ai.usage.output_tokens"]) == (
+        12,
+        4,
+    )
+    assert turn.attributes["gen_ai.response.finish_reasons"] == ("tool_calls",)
+    assert tool.attributes["gen_ai.tool.name"] == "demo.get_weather"
+    assert tool.end_time - tool.start_time == 50_000_000
+    export.shutdown()

@@ -178,19 +178,15 @@ def timeline(steps: list[AgentStep]) -> list[Row]:
         return []
     start = min(s.started_at for s in steps)
     span = max((max(s.finished_at for s in steps) - start).total_seconds(), 1e-6)
-    rows, attempt = [], 0
+    rows, attempt, turns, loop = [], 0, 0, ""
     for s in steps:
+        if s.fingerprint != loop:  # a replay with edited input starts a new loop
+            turns, loop = 0, s.fingerprint
+        turns += s.kind == agent.TURN
         left = (s.started_at - start).total_seconds() / span * 100
-        width = max((s.finished_at - s.started_at).total_seconds() / span * 100, 0.4)
-        rows.append(
-            Row(
-                s,
-                int(s.kind == agent.TOOL),
-                round(left, 2),
-                round(min(width, 100 - left), 2),
-                s.attempt != attempt,
-            )
-        )
+        width = min(max((s.finished_at - s.started_at).total_seconds() / span * 100, 0.4), 100 - left)
+        depth = int(s.kind == agent.TOOL)
+        rows.append(Row(s, depth, round(left, 2), round(width, 2), s.attempt != attempt, turns))
         attempt = s.attempt
     return rows
 

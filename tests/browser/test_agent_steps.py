@@ -55,17 +55,19 @@ def test_the_run_page_shows_turns_and_nested_tool_calls_as_they_happen(
         completion(None, ("demo__calculator", {"a": 2, "b": 0, "op": "/"})),
         answer,
     )
-    config = {
-        "prompt": "Where is {input.order_id}?",
-        "tools": ["demo.lookup_order", "demo.get_weather", "demo.calculator"],
-    }
-    workflow = publish("agent-page", {"nodes": [{"id": "agent", "handler": "llm.agent", "config": config}]})
+    tools = ["demo.lookup_order", "demo.get_weather", "demo.calculator"]
+    # Generous time limits: the last answer is held until the page has been looked at.
+    config = {"prompt": "Where is {input.order_id}?", "tools": tools, "timeout_seconds": 300}
+    agent = {"id": "agent", "handler": "llm.agent", "config": config, "timeout_seconds": 600}
+    workflow = publish("agent-page", {"nodes": [agent]})
     run, _ = runs.start_run(workflow, {"order_id": "A-1001"})
     wait_for(held.is_set, 60, "the last model turn to be asked")
 
     page: Page = page_as("viewer")
     page.goto(f"{live_url}/runs/{run.pk}/")
-    page.locator('#run-graph [data-node="agent"]').click()
+    agent_box = page.locator('#run-graph [data-node="agent"]')
+    expect(agent_box).to_have_attribute("data-status", "running")  # the page's scripts are up
+    agent_box.click()
     steps = page.locator("#agent-steps")
     expect(steps.locator(".agent-step")).to_have_count(5)
     tools = steps.locator(".agent-step.depth-1")

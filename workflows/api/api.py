@@ -31,6 +31,7 @@ from workflows.api import (
     views_health,
     views_hooks,
     views_keys,
+    views_llm,
     views_runs,
     views_versions,
     views_workflows,
@@ -80,6 +81,7 @@ for module in (
     views_approvals,
     views_events,
     views_health,
+    views_llm,
 ):
     api.add_router("", module.router)
 

@@ -21,6 +21,11 @@ from workflows.models import LLMCall, LLMPrice, NodeRun
 MILLION = Decimal(1_000_000)
 
 
+def plain(value: Decimal) -> str:
+    """A decimal without exponent or trailing zeros: 10, 2.5, 0.000125."""
+    return format(value.normalize(), "f")
+
+
 def price_of(model: str) -> LLMPrice | None:
     return LLMPrice.objects.filter(model=model).first()
 
@@ -96,7 +101,7 @@ class Totals:
             "calls": self.calls,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
-            "cost": None if self.cost is None else str(self.cost.normalize()),
+            "cost": None if self.cost is None else plain(self.cost),
             "unpriced_calls": self.unpriced,
         }
 
@@ -154,3 +159,20 @@ def top_workflows(day: date | None = None, limit: int = 5) -> list[dict[str, Any
         }
         for r in rows
     ]
+
+
+def model_totals(day: date | None = None) -> list[dict[str, Any]]:
+    """Calls, tokens and cost per provider and model on a day."""
+    rows = (
+        LLMCall.objects.filter(created_at__date=day or timezone.localdate())
+        .values("provider", "model", "demo")
+        .annotate(
+            calls=Count("id"),
+            i=Sum("input_tokens"),
+            o=Sum("output_tokens"),
+            cost=Sum("cost"),
+            priced=Count("cost"),
+        )
+        .order_by("provider", "model")
+    )
+    return [{**r, "unpriced": r["calls"] - r["priced"]} for r in rows]

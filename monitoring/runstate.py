@@ -12,7 +12,8 @@ from django.template.loader import render_to_string
 
 from controlplane import access
 from workflows.core.states import NodeStatus, RunStatus
-from workflows.models import DeadLetter, NodeRun, Run, RunEvent, Wait
+from workflows.llm import usage
+from workflows.models import DeadLetter, LLMCall, NodeRun, Run, RunEvent, Wait
 
 FRAGMENTS = {
     "run-header": "monitoring/fragments/run_header.html",
@@ -41,6 +42,7 @@ def load(run: Run, user: Any, after_span: int = 0) -> dict[str, Any]:
         "spans": spans,
         "can_cancel": access.can(user, "cancel_run") and run.status in (RunStatus.RUNNING, RunStatus.WAITING),
         "finished": run.status not in (RunStatus.RUNNING, RunStatus.WAITING),
+        "llm": usage.run_totals(run.pk),
     }
 
 
@@ -102,4 +104,20 @@ def node_detail(run: Run, node_id: str) -> dict[str, Any]:
         )
     )
     attempts = RunEvent.objects.filter(run=run, node_id=node_id).order_by("id")
-    return {"run": run, "node": node, "upstream": upstream, "attempts": attempts}
+    calls = list(LLMCall.objects.filter(node_run=node).order_by("id"))
+    return {
+        "run": run,
+        "node": node,
+        "upstream": upstream,
+        "attempts": attempts,
+        "llm_calls": calls,
+        "llm": usage.node_totals(node.pk) if calls else None,
+        "is_llm": node_is_llm(run, node_id),
+    }
+
+
+def node_is_llm(run: Run, node_id: str) -> bool:
+    """Whether a node calls an LLM (its panel shows the streamed text and the calls)."""
+    from workflows.versions import load_graph
+
+    return load_graph(run.version_id).nodes[node_id].handler.startswith("llm.")

@@ -33,6 +33,7 @@ from workflows.api import (
     views_keys,
     views_llm,
     views_runs,
+    views_streams,
     views_versions,
     views_workflows,
 )
@@ -82,6 +83,7 @@ for module in (
     views_events,
     views_health,
     views_llm,
+    views_streams,
 ):
     api.add_router("", module.router)
 

@@ -14,8 +14,8 @@ from workflows.api.auth import allowed
 from workflows.api.inputs import Body
 from workflows.api.schema import refuses
 from workflows.llm import catalog
-from workflows.llm.usage import plain
 from workflows.llm.providers import DEMO_LABEL
+from workflows.llm.usage import plain
 from workflows.models import LLMPrice, LLMProvider
 
 router = Router(tags=["llm"])

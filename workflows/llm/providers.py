@@ -123,3 +123,18 @@ def with_provider_choices(schema: dict[str, Any]) -> dict[str, Any]:
         labels = [f"{m} ({', '.join(p.name for p in known if m in p.models)})" for m in models]
         props["model"] = {**props["model"], "enum": models, "x-labels": labels}
     return {**schema, "properties": props}
+
+
+DEMO_PROVIDER = "demo"
+
+
+def register_demo(base_url: str, model: str) -> LLMProvider:
+    """Point the provider "demo" at the scripted server; default when no other provider is."""
+    row, _ = LLMProvider.objects.update_or_create(
+        name=DEMO_PROVIDER,
+        defaults={"base_url": base_url, "default_model": model, "demo": True, "api_key": ""},
+    )
+    if not LLMProvider.objects.filter(is_default=True).exists():
+        LLMProvider.objects.filter(pk=row.pk).update(is_default=True)
+        row.is_default = True
+    return row

@@ -10,6 +10,7 @@ app_name = "llm"
 
 urlpatterns = [
     path("", views_llm.llm_page, name="page"),
+    path("usage/", views_llm.usage_card, name="usage"),
     path("providers/", views_llm.save_provider, name="save_provider"),
     path("providers/<slug:name>/delete/", views_llm.delete_provider, name="delete_provider"),
     path("prices/", views_llm.save_price, name="save_price"),

@@ -10,14 +10,14 @@ from typing import Any
 
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from monitoring.guards import requires
 from workflows.errors import DomainError
 from workflows.llm import catalog, usage
 from workflows.llm.providers import DEMO_LABEL
-from workflows.models import LLMPrice, LLMProvider
+from workflows.models import LLMPrice, LLMProvider, Workflow
 
 
 def page_context(**extra: Any) -> dict[str, Any]:
@@ -31,6 +31,15 @@ def page_context(**extra: Any) -> dict[str, Any]:
         "by_model": usage.model_totals(),
         **extra,
     }
+
+
+@require_GET
+@requires("view")
+def usage_card(request: HttpRequest) -> HttpResponse:
+    """The usage card alone (the overview and the workflow page refresh it)."""
+    slug = request.GET.get("workflow")
+    workflow = get_object_or_404(Workflow, slug=slug) if slug else None
+    return render(request, "llm/usage_card.html", usage.card_context(workflow))
 
 
 @require_GET

@@ -14,7 +14,8 @@ from controlplane import access
 from workflows import agents
 from workflows.core.agent import AGENT
 from workflows.core.states import NodeStatus, RunStatus
-from workflows.models import DeadLetter, NodeRun, Run, RunEvent, Wait
+from workflows.llm import usage
+from workflows.models import DeadLetter, LLMCall, NodeRun, Run, RunEvent, Wait
 from workflows.versions import load_graph
 
 FRAGMENTS = {
@@ -44,6 +45,7 @@ def load(run: Run, user: Any, after_span: int = 0) -> dict[str, Any]:
         "spans": spans,
         "can_cancel": access.can(user, "cancel_run") and run.status in (RunStatus.RUNNING, RunStatus.WAITING),
         "finished": run.status not in (RunStatus.RUNNING, RunStatus.WAITING),
+        "llm": usage.run_totals(run.pk),
     }
 
 
@@ -103,7 +105,22 @@ def node_detail(run: Run, node_id: str) -> dict[str, Any]:
         )
     )
     attempts = RunEvent.objects.filter(run=run, node_id=node_id).order_by("id")
-    return {"run": run, "node": node, "upstream": upstream, "attempts": attempts, **agent_steps(run, node)}
+    calls = list(LLMCall.objects.filter(node_run=node).order_by("id"))
+    return {
+        "run": run,
+        "node": node,
+        "upstream": upstream,
+        "attempts": attempts,
+        "llm_calls": calls,
+        "llm": usage.node_totals(node.pk) if calls else None,
+        "is_llm": node_is_llm(run, node_id),
+        **agent_steps(run, node),
+    }
+
+
+def node_is_llm(run: Run, node_id: str) -> bool:
+    """Whether a node calls an LLM (its panel shows the streamed text and the calls)."""
+    return load_graph(run.version_id).nodes[node_id].handler.startswith("llm.")
 
 
 def agent_steps(run: Run, node: NodeRun) -> dict[str, Any]:

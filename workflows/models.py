@@ -494,7 +494,8 @@ class LLMCall(models.Model):
     attempt = models.PositiveIntegerField()
     step = models.CharField(max_length=100, blank=True)  # an agent loop's turn; blank for llm.chat
     provider = models.CharField(max_length=60)
-    model = models.CharField(max_length=200)
+    model = models.CharField(max_length=200)  # as asked for (the price table's key)
+    response_model = models.CharField(max_length=200, blank=True)  # as the provider named it
     demo = models.BooleanField(default=False)
     input_tokens = models.PositiveIntegerField(null=True, blank=True)
     output_tokens = models.PositiveIntegerField(null=True, blank=True)
@@ -513,6 +514,17 @@ class LLMCall(models.Model):
 
     def __str__(self) -> str:
         return f"{self.provider}/{self.model} for {self.run_id}:{self.node_id}:{self.attempt}"
+
+
+class RunTraceParent(models.Model):
+    """The W3C trace context a run was started with: its spans join the caller's trace."""
+
+    run = models.OneToOneField(Run, on_delete=models.CASCADE, primary_key=True, related_name="trace_parent")
+    trace_id = models.CharField(max_length=32)
+    parent_span_id = models.CharField(max_length=16)
+
+    def __str__(self) -> str:
+        return f"00-{self.trace_id}-{self.parent_span_id}"
 
 
 # --- agent steps ---

@@ -45,7 +45,7 @@ def test_node_attempts_become_child_spans_of_the_run_span(db: None, dead_letter:
     export.shutdown()
 
 
-def test_agent_steps_become_child_spans_of_their_attempt_with_genai_attributes(
+def test_agent_tool_calls_become_child_spans_of_their_attempt_beside_its_llm_calls(
     db: None, dead_letter: Any
 ) -> None:
     from datetime import UTC, datetime
@@ -56,11 +56,11 @@ def test_agent_steps_become_child_spans_of_their_attempt_with_genai_attributes(
     common = {"node_run": dead_letter.node_run, "fingerprint": "f", "attempt": 1}
     AgentStep.objects.create(
         **common, seq=1, kind="turn", status="ok", idempotency_key="k:turn:1", model="gpt-x",
-        finish_reason="tool_calls", input_tokens=12, output_tokens=4, started_at=at(20.0), finished_at=at(20.2),
+        started_at=at(20.0), finished_at=at(20.2),
     )  # fmt: skip
     AgentStep.objects.create(
-        **common, seq=2, kind="tool", status="ok", idempotency_key="k:tool:1.0", tool="demo.get_weather",
-        call_id="call_1", started_at=at(20.2), finished_at=at(20.25),
+        **common, seq=2, kind="tool", status="error", idempotency_key="k:tool:1.0", tool="demo.get_weather",
+        call_id="call_1", error="no such city", started_at=at(20.2), finished_at=at(20.25),
     )  # fmt: skip
     memory = otel.InMemorySpanExporter()
     export = tracing.OtlpExport("http://127.0.0.1:1", "switchyard-test", exporter=memory)
@@ -69,14 +69,14 @@ def test_agent_steps_become_child_spans_of_their_attempt_with_genai_attributes(
     )
     export.flush()
     spans = {s.name: s for s in memory.get_finished_spans()}
-    node_span, turn, tool = spans["node boom"], spans["chat gpt-x"], spans["execute_tool demo.get_weather"]
-    assert turn.parent.span_id == tool.parent.span_id == node_span.context.span_id
-    assert turn.context.trace_id == node_span.context.trace_id
-    assert (turn.attributes["gen_ai.usage.input_tokens"], turn.attributes["gen_ai.usage.output_tokens"]) == (
-        12,
-        4,
+    assert set(spans) == {"node boom", "execute_tool demo.get_weather"}  # the turn is its LLM call's span
+    node_span, tool = spans["node boom"], spans["execute_tool demo.get_weather"]
+    assert tool.parent.span_id == node_span.context.span_id
+    assert tool.context.trace_id == node_span.context.trace_id
+    assert (tool.attributes["gen_ai.tool.name"], tool.attributes["gen_ai.tool.call.id"]) == (
+        "demo.get_weather",
+        "call_1",
     )
-    assert turn.attributes["gen_ai.response.finish_reasons"] == ("tool_calls",)
-    assert tool.attributes["gen_ai.tool.name"] == "demo.get_weather"
+    assert tool.attributes["error.type"] == "no such city"
     assert tool.end_time - tool.start_time == 50_000_000
     export.shutdown()

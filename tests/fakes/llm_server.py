@@ -30,6 +30,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
+from workflows.llm.demo_server import completion_chunks
+
 Reply = dict[str, Any] | str | bytes | Callable[[Any], Any]
 
 
@@ -136,59 +138,6 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
-
-
-def completion_chunks(completion: dict[str, Any]) -> list[bytes]:
-    """Cut a chat completion into SSE chunks: text word by word, tool calls in two pieces."""
-    model = completion.get("model", "fake-model")
-    choice = (completion.get("choices") or [{}])[0]
-    message = choice.get("message") or {}
-    deltas: list[dict[str, Any]] = [{"role": "assistant"}]
-    text = message.get("content") or ""
-    deltas += [{"content": word} for word in _pieces(text)]
-    for index, tool_call in enumerate(message.get("tool_calls") or []):
-        function = tool_call.get("function", {})
-        arguments = function.get("arguments", "")
-        half = len(arguments) // 2
-        head = {"index": index, "id": tool_call.get("id"), "type": "function"}
-        deltas.append(
-            {
-                "tool_calls": [
-                    {**head, "function": {"name": function.get("name"), "arguments": arguments[:half]}}
-                ]
-            }
-        )
-        deltas.append({"tool_calls": [{"index": index, "function": {"arguments": arguments[half:]}}]})
-    events = [
-        {
-            "object": "chat.completion.chunk",
-            "model": model,
-            "choices": [{"index": 0, "delta": d, "finish_reason": None}],
-        }
-        for d in deltas
-    ]
-    events.append(
-        {
-            "object": "chat.completion.chunk",
-            "model": model,
-            "choices": [{"index": 0, "delta": {}, "finish_reason": choice.get("finish_reason", "stop")}],
-        }
-    )
-    if completion.get("usage"):
-        events.append(
-            {"object": "chat.completion.chunk", "model": model, "choices": [], "usage": completion["usage"]}
-        )
-    return [b"data: " + json.dumps(e).encode() + b"\n\n" for e in events] + [b"data: [DONE]\n\n"]
-
-
-def _pieces(text: str) -> list[str]:
-    """Split text into words that keep their following spaces (joined, they give the text back)."""
-    pieces: list[str] = []
-    for word in text.split(" "):
-        pieces.append(word + " ")
-    if pieces:
-        pieces[-1] = pieces[-1][:-1]
-    return [p for p in pieces if p]
 
 
 def _parse_json(body: bytes) -> Any:

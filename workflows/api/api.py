@@ -32,7 +32,9 @@ from workflows.api import (
     views_health,
     views_hooks,
     views_keys,
+    views_llm,
     views_runs,
+    views_streams,
     views_versions,
     views_workflows,
 )
@@ -82,6 +84,8 @@ for module in (
     views_events,
     views_health,
     views_agent,
+    views_llm,
+    views_streams,
 ):
     api.add_router("", module.router)
 

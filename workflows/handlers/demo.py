@@ -310,6 +310,29 @@ DEMO_AGENT: dict[str, Any] = {
         {"id": "reply", "handler": "core.echo"},
     ],
     "edges": [{"source": "support_agent", "target": "reply"}],
+# An LLM step that streams: on a fresh machine the default provider is the scripted demo
+# provider (`make run`), so the text grows live on the run page without a key or a network.
+DEMO_LLM: dict[str, Any] = {
+    "description": (
+        "Fetch a profile, then ask the default LLM provider for a short welcome note (streamed "
+        'live on the run page). Input: {"user_id": "u-42"}.'
+    ),
+    "nodes": [
+        _profile_node("fetch_profile"),
+        _node(
+            "write_welcome",
+            "llm.chat",
+            config={
+                "system": "You write short, friendly welcome notes.",
+                "prompt": "Write a welcome note for {upstream.fetch_profile.name}, who joined "
+                "{upstream.fetch_profile.signup_days} days ago.",
+                "max_tokens": 200,
+            },
+            retry={"max_attempts": 2, "backoff_seconds": 1},
+            timeout_seconds=120,
+        ),
+    ],
+    "edges": [_edge("fetch_profile", "write_welcome")],
 }
 
 DEMO_WORKFLOWS: dict[str, tuple[str, dict[str, Any]]] = {
@@ -317,4 +340,5 @@ DEMO_WORKFLOWS: dict[str, tuple[str, dict[str, Any]]] = {
     "demo-retries": ("Retries and dead letters (drill)", DEMO_RETRIES),
     "demo-refund": ("Refund with human approval", DEMO_REFUND),
     "demo-agent": ("Support agent with tools (llm.agent)", DEMO_AGENT),
+    "demo-llm": ("LLM welcome note (streamed)", DEMO_LLM),
 }

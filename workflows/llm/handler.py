@@ -10,7 +10,7 @@ from typing import Any
 
 from workflows.handlers.builtin import render_template, template_sources, time_budget
 from workflows.handlers.registry import HandlerError, NodeContext, node
-from workflows.llm import client, providers, usage
+from workflows.llm import client, providers, streams, usage
 
 NAME_FIELD: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": 200}
 CHAT_SCHEMA: dict[str, Any] = {
@@ -50,19 +50,28 @@ def llm_chat(ctx: NodeContext) -> dict[str, Any]:
     endpoint = resolve_for(ctx, where)
     timeout = time_budget(ctx, ctx.config.get("timeout_seconds") or endpoint.timeout_seconds, where)
     options = {k: ctx.config[k] for k in OPTION_KEYS if k in ctx.config}
-    completion = call_recorded(
-        ctx,
-        endpoint,
-        lambda: client.complete(
+    writer = streams.TextWriter(streams.attempt_of(ctx.node_run_id, ctx.attempt)) if ctx.node_run_id else None
+
+    def call() -> client.Completion:
+        return client.complete(
             endpoint,
             messages,
             options=options,
             idempotency_key=ctx.idempotency_key,
             timeout_seconds=timeout,
             where=where,
-        ),
-    )
-    return chat_output(completion, ctx)
+            on_delta=writer.on_delta if writer else None,
+        )
+
+    try:
+        output = chat_output(call_recorded(ctx, endpoint, call))
+    except HandlerError as exc:
+        if writer:
+            writer.finish(error=str(exc))
+        raise
+    if writer:
+        writer.finish(output)
+    return output
 
 
 def resolve_for(ctx: NodeContext, where: str) -> providers.Endpoint:
@@ -104,7 +113,7 @@ def chat_messages(ctx: NodeContext, where: str) -> list[dict[str, Any]]:
     return messages
 
 
-def chat_output(completion: client.Completion, ctx: NodeContext) -> dict[str, Any]:
+def chat_output(completion: client.Completion) -> dict[str, Any]:
     """The node's output: text, finish reason, model and usage (token counts when known)."""
     counts = {"input_tokens": completion.input_tokens, "output_tokens": completion.output_tokens}
     known = [n for n in counts.values() if n is not None]

@@ -8,6 +8,7 @@ leaves this module only inside an `Endpoint`, which the client sends and redacts
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from workflows.handlers import builtin
 from workflows.handlers.registry import HandlerError
@@ -77,7 +78,7 @@ def resolve(provider: str | None, model: str | None) -> Endpoint:
     else:
         row = LLMProvider.objects.filter(name=provider).first()
         if row is None:
-            if provider == SETTINGS_PROVIDER:
+            if provider == SETTINGS_PROVIDER and not LLMProvider.objects.filter(is_default=True).exists():
                 return settings_endpoint(model)
             raise HandlerError(
                 f"config.provider: no LLM provider named {provider!r}; an admin adds it under Providers."
@@ -99,3 +100,41 @@ def known_providers() -> list[ProviderInfo]:
         # The settings provider accepts any model name: LLM_MODEL is only its default.
         found.append(ProviderInfo(SETTINGS_PROVIDER, str(conf["LLM_MODEL"]), [], True, False))
     return sorted(found, key=lambda p: p.name)
+
+
+def with_provider_choices(schema: dict[str, Any]) -> dict[str, Any]:
+    """Return an `llm.*` config schema whose provider and model fields list what exists (for the editor).
+
+    `x-labels` names each choice for people (the demo provider says it is one); the stored
+    value stays the bare provider or model name.
+    """
+    known = known_providers()
+    props = dict(schema.get("properties", {}))
+    if "provider" in props and known:
+        default = next((p.name for p in known if p.is_default), None)
+        props["provider"] = {
+            **props["provider"],
+            "enum": [p.name for p in known],
+            "x-labels": [p.label for p in known],
+            **({"default": default} if default else {}),
+        }
+    models = list(dict.fromkeys(m for p in known for m in p.models))
+    if "model" in props and models and all(p.models for p in known):
+        labels = [f"{m} ({', '.join(p.name for p in known if m in p.models)})" for m in models]
+        props["model"] = {**props["model"], "enum": models, "x-labels": labels}
+    return {**schema, "properties": props}
+
+
+DEMO_PROVIDER = "demo"
+
+
+def register_demo(base_url: str, model: str) -> LLMProvider:
+    """Point the provider "demo" at the scripted server; default when no other provider is."""
+    row, _ = LLMProvider.objects.update_or_create(
+        name=DEMO_PROVIDER,
+        defaults={"base_url": base_url, "default_model": model, "demo": True, "api_key": ""},
+    )
+    if not LLMProvider.objects.filter(is_default=True).exists():
+        LLMProvider.objects.filter(pk=row.pk).update(is_default=True)
+        row.is_default = True
+    return row

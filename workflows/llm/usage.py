@@ -17,8 +17,14 @@ from django.utils import timezone
 from workflows.llm.client import Completion
 from workflows.llm.providers import Endpoint
 from workflows.models import LLMCall, LLMPrice, NodeRun
+from workflows.runtime import bus
 
 MILLION = Decimal(1_000_000)
+
+
+def plain(value: Decimal) -> str:
+    """A decimal without exponent or trailing zeros: 10, 2.5, 0.000125."""
+    return format(value.normalize(), "f")
 
 
 def price_of(model: str) -> LLMPrice | None:
@@ -51,7 +57,7 @@ def record_call(
     tokens: dict[str, Any] = {"input_tokens": None, "output_tokens": None}
     if completion is not None:
         tokens = {"input_tokens": completion.input_tokens, "output_tokens": completion.output_tokens}
-    return LLMCall.objects.create(
+    call = LLMCall.objects.create(
         node_run_id=node_run_id,
         run_id=row.run_id,
         workflow_id=row.run.workflow_id,
@@ -60,6 +66,7 @@ def record_call(
         step=step[:100],
         provider=endpoint.provider,
         model=model,
+        response_model=(completion.model if completion else "")[:200],
         demo=endpoint.demo,
         latency_ms=completion.latency_ms if completion else 0.0,
         cost=cost_of(model, **tokens),
@@ -67,6 +74,38 @@ def record_call(
         error=(error or "")[:2000],
         **tokens,
     )
+    count_call(call)
+    return call
+
+
+# --- counters for /metrics (Redis: they restart from zero when Redis is emptied, as the
+# runtime's own counters do; Prometheus reads that as a counter reset) ---------------------
+
+COUNTERS = "sy:llm:counters"  # hash: "provider\tmodel\tname" -> total
+SEP = "\t"
+
+
+def count_call(call: LLMCall) -> None:
+    """Add one call to the per provider and model counters."""
+    prefix = f"{call.provider}{SEP}{call.model}{SEP}"
+    pipe = bus.client().pipeline(transaction=False)
+    pipe.hincrby(COUNTERS, prefix + ("errors" if call.error else "calls"), 1)
+    pipe.hincrby(COUNTERS, prefix + "input_tokens", call.input_tokens or 0)
+    pipe.hincrby(COUNTERS, prefix + "output_tokens", call.output_tokens or 0)
+    if call.cost is None:
+        pipe.hincrby(COUNTERS, prefix + "unpriced", 1)
+    else:
+        pipe.hincrbyfloat(COUNTERS, prefix + "cost", float(call.cost))
+    pipe.execute()
+
+
+def read_counters() -> dict[tuple[str, str], dict[str, float]]:
+    """(provider, model) -> {calls, errors, input_tokens, output_tokens, cost, unpriced}."""
+    found: dict[tuple[str, str], dict[str, float]] = {}
+    for field, value in bus.client().hgetall(COUNTERS).items():
+        provider, model, name = field.split(SEP, 2)
+        found.setdefault((provider, model), {})[name] = float(value)
+    return found
 
 
 @dataclass(frozen=True)
@@ -96,7 +135,7 @@ class Totals:
             "calls": self.calls,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
-            "cost": None if self.cost is None else str(self.cost.normalize()),
+            "cost": None if self.cost is None else plain(self.cost),
             "unpriced_calls": self.unpriced,
         }
 
@@ -137,6 +176,25 @@ def totals_by_node(run_id: int) -> dict[str, Totals]:
     return {node_id: totals(LLMCall.objects.filter(run_id=run_id, node_id=node_id)) for node_id in ids}
 
 
+def run_usage(run_id: int) -> dict[str, Any]:
+    """A run's LLM usage as the API answers it: the run's totals and each LLM node's."""
+    return {
+        "run": run_totals(run_id).as_dict(),
+        "nodes": {node_id: t.as_dict() for node_id, t in totals_by_node(run_id).items()},
+    }
+
+
+def card_context(workflow: Any = None) -> dict[str, Any]:
+    """What templates/llm/usage_card.html shows: today's totals (of a workflow, or all) and the top spenders."""
+    if workflow is None:
+        return {"usage_today": day_totals(), "usage_top": top_workflows()}
+    return {
+        "usage_workflow": workflow,
+        "usage_today": workflow_totals(workflow.pk, timezone.localdate()),
+        "usage_all": workflow_totals(workflow.pk),
+    }
+
+
 def top_workflows(day: date | None = None, limit: int = 5) -> list[dict[str, Any]]:
     """The workflows that spent most on a day: slug, calls, tokens, cost (unpriced last)."""
     rows = (
@@ -154,3 +212,20 @@ def top_workflows(day: date | None = None, limit: int = 5) -> list[dict[str, Any
         }
         for r in rows
     ]
+
+
+def model_totals(day: date | None = None) -> list[dict[str, Any]]:
+    """Calls, tokens and cost per provider and model on a day."""
+    rows = (
+        LLMCall.objects.filter(created_at__date=day or timezone.localdate())
+        .values("provider", "model", "demo")
+        .annotate(
+            calls=Count("id"),
+            i=Sum("input_tokens"),
+            o=Sum("output_tokens"),
+            cost=Sum("cost"),
+            priced=Count("cost"),
+        )
+        .order_by("provider", "model")
+    )
+    return [{**r, "unpriced": r["calls"] - r["priced"]} for r in rows]

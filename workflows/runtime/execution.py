@@ -25,6 +25,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
+from monitoring.logging import log_context
 from workflows import handlers
 from workflows.core.states import NodeStatus
 from workflows.errors import Invalid
@@ -173,7 +174,10 @@ def execute(c: Claim, outputs: dict[str, Any]) -> tuple[Outcome, datetime, datet
         node_run_id=c.noderun_id,
     )
     try:
-        with time_limit(node.timeout_seconds):
+        with (
+            log_context(run_id=c.run_id, node_id=c.node_id, attempt=c.attempt),
+            time_limit(node.timeout_seconds),
+        ):
             output = kinds.kind_of(node).execute(node, ctx)
         limit = settings.SWITCHYARD["MAX_OUTPUT_BYTES"]
         outcome = Outcome(

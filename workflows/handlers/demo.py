@@ -310,6 +310,8 @@ DEMO_AGENT: dict[str, Any] = {
         {"id": "reply", "handler": "core.echo"},
     ],
     "edges": [{"source": "support_agent", "target": "reply"}],
+}
+
 # An LLM step that streams: on a fresh machine the default provider is the scripted demo
 # provider (`make run`), so the text grows live on the run page without a key or a network.
 DEMO_LLM: dict[str, Any] = {

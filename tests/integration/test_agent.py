@@ -16,6 +16,8 @@ from tests.integration import agent_tools  # noqa: F401  (registers the test too
 from tests.integration.conftest import publish, wait_finished
 from tests.integration.runtime import Runtime, wait_for
 from workflows import runs
+from workflows.handlers.demo import DEMO_AGENT
+from workflows.llm.demo_server import script_reply
 from workflows.models import AgentStep, DeadLetter, NodeRun, Run
 
 MODULES = "workflows.handlers.builtin,workflows.handlers.demo,tests.integration.agent_tools"
@@ -221,3 +223,16 @@ def test_a_dead_letter_replay_continues_from_the_last_step(
         (5, "tool", "ok", 2),
         (6, "turn", "ok", 2),
     ]
+
+
+def test_the_demo_agent_works_against_the_scripted_demo_provider(
+    agent_runtime: Runtime, llm: FakeLLMServer
+) -> None:
+    llm.reply = script_reply  # what `make run` serves as the demo provider
+    run, _ = runs.start_run(publish("demo-agent", DEMO_AGENT), {"order_id": "A-1001"})
+    assert wait_finished(run).status == "succeeded"
+    agent = NodeRun.objects.get(run=run, node_id="support_agent")
+    tool = AgentStep.objects.get(node_run=agent, kind="tool")
+    assert (tool.tool, tool.status, tool.arguments) == ("demo.lookup_order", "ok", {"order_id": "A-1001"})
+    assert (agent.output["turns"], agent.output["tool_calls"]) == (2, 1)
+    assert tool.result["order_id"] in agent.output["content"], "the answer quotes the tool's result"

@@ -225,7 +225,8 @@ DEMO_REFUND: dict[str, Any] = {
 ORDER_ARGS: dict[str, Any] = {
     "type": "object",
     "properties": {
-        "order_id": {"type": "string", "pattern": "^[A-Z]-[0-9]{3,6}$", "description": "e.g. A-1001"}
+        # The default is what the scripted demo provider fills in (workflows/llm/demo_server.py).
+        "order_id": {"type": "string", "pattern": "^[A-Z]-[0-9]{3,6}$", "default": "A-1001"}
     },
     "required": ["order_id"],
     "additionalProperties": False,

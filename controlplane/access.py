@@ -8,7 +8,8 @@ instead. Every action names the least role and the scope it needs.
     operator  + start, cancel runs; replay and discard dead letters; post events
     (anyone with a role may decide the approvals their node names them for: approvals.can_decide)
     editor    + create and change versions, publish, activate (roll back)
-    admin     + API keys, users, workflow deletion, webhook triggers and subscriptions
+    admin     + API keys, users, workflow deletion, webhook triggers and subscriptions,
+              LLM providers and prices
 
 An API key acts for its owner: it may do what its scopes allow *and* its owner's role allows
 (`api_key_can`), so a key never outlives a demotion or does more than the person holding it.
@@ -38,6 +39,7 @@ ACTIONS: dict[str, tuple[str, str]] = {
     "delete_workflow": (ADMIN, "admin"),
     "manage_webhooks": (ADMIN, "admin"),
     "manage_retention": (ADMIN, "admin"),
+    "manage_llm": (ADMIN, "admin"),  # LLM providers (their keys) and the price table
 }
 SCOPES = ("read", "run", "edit", "operate", "admin")
 

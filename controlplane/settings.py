@@ -188,6 +188,8 @@ SWITCHYARD = {
     "LLM_BASE_URL": env_str("LLM_BASE_URL", "http://127.0.0.1:11434/v1"),
     "LLM_API_KEY": env_str("LLM_API_KEY", ""),
     "LLM_MODEL": env_str("LLM_MODEL", "gpt-4o-mini"),
+    # Set by `make run` when it runs the scripted demo provider: bootstrap registers it as "demo".
+    "DEMO_LLM_URL": env_str("SWITCHYARD_DEMO_LLM_URL", ""),
     # REST API: requests per minute per API key (and per inbound trigger); 0 turns it off.
     "API_RATE_LIMIT_PER_MINUTE": env_int("SWITCHYARD_API_RATE_LIMIT_PER_MINUTE", 600),
     # Webhooks: signed timestamps older (or newer) than this are refused as replays.

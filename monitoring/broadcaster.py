@@ -29,7 +29,7 @@ from django.conf import settings
 from django.db import close_old_connections
 from django.template.loader import render_to_string
 
-from monitoring import counters, events, snapshots, sources, tracing
+from monitoring import counters, events, livetext, snapshots, sources, tracing
 from monitoring.stats import Windows
 from workflows.outages import STORES_AWAY, Outage
 from workflows.runtime import bus
@@ -81,6 +81,7 @@ class Broadcaster:
         self.slow_at = 0.0
         self.slow: dict[str, Any] = {}
         self.exporter = tracing.exporter()
+        self.texts = livetext.LiveTexts()
 
     def start(self) -> None:
         """Resume after the saved cursor (or start now), and fill the windows first.
@@ -99,6 +100,7 @@ class Broadcaster:
         self.backfill(max(0, start - BACKFILL_EVENTS), start)
         self.reader = sources.EventReader(start)
         self.windows.prune(now)
+        self.texts.start()
 
     def backfill(self, after: int, upto: int) -> None:
         reader = sources.EventReader(after)
@@ -123,6 +125,7 @@ class Broadcaster:
         messages = self.build(now, changed, letters_changed)
         if any(e.kind in APPROVAL_KINDS for e in batch):
             messages.append(self.stamp("approvals", {"at": now}, now))
+        messages += [self.stamp(topic, data, now) for topic, data in self.texts.read(now)]
         self.persist(messages, totals, now)
         return messages, more
 
@@ -234,7 +237,9 @@ class Broadcaster:
     def persist(self, messages: list[dict[str, Any]], totals: counters.Totals, now: float) -> None:
         pipe = bus.client().pipeline(transaction=False)
         for message in messages:
-            if message["topic"] not in ("runs", "deadletters", "approvals"):
+            if message["topic"] not in ("runs", "deadletters", "approvals") and not message[
+                "topic"
+            ].startswith("llm:"):
                 counters.save_latest(pipe, message["topic"], message)
         totals.write(pipe)
         counters.save_cursor(pipe, self.reader.cursor if self.reader else 0, now)

@@ -9,6 +9,8 @@ Topics a page can subscribe to:
     approvals       approvals were requested, decided, escalated, expired or cancelled (no
                     names, no counts: each page fetches what its viewer may decide)
     run:<id>        one run's nodes and trace; served from the `runs` group by the consumer
+    llm:run:<id>    streamed LLM text of a run's attempts (monitoring/livetext.py)
+    llm:workflow:<id>  the same, for every run of a workflow (its live page)
 """
 
 from __future__ import annotations
@@ -20,7 +22,9 @@ from typing import Any, NotRequired, TypedDict
 from channels.layers import get_channel_layer
 
 MESSAGE_TYPE = "mon.message"  # handled by MonitorConsumer.mon_message
-TOPIC = re.compile(r"^(overview|workers|runs|deadletters|approvals|(workflow|run):[1-9][0-9]{0,18})$")
+TOPIC = re.compile(
+    r"^(overview|workers|runs|deadletters|approvals|(workflow|run|llm:run|llm:workflow):[1-9][0-9]{0,18})$"
+)
 
 
 class Message(TypedDict):

@@ -22,6 +22,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 
 from controlplane import access
 from monitoring import counters, snapshots, sources
+from workflows.llm import usage
 from workflows.models import Workflow
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -53,6 +54,7 @@ class SwitchyardCollector:
         slugs = dict(Workflow.objects.values_list("id", "slug"))
         yield from self.gauges(slugs)
         yield from self.totals(slugs, counters.read_totals())
+        yield from llm_metrics(usage.read_counters())
 
     def gauges(self, slugs: dict[int, str]) -> Iterator[Metric]:
         runs = GaugeMetricFamily(
@@ -151,3 +153,26 @@ class SwitchyardCollector:
                 cumulative.append((bound, running))
             family.add_metric(list(labels), cumulative, sum_value=sums.get(labels, 0.0))
         return family
+
+
+def llm_metrics(found: dict[tuple[str, str], dict[str, float]]) -> Iterator[Metric]:
+    """LLM calls, tokens and cost by provider and model (usage.count_call keeps them)."""
+    labels = ["provider", "model"]
+    calls = CounterMetricFamily("switchyard_llm_calls", "LLM calls, by outcome.", labels=[*labels, "outcome"])
+    tokens = CounterMetricFamily(
+        "switchyard_llm_tokens", "LLM tokens, input and output.", labels=[*labels, "kind"]
+    )
+    cost = CounterMetricFamily(
+        "switchyard_llm_cost", "Cost of priced LLM calls (price table).", labels=labels
+    )
+    unpriced = CounterMetricFamily(
+        "switchyard_llm_unpriced_calls", "LLM calls whose model has no price.", labels=labels
+    )
+    for (provider, model), values in sorted(found.items()):
+        calls.add_metric([provider, model, "ok"], values.get("calls", 0))
+        calls.add_metric([provider, model, "error"], values.get("errors", 0))
+        tokens.add_metric([provider, model, "input"], values.get("input_tokens", 0))
+        tokens.add_metric([provider, model, "output"], values.get("output_tokens", 0))
+        cost.add_metric([provider, model], values.get("cost", 0))
+        unpriced.add_metric([provider, model], values.get("unpriced", 0))
+    yield from (calls, tokens, cost, unpriced)

@@ -11,8 +11,12 @@ from typing import Any
 from django.template.loader import render_to_string
 
 from controlplane import access
+from workflows import agents
+from workflows.core.agent import AGENT
 from workflows.core.states import NodeStatus, RunStatus
-from workflows.models import DeadLetter, NodeRun, Run, RunEvent, Wait
+from workflows.llm import usage
+from workflows.models import DeadLetter, LLMCall, NodeRun, Run, RunEvent, Wait
+from workflows.versions import load_graph
 
 FRAGMENTS = {
     "run-header": "monitoring/fragments/run_header.html",
@@ -41,6 +45,7 @@ def load(run: Run, user: Any, after_span: int = 0) -> dict[str, Any]:
         "spans": spans,
         "can_cancel": access.can(user, "cancel_run") and run.status in (RunStatus.RUNNING, RunStatus.WAITING),
         "finished": run.status not in (RunStatus.RUNNING, RunStatus.WAITING),
+        "llm": usage.run_totals(run.pk),
     }
 
 
@@ -92,8 +97,6 @@ def render(ctx: dict[str, Any]) -> dict[str, str]:
 
 def node_detail(run: Run, node_id: str) -> dict[str, Any]:
     """A node of a run: its input (run input and upstream outputs), output, error, attempts."""
-    from workflows.versions import load_graph
-
     node = NodeRun.objects.get(run=run, node_id=node_id)
     predecessors = load_graph(run.version_id).predecessors(node_id)
     upstream = dict(
@@ -102,4 +105,28 @@ def node_detail(run: Run, node_id: str) -> dict[str, Any]:
         )
     )
     attempts = RunEvent.objects.filter(run=run, node_id=node_id).order_by("id")
-    return {"run": run, "node": node, "upstream": upstream, "attempts": attempts}
+    calls = list(LLMCall.objects.filter(node_run=node).order_by("id"))
+    return {
+        "run": run,
+        "node": node,
+        "upstream": upstream,
+        "attempts": attempts,
+        "llm_calls": calls,
+        "llm": usage.node_totals(node.pk) if calls else None,
+        "is_llm": node_is_llm(run, node_id),
+        **agent_steps(run, node),
+    }
+
+
+def node_is_llm(run: Run, node_id: str) -> bool:
+    """Whether a node calls an LLM (its panel shows the streamed text and the calls)."""
+    return load_graph(run.version_id).nodes[node_id].handler.startswith("llm.")
+
+
+def agent_steps(run: Run, node: NodeRun) -> dict[str, Any]:
+    """An agent node's steps as the node panel draws them (none for other kinds)."""
+    steps = agents.steps_of(node.pk)
+    if not steps and load_graph(run.version_id).nodes[node.node_id].kind != AGENT:
+        return {"is_agent": False}
+    polling = node.status in (NodeStatus.QUEUED, NodeStatus.RUNNING, NodeStatus.RETRYING)
+    return {"is_agent": True, "rows": agents.timeline(steps), "polling": polling, "run": run, "node": node}

@@ -6,6 +6,12 @@ reads anyway (every attempt's start and end are stored in Postgres), so workers 
 on a collector. Trace and span ids are derived from the run id and the event id, so the
 spans of a run join one trace whichever process exports them. The exporter (OTLP over
 HTTP, batched in a background thread) is an optional dependency: requirements-otel.txt.
+
+A run started with a W3C `traceparent` (workflows/tracecontext.py) joins the caller's trace:
+its trace id is the caller's and its span a child of the caller's span. Each LLM call of an
+attempt is a child span of the attempt's, with the OpenTelemetry GenAI attributes
+(gen_ai.system, gen_ai.request.model, gen_ai.response.model, gen_ai.usage.*_tokens,
+gen_ai.response.finish_reasons).
 """
 
 from __future__ import annotations
@@ -16,7 +22,8 @@ from typing import Any, Protocol
 
 from django.conf import settings
 
-from workflows.models import Run
+from workflows.core.agent import FAILED, TOOL
+from workflows.models import AgentStep, LLMCall, Run, RunTraceParent
 
 log = logging.getLogger(__name__)
 RUN_FINISHED = {"run.succeeded", "run.failed", "run.cancelled"}
@@ -35,8 +42,45 @@ def id_from(text: str, bits: int) -> int:
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[: bits // 8], "big") or 1
 
 
-def trace_id(run_id: int) -> int:
+def trace_id(run_id: int, parents: dict[int, tuple[int, int]] | None = None) -> int:
+    """The run's trace: the caller's when it sent a traceparent, else derived from the run id."""
+    if parents and run_id in parents:
+        return parents[run_id][0]
     return id_from(f"switchyard:run:{run_id}", 128)
+
+
+def llm_span_id(call_id: int) -> int:
+    return id_from(f"switchyard:llm-call:{call_id}", 64)
+
+
+def trace_parents(run_ids: set[int]) -> dict[int, tuple[int, int]]:
+    """run id -> (trace id, parent span id) of the runs started with a traceparent."""
+    rows = RunTraceParent.objects.filter(run_id__in=run_ids).values_list(
+        "run_id", "trace_id", "parent_span_id"
+    )
+    return {run_id: (int(t, 16), int(s, 16)) for run_id, t, s in rows}
+
+
+def genai_attributes(call: LLMCall) -> dict[str, Any]:
+    """The OpenTelemetry GenAI semantic conventions' attributes of one call."""
+    attributes: dict[str, Any] = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.system": call.provider,
+        "gen_ai.request.model": call.model,
+        "gen_ai.response.model": call.response_model or call.model,
+        "switchyard.llm.demo": call.demo,
+    }
+    if call.input_tokens is not None:
+        attributes["gen_ai.usage.input_tokens"] = call.input_tokens
+    if call.output_tokens is not None:
+        attributes["gen_ai.usage.output_tokens"] = call.output_tokens
+    if call.finish_reason:
+        attributes["gen_ai.response.finish_reasons"] = [call.finish_reason]
+    if call.step:
+        attributes["switchyard.llm.step"] = call.step
+    if call.cost is not None:
+        attributes["switchyard.llm.cost"] = float(call.cost)
+    return attributes
 
 
 def run_span_id(run_id: int) -> int:
@@ -68,11 +112,30 @@ class OtlpExport:
         created = dict(
             Run.objects.filter(pk__in=[e.run_id for e in finished]).values_list("id", "created_at")
         )
+        self.parents = trace_parents({e.run_id for e in batch})
+        attempts = [e for e in batch if e.kind == "node.attempt" and e.started_at is not None]
+        calls = self.llm_calls(attempts)
         for e in batch:
             if e.kind == "node.attempt" and e.started_at is not None:
                 self.processor.on_end(self.node_span(e))
+                for call in calls.get((e.run_id, e.node_id, e.attempt), []):
+                    self.processor.on_end(self.llm_span(e, call))
             elif e.kind in RUN_FINISHED and e.run_id in created:
                 self.processor.on_end(self.run_span(e, created[e.run_id].timestamp()))
+        for e, step in agent_tool_calls(batch):
+            self.processor.on_end(self.tool_span(e, step))
+
+    def llm_calls(self, attempts: list[Any]) -> dict[tuple[int, str, int], list[LLMCall]]:
+        """The LLM calls of these attempts, in one query."""
+        found: dict[tuple[int, str, int], list[LLMCall]] = {}
+        if not attempts:
+            return found
+        wanted = {(e.run_id, e.node_id, e.attempt) for e in attempts}
+        for call in LLMCall.objects.filter(run_id__in={e.run_id for e in attempts}).order_by("id"):
+            key = (call.run_id, call.node_id, call.attempt)
+            if key in wanted:
+                found.setdefault(key, []).append(call)
+        return found
 
     def flush(self) -> None:
         self.processor.force_flush()
@@ -80,18 +143,34 @@ class OtlpExport:
     def shutdown(self) -> None:
         self.processor.shutdown()
 
-    def span(self, name: str, span_id: int, parent: int | None, e: Any, start: float, ok: bool) -> Any:
+    parents: dict[int, tuple[int, int]] = {}
+
+    def span(
+        self,
+        name: str,
+        span_id: int,
+        parent: int | None,
+        e: Any,
+        start: float,
+        ok: bool,
+        extra: dict[str, Any] | None = None,
+        end: float | None = None,
+    ) -> Any:
         from opentelemetry.sdk.trace import ReadableSpan
         from opentelemetry.trace import SpanContext, SpanKind, Status, StatusCode, TraceFlags
 
         def context(span: int) -> SpanContext:
             return SpanContext(
-                trace_id(e.run_id), span, is_remote=False, trace_flags=TraceFlags(TraceFlags.SAMPLED)
+                trace_id(e.run_id, self.parents),
+                span,
+                is_remote=span == self.parents.get(e.run_id, (0, 0))[1],
+                trace_flags=TraceFlags(TraceFlags.SAMPLED),
             )
 
         attributes = {"switchyard.run_id": e.run_id, "switchyard.workflow_id": e.workflow_id}
         if e.node_id:
             attributes.update({"switchyard.node_id": e.node_id, "switchyard.attempt": e.attempt})
+        attributes.update(extra or {})
         return ReadableSpan(
             name=name,
             context=context(span_id),
@@ -101,17 +180,84 @@ class OtlpExport:
             kind=SpanKind.INTERNAL,
             status=Status(StatusCode.OK if ok else StatusCode.ERROR),
             start_time=nanos(start),
-            end_time=nanos(e.at),
+            end_time=nanos(e.at if end is None else end),
         )
 
     def node_span(self, e: Any) -> Any:
         ok = e.status == "succeeded"
         return self.span(f"node {e.node_id}", event_span_id(e.id), run_span_id(e.run_id), e, e.started_at, ok)
 
-    def run_span(self, e: Any, created: float) -> Any:
+    def tool_span(self, e: Any, step: AgentStep) -> Any:
+        """An agent's tool call, `execute_tool <tool>` as the GenAI conventions name it, a
+        child of its attempt's span beside the attempt's model turns (its LLM calls)."""
+        start, end = step.started_at.timestamp(), step.finished_at.timestamp()
+        name = f"execute_tool {step.tool or step.call_id}"
+        ok = step.status != FAILED
         return self.span(
-            f"run {e.run_id}", run_span_id(e.run_id), None, e, created, e.kind == "run.succeeded"
+            name,
+            step_span_id(step.pk),
+            event_span_id(e.id),
+            e,
+            start,
+            ok,
+            extra=tool_attributes(step),
+            end=end,
         )
+
+    def run_span(self, e: Any, created: float) -> Any:
+        caller = self.parents.get(e.run_id, (0, None))[1]
+        return self.span(
+            f"run {e.run_id}", run_span_id(e.run_id), caller, e, created, e.kind == "run.succeeded"
+        )
+
+    def llm_span(self, e: Any, call: LLMCall) -> Any:
+        """A child of the attempt's span: `chat <model>`, as the GenAI conventions name it."""
+        end = call.created_at.timestamp()
+        start = end - call.latency_ms / 1000
+        attributes = genai_attributes(call)
+        span_id = llm_span_id(call.pk)
+        return self.span(
+            f"chat {call.model}", span_id, event_span_id(e.id), e, start, not call.error, attributes, end
+        )
+
+
+def step_span_id(step_id: int) -> int:
+    return id_from(f"switchyard:agent-step:{step_id}", 64)
+
+
+def tool_attributes(step: AgentStep) -> dict[str, Any]:
+    attributes: dict[str, Any] = {
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": step.tool,
+        "gen_ai.tool.call.id": step.call_id,
+        "switchyard.step.seq": step.seq,
+        "switchyard.step.status": step.status,
+        "switchyard.step.idempotency_key": step.idempotency_key,
+    }
+    if step.error:
+        attributes["error.type"] = step.error[:200]
+    return attributes
+
+
+def agent_tool_calls(batch: list[Any]) -> list[tuple[Any, AgentStep]]:
+    """The agents' tool calls of the node attempts in a batch, each with its attempt's event
+    (one query). Their model turns are LLM calls, exported as such (llm_span)."""
+    attempts = {
+        (e.run_id, e.node_id, e.attempt): e for e in batch if e.kind == "node.attempt" and e.started_at
+    }
+    if not attempts:
+        return []
+    steps = AgentStep.objects.filter(
+        kind=TOOL,
+        node_run__run_id__in={run for run, _, _ in attempts},
+        node_run__node_id__in={n for _, n, _ in attempts},
+    ).select_related("node_run")
+    found = []
+    for step in steps.order_by("node_run_id", "seq"):
+        e = attempts.get((step.node_run.run_id, step.node_run.node_id, step.attempt))
+        if e is not None:
+            found.append((e, step))
+    return found
 
 
 def exporter() -> Exporter:

@@ -24,6 +24,7 @@ from monitoring.guards import requires
 from workflows import deadletters, runs, texts
 from workflows.core.states import RunStatus
 from workflows.errors import DomainError, Invalid
+from workflows.llm import usage
 from workflows.models import AuditEntry, DeadLetter, NodeRun, Run, RunEvent, Workflow
 
 PAGE_SIZE = 50
@@ -54,7 +55,8 @@ def overview(request: HttpRequest) -> HttpResponse:
     name = OVERVIEW_FRAGMENTS.get(request.GET.get("fragment", ""))
     if request.htmx and name:
         return render(request, name, {"snap": message["data"]})
-    return render(request, "monitoring/overview.html", {"snap": message["data"], "nav": "overview"})
+    context = {"snap": message["data"], "nav": "overview", **usage.card_context()}
+    return render(request, "monitoring/overview.html", context)
 
 
 @require_GET
@@ -78,7 +80,7 @@ def workflow_live(request: HttpRequest, slug: str) -> HttpResponse:
     graph = graph_of(version.definition) if version else {"nodes": [], "edges": []}
     stats = snapshots.current(f"workflow:{workflow.pk}")["data"] if version else {"nodes": {}}
     context = {"workflow": workflow, "version": version, "graph": graph, "stats": stats, "nav": "workflows"}
-    return render(request, "monitoring/workflow_live.html", context)
+    return render(request, "monitoring/workflow_live.html", {**context, **usage.card_context(workflow)})
 
 
 @require_GET
@@ -148,6 +150,18 @@ def run_node(request: HttpRequest, run_id: int, node_id: str) -> HttpResponse:
     except NodeRun.DoesNotExist:
         raise Http404(f"Run {run_id} has no node {node_id!r}.") from None
     return render(request, "monitoring/fragments/run_node.html", context)
+
+
+@require_GET
+@requires("view")
+def run_node_steps(request: HttpRequest, run_id: int, node_id: str) -> HttpResponse:
+    """An agent node's step timeline: the node panel polls it while the node runs."""
+    run = get_object_or_404(Run.objects.select_related("version"), pk=run_id)
+    node = get_object_or_404(NodeRun, run=run, node_id=node_id)
+    context = runstate.agent_steps(run, node)
+    # The last poll: the node has ended, so the whole panel (status, output) is loaded again.
+    context["finished_now"] = not context.get("polling")
+    return render(request, "monitoring/fragments/agent_steps.html", context)
 
 
 @require_POST

@@ -10,8 +10,12 @@ STABLE_SECONDS; a role is never given up on. Each child's state (running since, 
 crashes) is printed when it changes and kept in .data/dev/supervisor.json (`make status`
 shows it). Ctrl-C or SIGTERM stops everything it started, within STOP_GRACE_SECONDS.
 
-Environment: PORT (web server, default 8000), WORKERS (RQ workers, default 2), and anything
-the settings read. Variables from a `.env` file in the checkout apply unless already set.
+Without LLM_BASE_URL it also runs the scripted demo LLM provider (workflows/llm/demo_server.py,
+on DEMO_LLM_PORT or a free port), which bootstrap registers as the provider "demo", so the
+demo workflows' LLM nodes answer on a machine with no network and no key.
+
+Environment: PORT (web server, default 8000), WORKERS (RQ workers, default 2), DEMO_LLM_PORT,
+and anything the settings read. Variables from a `.env` file in the checkout apply unless already set.
 """
 
 from __future__ import annotations
@@ -245,6 +249,18 @@ def env_int(name: str, default: int) -> int:
         sys.exit(f"{name} must be an integer, got {raw!r}.")
 
 
+def demo_llm_port() -> int | None:
+    """The demo provider's port, or None when LLM_BASE_URL names a real provider."""
+    if os.environ.get("LLM_BASE_URL"):
+        return None
+    wanted = env_int("DEMO_LLM_PORT", 0)
+    if wanted:
+        return wanted
+    with socket.socket() as probe:
+        probe.bind((HOST, 0))
+        return int(probe.getsockname()[1])
+
+
 def long_running(env: dict[str, str], port: int, workers: int) -> list[Child]:
     python = str(BIN / "python")
     queues = [q for q in os.environ.get("SWITCHYARD_QUEUES", "default,agents").split(",") if q]
@@ -356,6 +372,11 @@ def main() -> int:
             return 1
         say("run", f"PostgreSQL and Valkey are up ({', '.join(urls.values())})")
     env = {**os.environ, **urls, "DJANGO_SETTINGS_MODULE": "controlplane.settings", "PYTHONUNBUFFERED": "1"}
+    demo_port = demo_llm_port()
+    if demo_port is not None:
+        env["SWITCHYARD_DEMO_LLM_URL"] = f"http://{HOST}:{demo_port}/v1"
+        env["DEMO_LLM_PORT"] = str(demo_port)
+        say("run", f"no LLM_BASE_URL: the scripted demo LLM provider serves on port {demo_port}")
     children: list[Child] = []
     try:
         return run(env, port, workers, children)
@@ -388,6 +409,9 @@ def run(env: dict[str, str], port: int, workers: int, children: list[Child]) -> 
                 f"  {os.path.relpath(python, REPO)} manage.py changepassword admin",
             ]
     children.extend(long_running(env, port, workers))
+    if "SWITCHYARD_DEMO_LLM_URL" in env:
+        demo = [python, "-m", "workflows.llm.demo_server", "--port", env["DEMO_LLM_PORT"]]
+        children.append(Child("demo-llm", lambda: demo, env))
     supervise(children, port, login_lines)
     return 0
 

@@ -12,4 +12,11 @@ class WorkflowsConfig(AppConfig):
         import controlplane.checks  # noqa: F401  (registers the checks)
         from workflows.handlers import load_handler_modules
 
-        load_handler_modules(["workflows.handlers.waits", *settings.SWITCHYARD["HANDLER_MODULES"]])
+        load_handler_modules(
+            [
+                "workflows.handlers.waits",
+                "workflows.llm.handler",
+                "workflows.handlers.agent",
+                *settings.SWITCHYARD["HANDLER_MODULES"],
+            ]
+        )

@@ -22,7 +22,9 @@ from typing import Any
 from django.db import transaction
 
 from workflows import audit, catalog, handlers, runs
+from workflows.core.definition import LLM_HANDLER_PREFIX
 from workflows.errors import Invalid, NotFound
+from workflows.llm import providers
 from workflows.models import Run, Workflow, WorkflowVersion
 
 SNAPSHOT_PREFIX = "test-run snapshot of draft"
@@ -34,9 +36,17 @@ SNAPSHOT_PREFIX = "test-run snapshot of draft"
 def palette() -> list[dict[str, Any]]:
     """Return every registered handler: name, docstring summary, docstring, config schema."""
     return [
-        {"name": h.name, "summary": h.summary(), "doc": h.doc, "config_schema": h.config_schema}
+        {"name": h.name, "summary": h.summary(), "doc": h.doc, "config_schema": offered_schema(h)}
         for h in handlers.registered().values()
     ]
+
+
+def offered_schema(handler: handlers.Handler) -> dict[str, Any] | None:
+    """The config schema the editor shows: an LLM node's lists the providers and models that exist."""
+    schema = handler.config_schema
+    if schema is None or not handler.name.startswith(LLM_HANDLER_PREFIX):
+        return schema
+    return providers.with_provider_choices(schema)
 
 
 def is_snapshot(version: WorkflowVersion) -> bool:

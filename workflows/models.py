@@ -435,3 +435,146 @@ class WebhookCursor(models.Model):
 
     def __str__(self) -> str:
         return f"cursor {self.name}"
+
+
+# --- LLM providers, prices and calls ---
+
+
+class LLMProvider(models.Model):
+    """A named OpenAI-compatible endpoint. The key is write-only: no page, API answer, log
+    line or error ever shows it again after it is saved."""
+
+    name = models.SlugField(max_length=60, unique=True)
+    base_url = models.URLField(max_length=500)
+    api_key = models.TextField(blank=True)
+    default_model = models.CharField(max_length=200)
+    # The models a node may name; empty means only default_model.
+    offered_models = models.JSONField(default=list, blank=True)
+    timeout_seconds = models.FloatField(default=60.0)
+    is_default = models.BooleanField(default=False)
+    demo = models.BooleanField(default=False)  # the embedded scripted server, not a real model
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["is_default"], condition=Q(is_default=True), name="llmprovider_one_default"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def models_offered(self) -> list[str]:
+        return list(dict.fromkeys([self.default_model, *self.offered_models]))
+
+
+class LLMPrice(models.Model):
+    """What one model costs, per million input and output tokens (in the currency of choice)."""
+
+    model = models.CharField(max_length=200, unique=True)
+    input_per_million = models.DecimalField(max_digits=12, decimal_places=4)
+    output_per_million = models.DecimalField(max_digits=12, decimal_places=4)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["model"]
+
+    def __str__(self) -> str:
+        return self.model
+
+
+class LLMCall(models.Model):
+    """One call to an LLM: who made it, what it used, what it cost (NULL: price unknown)."""
+
+    node_run = models.ForeignKey(NodeRun, on_delete=models.CASCADE, related_name="llm_calls")
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="llm_calls")
+    workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="llm_calls")
+    node_id = models.CharField(max_length=64)
+    attempt = models.PositiveIntegerField()
+    step = models.CharField(max_length=100, blank=True)  # an agent loop's turn; blank for llm.chat
+    provider = models.CharField(max_length=60)
+    model = models.CharField(max_length=200)  # as asked for (the price table's key)
+    response_model = models.CharField(max_length=200, blank=True)  # as the provider named it
+    demo = models.BooleanField(default=False)
+    input_tokens = models.PositiveIntegerField(null=True, blank=True)
+    output_tokens = models.PositiveIntegerField(null=True, blank=True)
+    latency_ms = models.FloatField(default=0.0)
+    cost = models.DecimalField(max_digits=16, decimal_places=8, null=True, blank=True)
+    finish_reason = models.CharField(max_length=40, blank=True)
+    error = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [
+            models.Index(fields=["created_at"], name="llmcall_created_idx"),
+            models.Index(fields=["workflow", "created_at"], name="llmcall_workflow_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.provider}/{self.model} for {self.run_id}:{self.node_id}:{self.attempt}"
+
+
+class RunTraceParent(models.Model):
+    """The W3C trace context a run was started with: its spans join the caller's trace."""
+
+    run = models.OneToOneField(Run, on_delete=models.CASCADE, primary_key=True, related_name="trace_parent")
+    trace_id = models.CharField(max_length=32)
+    parent_span_id = models.CharField(max_length=16)
+
+    def __str__(self) -> str:
+        return f"00-{self.trace_id}-{self.parent_span_id}"
+
+
+# --- agent steps ---
+# The durable step log of `llm.agent` nodes (core/agent.py, workflows/agents.py).
+
+
+class AgentStep(models.Model):
+    """One finished (or failed) model turn or tool call of an agent node.
+
+    The log belongs to the node's row across its attempts: `seq` numbers the steps of the
+    node (every attempt continues the numbering) and `attempt` says which attempt recorded
+    the step. An attempt continues from the earlier attempts' steps of the same
+    `fingerprint` (see core/agent.py), so finished turns and tool calls are never repeated.
+    """
+
+    node_run = models.ForeignKey(
+        NodeRun, on_delete=models.CASCADE, related_name="agent_steps", db_index=False
+    )
+    seq = models.PositiveIntegerField()
+    attempt = models.PositiveIntegerField()
+    kind = models.CharField(max_length=8)  # turn | tool
+    status = models.CharField(max_length=8)  # ok | error (told to the model) | failed
+    fingerprint = models.CharField(max_length=32)
+    idempotency_key = models.CharField(max_length=200)
+    # turn: the request sent (messages, tools offered) and the answer (text, tool calls)
+    request = models.JSONField(null=True, blank=True)
+    response = models.JSONField(null=True, blank=True)
+    model = models.CharField(max_length=200, blank=True)
+    finish_reason = models.CharField(max_length=40, blank=True)
+    input_tokens = models.PositiveIntegerField(null=True, blank=True)
+    output_tokens = models.PositiveIntegerField(null=True, blank=True)
+    # tool: which call of which turn, the handler, its arguments and output
+    turn_seq = models.PositiveIntegerField(null=True, blank=True)
+    call_id = models.CharField(max_length=200, blank=True)
+    tool = models.CharField(max_length=100, blank=True)
+    arguments = models.JSONField(null=True, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    started_at = models.DateTimeField()
+    finished_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["node_run", "seq"]
+        constraints = [models.UniqueConstraint(fields=["node_run", "seq"], name="agentstep_node_seq_unique")]
+
+    def __str__(self) -> str:
+        return f"{self.node_run_id} step {self.seq} ({self.kind})"
+
+    @property
+    def duration_ms(self) -> float:
+        return round((self.finished_at - self.started_at).total_seconds() * 1000, 1)

@@ -20,6 +20,7 @@ from workflows import handlers
 from workflows.core.definition import DefinitionError, Limits, checksum, normalise, parse_definition
 from workflows.core.graph import Graph
 from workflows.errors import Conflict, Invalid, NotFound
+from workflows.llm import providers
 from workflows.models import Workflow, WorkflowVersion
 from workflows.runtime import bus
 
@@ -27,7 +28,13 @@ EXPORT_FORMAT = "switchyard.workflow/v1"
 
 
 def limits() -> Limits:
-    return Limits(max_nodes=settings.SWITCHYARD["MAX_NODES"], queues=tuple(settings.SWITCHYARD_QUEUES))
+    known = providers.known_providers()
+    return Limits(
+        max_nodes=settings.SWITCHYARD["MAX_NODES"],
+        queues=tuple(settings.SWITCHYARD_QUEUES),
+        llm_providers={p.name: tuple(p.models) for p in known},
+        llm_default_provider=next((p.name for p in known if p.is_default), None),
+    )
 
 
 def parse(definition: Any) -> Graph:

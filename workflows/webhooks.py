@@ -47,7 +47,7 @@ from django.db import close_old_connections, connection, transaction
 from django.db.models import F, Max
 from django.utils import timezone
 
-from workflows import audit, runs
+from workflows import audit, tracecontext
 from workflows.catalog import person_of
 from workflows.core.backoff import backoff_delay
 from workflows.errors import DomainError, Invalid, NotFound
@@ -165,12 +165,16 @@ def verify_delivery(
     return trigger
 
 
-def start_from_delivery(trigger: Trigger, delivery_id: str, run_input: Any) -> tuple[Run, bool]:
-    """Start the trigger's workflow once per delivery id; return (run, created)."""
+def start_from_delivery(
+    trigger: Trigger, delivery_id: str, run_input: Any, traceparent: str | None = None
+) -> tuple[Run, bool]:
+    """Start the trigger's workflow once per delivery id; return (run, created).
+
+    A W3C `traceparent` makes the run's trace a part of the sender's."""
     if not isinstance(run_input, dict):
         raise Invalid("The body must be a JSON object: it becomes the run input.")
     key = f"hook:{trigger.pk}:{delivery_id}"
-    return runs.start_run(trigger.workflow, run_input, idempotency_key=key)
+    return tracecontext.start_run(trigger.workflow, run_input, traceparent, idempotency_key=key)
 
 
 # --------------------------------------------------------------------------- subscriptions

@@ -12,6 +12,8 @@
   // The navigation's inbox count follows `approvals` on every live page that shows it.
   const named = live.dataset.topics.split(",").filter(Boolean);
   if (document.getElementById("nav-inbox-count") && !named.includes("approvals")) named.push("approvals");
+  // Streamed LLM text (llmstream.js) travels on a topic of its own.
+  if (live.dataset.streamTopic) named.push(live.dataset.streamTopic);
   const topics = named.join(",");
   const status = document.getElementById("live-status");
   const REFRESH_MS = 1000;

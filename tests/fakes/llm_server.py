@@ -9,6 +9,13 @@ a function of the request JSON), `status`, `delay` and `content_type` to script 
 answers; change them between requests as needed. With `api_key` set, a request without
 `Authorization: Bearer <api_key>` gets a 401 in OpenAI's error shape.
 
+Streaming: a request with `"stream": true` whose reply is a completion (a dict with
+`choices`) is sent as server-sent `chat.completion.chunk` events, one word of text (or one
+piece of a tool call) a chunk, `chunk_delay` seconds apart, then a usage chunk and
+`data: [DONE]`. `drop_after=N` closes the connection after N chunks (a dropped stream);
+`bad_chunk_at=N` sends a chunk that is not JSON in place of chunk N; `streaming=False` makes
+it answer streamed requests with one JSON body, as a provider that cannot stream.
+
 Run it alone for the demo: `python -m tests.fakes.llm_server --port 8011`.
 """
 
@@ -22,6 +29,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
+
+from workflows.llm.demo_server import completion_chunks
 
 Reply = dict[str, Any] | str | bytes | Callable[[Any], Any]
 
@@ -96,7 +105,31 @@ class _Handler(BaseHTTPRequestHandler):
                 401, {"error": {"message": "Incorrect API key provided.", "type": "invalid_request_error"}}
             )
         else:
-            self._send(fake.status, fake.answer(parsed), fake.content_type)
+            answer = fake.answer(parsed)
+            if fake.status == 200 and fake.wants_stream(parsed, answer):
+                self._stream(completion_chunks(answer), fake)
+            else:
+                self._send(fake.status, answer, fake.content_type)
+
+    def _stream(self, chunks: list[bytes], fake: FakeLLMServer) -> None:
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        for n, chunk in enumerate(chunks):
+            if fake.drop_after is not None and n >= fake.drop_after:
+                return
+            if fake.chunk_delay and fake.stopping.wait(fake.chunk_delay):
+                return
+            data = b"data: {not json\n\n" if n == fake.bad_chunk_at else chunk
+            try:
+                self.wfile.write(data)
+                self.wfile.flush()
+            except OSError:
+                return  # the client hung up (a timeout, a killed worker)
+            fake.chunks_sent += 1
 
     def _send(self, status: int, payload: Any, content_type: str = "application/json") -> None:
         data = payload if isinstance(payload, bytes) else _encode(payload)
@@ -131,12 +164,19 @@ class FakeLLMServer:
         content_type: str = "application/json",
         host: str = "127.0.0.1",
         port: int = 0,
+        streaming: bool = True,
+        chunk_delay: float = 0.0,
     ) -> None:
         self.reply = reply
         self.status = status
         self.delay = delay
         self.api_key = api_key
         self.content_type = content_type
+        self.streaming = streaming
+        self.chunk_delay = chunk_delay
+        self.drop_after: int | None = None
+        self.bad_chunk_at: int | None = None
+        self.chunks_sent = 0
         self.requests: list[RecordedRequest] = []
         self.stopping = threading.Event()
         self._lock = threading.Lock()
@@ -177,6 +217,11 @@ class FakeLLMServer:
         with self._lock:
             self.requests.append(request)
 
+    def wants_stream(self, request: Any, answer: Any) -> bool:
+        """Stream when asked to, able to, and the answer is a completion."""
+        asked = isinstance(request, dict) and request.get("stream") is True
+        return self.streaming and asked and isinstance(answer, dict) and "choices" in answer
+
     def answer(self, request: Any) -> Any:
         """Return the configured reply for a request, or the echo completion."""
         if self.reply is None:
@@ -201,8 +246,11 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=8011)
     parser.add_argument("--delay", type=float, default=0.0, help="seconds to wait before each answer")
     parser.add_argument("--api-key", default=None, help="require this bearer token")
+    parser.add_argument("--chunk-delay", type=float, default=0.0, help="seconds between stream chunks")
     args = parser.parse_args()
-    server = FakeLLMServer(host=args.host, port=args.port, delay=args.delay, api_key=args.api_key).start()
+    server = FakeLLMServer(
+        host=args.host, port=args.port, delay=args.delay, api_key=args.api_key, chunk_delay=args.chunk_delay
+    ).start()
     print(f"LLM_BASE_URL={server.base_url}", flush=True)
     try:
         threading.Event().wait()

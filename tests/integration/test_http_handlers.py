@@ -244,7 +244,7 @@ def test_a_refused_connection_is_a_handler_error_without_the_query(server: Scrip
 
 
 @pytest.fixture
-def llm(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeLLMServer]:
+def llm(monkeypatch: pytest.MonkeyPatch, db: None) -> Iterator[FakeLLMServer]:
     with FakeLLMServer() as fake:
         use_llm(monkeypatch, fake)
         yield fake
@@ -299,14 +299,16 @@ def test_chat_sends_the_idempotency_key_and_no_authorization_without_a_key(llm: 
     assert request.json["model"] == "other-model"
 
 
-def test_chat_sends_the_api_key_as_a_bearer_token(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_chat_sends_the_api_key_as_a_bearer_token(monkeypatch: pytest.MonkeyPatch, db: None) -> None:
     with FakeLLMServer(api_key="sk-test-123") as fake:
         use_llm(monkeypatch, fake, LLM_API_KEY="sk-test-123")
         assert chat(ctx({"prompt": "hi"}))["content"] == "echo: hi"
     assert fake.requests[0].headers["authorization"] == "Bearer sk-test-123"
 
 
-def test_a_rejected_key_fails_with_a_hint_and_without_the_key(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_rejected_key_fails_with_a_hint_and_without_the_key(
+    monkeypatch: pytest.MonkeyPatch, db: None
+) -> None:
     with FakeLLMServer(api_key="right", reply=None) as fake:
         use_llm(monkeypatch, fake, LLM_API_KEY="wrong-key")
         fake.api_key = "right"
@@ -314,7 +316,8 @@ def test_a_rejected_key_fails_with_a_hint_and_without_the_key(monkeypatch: pytes
             chat(ctx({"prompt": "hi"}))
     message = str(err.value)
     assert "answered 401" in message and "Incorrect API key provided." in message
-    assert "Check the LLM_API_KEY setting." in message
+    assert "Check the provider's API key." in message
+    assert "provider 'default', model 'tiny-1'" in message and "node 'call_api'" in message
     assert "wrong-key" not in message
 
 
@@ -332,15 +335,16 @@ def test_a_server_error_fails_with_the_providers_message(llm: FakeLLMServer) -> 
     ("reply", "fragment"),
     [
         ("<html>gateway</html>", "is not JSON"),
-        ({"choices": []}, "no choices[0].message.content"),
-        ({"choices": [{"message": {"content": None}}]}, "no choices[0].message.content"),
-        (["not", "an", "object"], "no choices[0].message.content"),
+        ({"choices": []}, "no choices[0].message"),
+        ({"choices": [{"message": {"content": None}}]}, "no text and no tool calls"),
+        (["not", "an", "object"], "no choices[0].message"),
     ],
 )
 def test_a_malformed_answer_fails_clearly(llm: FakeLLMServer, reply: Any, fragment: str) -> None:
     llm.reply = reply
     with pytest.raises(
-        handlers.HandlerError, match=r"llm.chat: the answer from http://127.0.0.1:\d+/v1/chat/c"
+        handlers.HandlerError,
+        match=r"llm.chat node 'call_api': provider 'default', model 'tiny-1': the answer",
     ) as err:
         chat(ctx({"prompt": "hi"}))
     assert fragment in str(err.value)
@@ -348,7 +352,12 @@ def test_a_malformed_answer_fails_clearly(llm: FakeLLMServer, reply: Any, fragme
 
 def test_missing_usage_and_model_fall_back(llm: FakeLLMServer) -> None:
     llm.reply = {"choices": [{"message": {"role": "assistant", "content": "ok"}}]}
-    assert chat(ctx({"prompt": "hi"})) == {"content": "ok", "model": "tiny-1", "usage": {}}
+    assert chat(ctx({"prompt": "hi"})) == {
+        "content": "ok",
+        "finish_reason": None,
+        "model": "tiny-1",
+        "usage": {},
+    }
 
 
 def test_a_slow_model_times_out(llm: FakeLLMServer) -> None:

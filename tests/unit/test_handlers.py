@@ -19,7 +19,7 @@ from workflows.handlers import builtin, demo
 from workflows.handlers.registry import Handler, Registry, UnknownHandlerError
 
 REPO = Path(__file__).resolve().parents[2]
-HANDLER_MODULES = ["workflows.handlers.builtin", "workflows.handlers.demo"]
+HANDLER_MODULES = ["workflows.handlers.builtin", "workflows.handlers.demo", "workflows.llm.handler"]
 
 
 def ctx(

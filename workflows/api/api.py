@@ -27,13 +27,16 @@ from workflows.api import (
     auth,
     inputs,
     schema,
+    views_agent,
     views_approvals,
     views_deadletters,
     views_events,
     views_health,
     views_hooks,
     views_keys,
+    views_llm,
     views_runs,
+    views_streams,
     views_versions,
     views_workflows,
 )
@@ -82,6 +85,9 @@ for module in (
     views_approvals,
     views_events,
     views_health,
+    views_agent,
+    views_llm,
+    views_streams,
 ):
     api.add_router("", module.router)
 

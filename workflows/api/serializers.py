@@ -107,6 +107,14 @@ class RunSummary(TypedDict):
     url: str
 
 
+class LLMUsageOut(TypedDict):
+    calls: int
+    input_tokens: int
+    output_tokens: int
+    cost: str | None  # null: no call had a price (unknown), never 0
+    unpriced_calls: int
+
+
 class NodeOut(TypedDict):
     node_id: str
     status: str
@@ -121,12 +129,14 @@ class NodeOut(TypedDict):
     output: Any
     error: str
     traceback: str
+    llm_usage: NotRequired[LLMUsageOut]  # LLM nodes: totals of every call of every attempt
 
 
 class RunOut(RunSummary):
     input: dict[str, Any]
     nodes: list[NodeOut]
     dead_letters: list[int]
+    llm_usage: NotRequired[LLMUsageOut]
 
 
 class EventOut(TypedDict):
@@ -455,13 +465,20 @@ def node(n: NodeRun) -> NodeOut:
     }
 
 
-def run(r: Run, nodes: list[NodeRun], letters: list[int]) -> RunOut:
-    return {  # type: ignore[typeddict-item]
+def run(r: Run, nodes: list[NodeRun], letters: list[int], llm: dict[str, Any] | None = None) -> RunOut:
+    """A run; `llm` (usage.run_usage) adds the LLM usage of the run and of each LLM node."""
+    out = {
         **run_summary(r),
         "input": r.input,
         "nodes": [node(n) for n in nodes],
         "dead_letters": letters,
     }
+    if llm is not None:
+        out["llm_usage"] = llm["run"]
+        for item in out["nodes"]:
+            if item["node_id"] in llm["nodes"]:
+                item["llm_usage"] = llm["nodes"][item["node_id"]]
+    return out  # type: ignore[return-value]
 
 
 def millis(start: datetime | None, end: datetime | None) -> float | None:

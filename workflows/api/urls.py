@@ -8,6 +8,7 @@ problem rather than Django's HTML page.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
@@ -20,17 +21,31 @@ from workflows.api.api import api
 from workflows.api.errors import problem
 
 
-def with_problem_405(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+def with_problem_405(view: Callable[..., Any]) -> Callable[..., Any]:
+    if inspect.iscoroutinefunction(view):  # an async operation (the SSE stream) stays async
+        return async_with_problem_405(view)
+
     @wraps(view)
     def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        response = view(request, *args, **kwargs)
-        if isinstance(response, HttpResponseNotAllowed):
-            allow = response["Allow"]
-            detail = f"{request.method} is not allowed here; use {allow}."
-            return problem(request, 405, detail, headers={"Allow": allow})
-        return response
+        return as_problem_405(request, view(request, *args, **kwargs))
 
     return wrapped
+
+
+def async_with_problem_405(view: Callable[..., Any]) -> Callable[..., Any]:
+    @wraps(view)
+    async def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        return as_problem_405(request, await view(request, *args, **kwargs))
+
+    return wrapped
+
+
+def as_problem_405(request: HttpRequest, response: HttpResponse) -> HttpResponse:
+    if isinstance(response, HttpResponseNotAllowed):
+        allow = response["Allow"]
+        detail = f"{request.method} is not allowed here; use {allow}."
+        return problem(request, 405, detail, headers={"Allow": allow})
+    return response
 
 
 @csrf_exempt

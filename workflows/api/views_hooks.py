@@ -91,7 +91,9 @@ def receive(
     trigger = webhooks.verify_delivery(trigger_id, timestamp, delivery, signature, raw, time.time())
     rate = auth.check_rate(f"trigger:{trigger_id}")
     run_input = decode_body(request, raw)
-    run, created = webhooks.start_from_delivery(trigger, delivery, run_input)
+    run, created = webhooks.start_from_delivery(
+        trigger, delivery, run_input, request.headers.get("traceparent")
+    )
     data = s.run_summary(runs.get_run(run.pk))
     for name, value in {"Location": data["url"], **(rate.headers() if rate else {})}.items():
         response[name] = value

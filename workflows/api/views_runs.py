@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from django.http import HttpRequest, HttpResponse
 from ninja import Header, Path, Query, Router, Status
 
-from workflows import editing, runs, versions
+from workflows import editing, runs, tracecontext, versions
 from workflows.api import inputs as i
 from workflows.api import serializers as s
 from workflows.api.auth import allowed, authorize_actor
@@ -15,6 +15,7 @@ from workflows.api.errors import ApiError, FieldError
 from workflows.api.pagination import paginate
 from workflows.api.parsing import MAX_ID
 from workflows.api.schema import refuses
+from workflows.llm import usage
 from workflows.models import DeadLetter, NodeRun, Run, RunEvent
 
 router = Router(tags=["runs"])
@@ -38,9 +39,11 @@ def start_run(
     idempotency_key: Annotated[i.IdempotencyKey | None, Header(alias="Idempotency-Key")] = None,
 ) -> Any:
     """Start a run of the active version. With Idempotency-Key, the same key and input answer
-    the run made the first time (200) and the same key with another input is refused (409)."""
+    the run made the first time (200) and the same key with another input is refused (409).
+    A W3C `traceparent` header makes the run's trace a part of the caller's."""
     workflow = versions.get_workflow(slug)
-    run, created = runs.start_run(workflow, body.input, idempotency_key=idempotency_key)
+    traceparent = request.headers.get("traceparent")
+    run, created = tracecontext.start_run(workflow, body.input, traceparent, idempotency_key=idempotency_key)
     run.workflow, run.version = workflow, workflow.active_version  # type: ignore[assignment]
     if run.version_id != workflow.active_version_id:  # an earlier start, on an older version
         run = runs.get_run(run.pk)
@@ -109,7 +112,7 @@ def read_run(run_id: int) -> s.RunOut:
     run = runs.get_run(run_id)
     nodes = list(NodeRun.objects.filter(run_id=run_id).order_by("id"))
     letters = list(DeadLetter.objects.filter(run_id=run_id).order_by("id").values_list("id", flat=True))
-    return s.run(run, nodes, letters)
+    return s.run(run, nodes, letters, usage.run_usage(run_id))
 
 
 @router.post(

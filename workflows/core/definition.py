@@ -27,7 +27,17 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from workflows.core.conditions import Condition, ConditionError
 from workflows.core.engine import JOIN_RULES
-from workflows.core.graph import DEFAULT_JOIN, TASK, WAIT_KINDS, Edge, Graph, Node, RateLimit, RetryPolicy
+from workflows.core.graph import (
+    AGENT,
+    DEFAULT_JOIN,
+    TASK,
+    WAIT_KINDS,
+    Edge,
+    Graph,
+    Node,
+    RateLimit,
+    RetryPolicy,
+)
 from workflows.core.waits import check_config as check_wait_config
 
 if TYPE_CHECKING:
@@ -57,6 +67,7 @@ _PATTERN_HINTS: Final[Mapping[str | int, str]] = {  # keyed by a pydantic loc's 
 }
 
 HandlerSchemas = Mapping[str, Mapping[str, Any] | None]
+LLM_HANDLER_PREFIX: Final = "llm."
 _ConfigValidator = jsonschema.Draft202012Validator | str
 
 
@@ -70,6 +81,10 @@ class Limits:
     max_config_bytes: int = 16384
     max_definition_bytes: int = 1_048_576
     queues: tuple[str, ...] | None = None
+    # LLM providers a node may name: name -> the models it offers (empty: any model), and
+    # the provider of nodes that name none. None: providers are not checked.
+    llm_providers: Mapping[str, tuple[str, ...]] | None = None
+    llm_default_provider: str | None = None
 
 
 DEFAULT_LIMITS: Final = Limits()
@@ -276,7 +291,44 @@ def _inspect(
     issues += _check_waits(draft)
     if limits.queues is not None:
         issues += _check_queues(draft, limits.queues)
+    if limits.llm_providers is not None:
+        issues += _check_llm_providers(draft, limits.llm_providers, limits.llm_default_provider)
     return issues, draft
+
+
+def _check_llm_providers(
+    draft: _Draft, providers: Mapping[str, tuple[str, ...]], default: str | None
+) -> list[Issue]:
+    """Report LLM nodes (`llm.*`) naming a provider that does not exist or a model it does not offer."""
+    issues: list[Issue] = []
+    for index, spec in draft.nodes.items():
+        if not spec.handler.startswith(LLM_HANDLER_PREFIX):
+            continue
+        provider, model = spec.config.get("provider") or default, spec.config.get("model")
+        if not isinstance(provider, str) or provider not in providers:
+            if isinstance(provider, str):
+                known = ", ".join(sorted(providers)) or "none"
+                issues.append(
+                    Issue(
+                        f"nodes[{index}].config.provider",
+                        f"unknown LLM provider {provider!r} (node '{spec.id}'); providers: {known}",
+                        "unknown_provider",
+                        spec.id,
+                    )
+                )
+            continue
+        offered = providers[provider]
+        if isinstance(model, str) and offered and model not in offered:
+            issues.append(
+                Issue(
+                    f"nodes[{index}].config.model",
+                    f"provider {provider!r} does not offer model {model!r} (node '{spec.id}'); "
+                    f"it offers {', '.join(offered)}",
+                    "unknown_model",
+                    spec.id,
+                )
+            )
+    return issues
 
 
 def _check_queues(draft: _Draft, queues: tuple[str, ...]) -> list[Issue]:
@@ -621,7 +673,7 @@ def _build_node(spec: NodeSpec) -> Node:
     """Turn a node spec into a Node."""
     rate = RateLimit(**spec.rate_limit.model_dump()) if spec.rate_limit is not None else None
     fields = spec.model_dump(exclude={"retry", "rate_limit"})
-    kind = spec.handler if spec.handler in WAIT_KINDS else TASK
+    kind = spec.handler if spec.handler in (*WAIT_KINDS, AGENT) else TASK
     return Node(**fields, retry=RetryPolicy(**spec.retry.model_dump()), rate_limit=rate, kind=kind)
 
 

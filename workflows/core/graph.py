@@ -56,6 +56,9 @@ TASK = "task"  # call a handler once (see engine.start_node, runtime/kinds.py)
 # registered with their config schemas so the editor offers them; their kind is their name.
 APPROVAL, EVENT, TIMER = "human.approval", "wait.event", "wait.timer"
 WAIT_KINDS = (APPROVAL, EVENT, TIMER)
+# A tool-calling loop run in a worker like a task, its turns and tool calls durable steps
+# (core/agent.py): named like a handler, its kind is its name.
+AGENT = "llm.agent"
 
 
 @dataclass(frozen=True)

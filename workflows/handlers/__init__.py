@@ -10,22 +10,26 @@ from workflows.handlers.registry import (
     Handler,
     HandlerError,
     NodeContext,
+    Tool,
     UnknownHandlerError,
     get_handler,
     load_handler_modules,
     node,
     registered,
     schemas,
+    tools,
 )
 
 __all__ = [
     "Handler",
     "HandlerError",
     "NodeContext",
+    "Tool",
     "UnknownHandlerError",
     "get_handler",
     "load_handler_modules",
     "node",
     "registered",
     "schemas",
+    "tools",
 ]

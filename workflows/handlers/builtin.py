@@ -1,10 +1,12 @@
-"""Built-in handlers: no-op, echo, input validation, delay, failure drills, HTTP request and LLM chat.
+"""Built-in handlers: no-op, echo, input validation, delay, failure drills and HTTP request.
+
+`llm.chat` lives in `workflows.llm.handler` (it needs the provider table).
 
 Django settings are read lazily inside the handlers (`switchyard_settings`), with fallbacks
 when no settings are configured, so this module imports and runs without Django.
 
-Templates: string values in `http.request`'s `url` and `json` and `llm.chat`'s `system` and
-`prompt` may contain `{input.key}` and `{upstream.node_id.key}` (dotted lookups through
+Templates: string values in `http.request`'s `url` and `json` (and `llm.chat`'s `system` and
+`prompt`) may contain `{input.key}` and `{upstream.node_id.key}` (dotted lookups through
 objects and list indexes; nothing else is evaluated). In a URL the substituted text is
 percent-encoded, so run input can fill path segments and query values but never choose the
 host. In `json` a string that is exactly one placeholder takes the value with its JSON type.
@@ -427,119 +429,3 @@ def http_output(reply: Reply) -> dict[str, Any]:
         except ValueError:
             pass  # mislabelled: hand it over as text
     return {"status": reply.status, "headers": headers, "json": None, "text": text}
-
-
-# --- llm.chat -------------------------------------------------------------------------------
-
-LLM_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "model": {"type": "string", "minLength": 1, "maxLength": 200, "description": "Default: LLM_MODEL."},
-        "system": {"type": "string", "maxLength": 200_000, "description": "System message (a template)."},
-        "prompt": {
-            "type": "string",
-            "minLength": 1,
-            "maxLength": 200_000,
-            "description": "User message; {input.key} and {upstream.node.key} are filled in.",
-        },
-        "temperature": {"type": "number", "minimum": 0, "maximum": 2},
-        "max_tokens": {"type": "integer", "minimum": 1, "maximum": 1_000_000},
-        "timeout_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 3600},
-    },
-    "required": ["prompt"],
-    "additionalProperties": False,
-}
-
-
-@node("llm.chat", config_schema=LLM_SCHEMA)
-def llm_chat(ctx: NodeContext) -> dict[str, Any]:
-    """Ask an OpenAI-compatible chat model; return its answer, model name and token usage.
-
-    The endpoint and key come from the LLM_BASE_URL and LLM_API_KEY settings, never from
-    the node config, so a definition cannot send the key elsewhere.
-    """
-    where = "llm.chat"
-    conf = switchyard_settings()
-    url = str(conf["LLM_BASE_URL"]).rstrip("/") + "/chat/completions"
-    payload = chat_payload(ctx, str(conf["LLM_MODEL"]), where)
-    reply = send(
-        "POST",
-        url,
-        headers=chat_headers(ctx, str(conf["LLM_API_KEY"] or "")),
-        body={"json": payload},
-        timeout=time_budget(ctx, ctx.config.get("timeout_seconds"), where),
-        max_bytes=int(conf["HTTP_MAX_RESPONSE_BYTES"]),
-        where=where,
-    )
-    if not reply.ok:
-        raise HandlerError(redact(chat_error(reply, url), str(conf["LLM_API_KEY"] or "")))
-    return parse_completion(reply, url, payload["model"])
-
-
-def chat_payload(ctx: NodeContext, default_model: str, where: str) -> dict[str, Any]:
-    """Build the chat completions request body from the node config."""
-    sources = template_sources(ctx)
-    prompt = ctx.config.get("prompt")
-    if not isinstance(prompt, str) or not prompt:
-        raise HandlerError(f"{where}: config.prompt is required.")
-    messages = []
-    if ctx.config.get("system"):
-        messages.append(
-            {
-                "role": "system",
-                "content": render_template(ctx.config["system"], sources, f"{where} config.system"),
-            }
-        )
-    messages.append({"role": "user", "content": render_template(prompt, sources, f"{where} config.prompt")})
-    payload: dict[str, Any] = {"model": ctx.config.get("model") or default_model, "messages": messages}
-    for key in ("temperature", "max_tokens"):
-        if key in ctx.config:
-            payload[key] = ctx.config[key]
-    return payload
-
-
-def chat_headers(ctx: NodeContext, api_key: str) -> httpx.Headers:
-    """Return the chat request headers; Authorization only when a key is configured."""
-    headers = httpx.Headers({"User-Agent": USER_AGENT, "Idempotency-Key": ctx.idempotency_key})
-    if api_key:
-        headers["Authorization"] = f"Bearer {api_key}"
-    return headers
-
-
-def chat_error(reply: Reply, url: str) -> str:
-    """Explain a non-2xx answer, with the provider's own error message when it gives one."""
-    detail = snippet(reply.text())
-    try:
-        message = json.loads(reply.body)["error"]["message"]
-        if isinstance(message, str) and message:
-            detail = snippet(message)
-    except (ValueError, KeyError, TypeError):
-        pass  # not the OpenAI error shape: the body's start will do
-    hint = " Check the LLM_API_KEY setting." if reply.status in (401, 403) else ""
-    return f"llm.chat: POST {shown_url(url)} answered {reply.status} {reply.reason}: {detail}.{hint}"
-
-
-def parse_completion(reply: Reply, url: str, model: str) -> dict[str, Any]:
-    """Pull content, model and usage out of a chat completion; HandlerError if malformed."""
-    label = f"llm.chat: the answer from {shown_url(url)}"
-    try:
-        data = json.loads(reply.body)
-    except ValueError:
-        raise HandlerError(f"{label} is not JSON: {snippet(reply.text())!r}") from None
-    try:
-        content = data["choices"][0]["message"]["content"]
-    except (KeyError, IndexError, TypeError):
-        content = None
-    if not isinstance(content, str):
-        raise HandlerError(f"{label} has no choices[0].message.content text: {snippet(reply.text())!r}")
-    usage = data.get("usage")
-    return {
-        "content": content,
-        "model": str(data.get("model") or model),
-        "usage": usage if isinstance(usage, dict) else {},
-    }
-
-
-def redact(message: str, secret: str) -> str:
-    """Remove a secret from a message (an endpoint may echo the key back in its error)."""
-    return message.replace(secret, "***") if secret else message

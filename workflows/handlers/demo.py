@@ -9,7 +9,7 @@ from __future__ import annotations
 import zlib
 from typing import Any
 
-from workflows.handlers.registry import HandlerError, NodeContext, node
+from workflows.handlers.registry import HandlerError, NodeContext, Tool, node
 
 DEFAULT_USER_ID = "u-1"
 NO_CONFIG: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
@@ -219,8 +219,129 @@ DEMO_REFUND: dict[str, Any] = {
     ],
 }
 
+
+# --- tools for the agent demo (llm.agent): deterministic, no network ------------------------
+
+ORDER_ARGS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        # The default is what the scripted demo provider fills in (workflows/llm/demo_server.py).
+        "order_id": {"type": "string", "pattern": "^[A-Z]-[0-9]{3,6}$", "default": "A-1001"}
+    },
+    "required": ["order_id"],
+    "additionalProperties": False,
+}
+ORDER_STATES = ["processing", "shipped", "delivered", "returned"]
+ITEMS = ["espresso grinder", "trail shoes", "mechanical keyboard", "rain jacket", "desk lamp", "tea set"]
+
+
+@node("demo.lookup_order", config_schema=ORDER_ARGS, tool=Tool(timeout_seconds=5, max_attempts=2))
+def lookup_order(ctx: NodeContext) -> dict[str, Any]:
+    """Look up an order by id: its item, amount in EUR, status and shipping city."""
+    order_id = str(ctx.config["order_id"])
+    h = stable_hash("order", order_id)
+    city = LOCATIONS[h % len(LOCATIONS)][0]
+    return {
+        "order_id": order_id,
+        "item": ITEMS[(h // 8) % len(ITEMS)],
+        "amount_eur": 20 + h % 180,
+        "status": ORDER_STATES[(h // 64) % len(ORDER_STATES)],
+        "ship_to": city,
+    }
+
+
+WEATHER_ARGS: dict[str, Any] = {
+    "type": "object",
+    "properties": {"city": {"type": "string", "minLength": 1, "maxLength": 100}},
+    "required": ["city"],
+    "additionalProperties": False,
+}
+SKIES = ["sunny", "cloudy", "rain", "snow", "windy", "fog"]
+
+
+@node("demo.get_weather", config_schema=WEATHER_ARGS, tool=Tool(timeout_seconds=5, max_attempts=2))
+def get_weather(ctx: NodeContext) -> dict[str, Any]:
+    """Tell today's weather in a city: sky and temperature in Celsius."""
+    city = str(ctx.config["city"])
+    h = stable_hash("weather", city.lower())
+    return {"city": city, "sky": SKIES[h % len(SKIES)], "celsius": -5 + h % 35}
+
+
+CALC_ARGS: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "a": {"type": "number"},
+        "b": {"type": "number"},
+        "op": {"enum": ["+", "-", "*", "/"]},
+    },
+    "required": ["a", "b", "op"],
+    "additionalProperties": False,
+}
+
+
+@node("demo.calculator", config_schema=CALC_ARGS, tool=True, batchable=True)
+def calculator(ctx: NodeContext) -> dict[str, Any]:
+    """Compute `a op b` for op one of + - * /."""
+    a, b, op = float(ctx.config["a"]), float(ctx.config["b"]), ctx.config["op"]
+    if op == "/" and b == 0:
+        raise HandlerError("division by zero: b must not be 0.")
+    value = {"+": a + b, "-": a - b, "*": a * b, "/": a / b if b else 0.0}[op]
+    return {"value": value}
+
+
+# An agent answers a customer about an order with the tools above; against the demo
+# provider (no network) it calls a tool, then answers.
+DEMO_AGENT: dict[str, Any] = {
+    "description": "An LLM agent looks up the order and the weather at its destination, then answers.",
+    "nodes": [
+        {
+            "id": "support_agent",
+            "handler": "llm.agent",
+            "config": {
+                "system": "You are a support agent. Use the tools; answer in two sentences.",
+                "prompt": "Customer asks: where is my order {input.order_id}, and will the weather delay it?",
+                "tools": ["demo.lookup_order", "demo.get_weather", "demo.calculator"],
+                "max_steps": 6,
+                "timeout_seconds": 30,
+            },
+            "retry": {"max_attempts": 3, "backoff_seconds": 1},
+            "timeout_seconds": 120,
+            "queue": "agents",
+        },
+        {"id": "reply", "handler": "core.echo"},
+    ],
+    "edges": [{"source": "support_agent", "target": "reply"}],
+}
+
+# An LLM step that streams: on a fresh machine the default provider is the scripted demo
+# provider (`make run`), so the text grows live on the run page without a key or a network.
+DEMO_LLM: dict[str, Any] = {
+    "description": (
+        "Fetch a profile, then ask the default LLM provider for a short welcome note (streamed "
+        'live on the run page). Input: {"user_id": "u-42"}.'
+    ),
+    "nodes": [
+        _profile_node("fetch_profile"),
+        _node(
+            "write_welcome",
+            "llm.chat",
+            config={
+                "system": "You write short, friendly welcome notes.",
+                "prompt": "Write a welcome note for {upstream.fetch_profile.name}, who joined "
+                "{upstream.fetch_profile.signup_days} days ago.",
+                "max_tokens": 200,
+            },
+            retry={"max_attempts": 2, "backoff_seconds": 1},
+            timeout_seconds=120,
+        ),
+    ],
+    "edges": [_edge("fetch_profile", "write_welcome")],
+}
+
 DEMO_WORKFLOWS: dict[str, tuple[str, dict[str, Any]]] = {
     "demo-profile": ("User profile enrichment", DEMO_PROFILE),
     "demo-retries": ("Retries and dead letters (drill)", DEMO_RETRIES),
     "demo-refund": ("Refund with human approval", DEMO_REFUND),
+    "demo-agent": ("Support agent with tools (llm.agent)", DEMO_AGENT),
+    "demo-llm": ("LLM welcome note (streamed)", DEMO_LLM),
 }

@@ -15,8 +15,8 @@ import importlib
 import inspect
 import re
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 NAME_PATTERN = r"^[a-z][a-z0-9_.]{0,99}$"
@@ -54,6 +54,7 @@ class NodeContext:
     upstream: dict[str, Any]
     config: dict[str, Any]
     deadline: float
+    node_run_id: int = 0  # the NodeRun row; 0 in a context made outside the worker
 
     def remaining(self) -> float:
         """Return the seconds left before the deadline, never below zero."""
@@ -61,11 +62,24 @@ class NodeContext:
 
 
 @dataclass(frozen=True)
+class Tool:
+    """How an agent (`llm.agent`) calls a handler as a tool: the config schema is the
+    arguments' schema, and each call gets `timeout_seconds` and up to `max_attempts` tries
+    (timeouts and unexpected errors only: a HandlerError goes back to the model at once)."""
+
+    timeout_seconds: float = 30.0
+    max_attempts: int = 2
+
+
+@dataclass(frozen=True)
 class Handler:
     """Describe a registered handler: its function, documentation and config schema.
 
     `batchable` marks short, CPU-only handlers that the scheduler may pack several to a job;
-    anything that waits on the network or the clock must leave it False.
+    anything that waits on the network or the clock must leave it False. `tool` makes the
+    handler callable by agents, its config schema being the arguments' schema. `schema_from`
+    derives the config schema from the other handlers (the agent's list of tools), again
+    whenever one registers.
     """
 
     name: str
@@ -73,6 +87,8 @@ class Handler:
     doc: str
     config_schema: dict[str, Any] | None
     batchable: bool = False
+    tool: Tool | None = None
+    schema_from: Callable[[Mapping[str, Handler]], dict[str, Any]] | None = None
 
     def summary(self) -> str:
         """Return the first line of the docstring."""
@@ -91,11 +107,20 @@ class Registry:
         self._handlers: dict[str, Handler] = {}
 
     def node(
-        self, name: str, *, config_schema: dict[str, Any] | None = None, batchable: bool = False
+        self,
+        name: str,
+        *,
+        config_schema: dict[str, Any] | None = None,
+        batchable: bool = False,
+        tool: Tool | bool = False,
+        schema_from: Callable[[Mapping[str, Handler]], dict[str, Any]] | None = None,
     ) -> Callable[[F], F]:
         """Return a decorator that registers a function under `name`."""
         check_name(name)
         check_schema(name, config_schema)
+        if tool and config_schema is None:
+            raise TypeError(f"Handler {name!r}: a tool needs a config_schema (the schema of its arguments).")
+        as_tool = Tool() if tool is True else tool or None
 
         def register(func: F) -> F:
             doc = inspect.getdoc(func)
@@ -103,7 +128,7 @@ class Registry:
                 raise ValueError(
                     f"Handler {name!r} ({_origin(func)}) needs a docstring: the editor shows it."
                 )
-            self.add(Handler(name, func, doc, config_schema, batchable))
+            self.add(Handler(name, func, doc, config_schema, batchable, as_tool, schema_from))
             return func
 
         return register
@@ -118,6 +143,16 @@ class Registry:
                 f"and by {handler.origin}. Rename one of them."
             )
         self._handlers[handler.name] = handler
+        self._derive_schemas()
+
+    def _derive_schemas(self) -> None:
+        for name, handler in self._handlers.items():
+            if handler.schema_from is not None:
+                self._handlers[name] = replace(handler, config_schema=handler.schema_from(self._handlers))
+
+    def tools(self) -> dict[str, Handler]:
+        """Return the handlers an agent may call, by name, sorted."""
+        return {name: h for name, h in self.all().items() if h.tool is not None}
 
     def get(self, name: str) -> Handler:
         """Return the handler registered under `name`; raise UnknownHandlerError otherwise."""
@@ -172,10 +207,17 @@ DEFAULT_REGISTRY = Registry()
 
 
 def node(
-    name: str, *, config_schema: dict[str, Any] | None = None, batchable: bool = False
+    name: str,
+    *,
+    config_schema: dict[str, Any] | None = None,
+    batchable: bool = False,
+    tool: Tool | bool = False,
+    schema_from: Callable[[Mapping[str, Handler]], dict[str, Any]] | None = None,
 ) -> Callable[[F], F]:
-    """Register the decorated function as the handler `name`."""
-    return DEFAULT_REGISTRY.node(name, config_schema=config_schema, batchable=batchable)
+    """Register the decorated function as the handler `name` (a `tool` agents may call)."""
+    return DEFAULT_REGISTRY.node(
+        name, config_schema=config_schema, batchable=batchable, tool=tool, schema_from=schema_from
+    )
 
 
 def get_handler(name: str) -> Handler:
@@ -186,6 +228,11 @@ def get_handler(name: str) -> Handler:
 def registered() -> dict[str, Handler]:
     """Return every registered handler by name, sorted by name."""
     return DEFAULT_REGISTRY.all()
+
+
+def tools() -> dict[str, Handler]:
+    """Return every handler an agent may call, by name, sorted."""
+    return DEFAULT_REGISTRY.tools()
 
 
 def schemas() -> dict[str, dict[str, Any] | None]:

@@ -16,12 +16,8 @@ from __future__ import annotations
 
 import json
 import logging
-import signal
-import threading
 import time
 import traceback
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -29,22 +25,17 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
+from monitoring.logging import log_context
 from workflows import handlers
 from workflows.core.states import NodeStatus
 from workflows.errors import Invalid
 from workflows.runs import check_json_size
 from workflows.runtime import bus, kinds, transitions
 from workflows.runtime.jobs import Given, Item
+from workflows.runtime.limits import NodeTimeout, time_limit
 from workflows.versions import load_graph
 
 log = logging.getLogger(__name__)
-
-
-class NodeTimeout(BaseException):
-    """Raised in the handler's frame when its attempt runs out of time.
-
-    A BaseException, so that a handler's own `except Exception` cannot swallow it.
-    """
 
 
 @dataclass(frozen=True)
@@ -180,9 +171,13 @@ def execute(c: Claim, outputs: dict[str, Any]) -> tuple[Outcome, datetime, datet
         upstream=upstream,
         config=node.config,
         deadline=time.monotonic() + node.timeout_seconds,
+        node_run_id=c.noderun_id,
     )
     try:
-        with time_limit(node.timeout_seconds):
+        with (
+            log_context(run_id=c.run_id, node_id=c.node_id, attempt=c.attempt),
+            time_limit(node.timeout_seconds),
+        ):
             output = kinds.kind_of(node).execute(node, ctx)
         limit = settings.SWITCHYARD["MAX_OUTPUT_BYTES"]
         outcome = Outcome(
@@ -212,22 +207,3 @@ def finish(results: list[Result], worker: str) -> tuple[list[int], list[transiti
         r.claim.run_id for r in results if len(load_graph(r.claim.version_id).order) <= bus.ROWS_AT_MOST
     }
     return transitions.finish_attempts([r.row() for r in results], worker, small_runs)
-
-
-@contextmanager
-def time_limit(seconds: float) -> Iterator[None]:
-    """Raise NodeTimeout in this frame after `seconds` (main thread only, as RQ's own)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def on_alarm(signum: int, frame: Any) -> None:
-        raise NodeTimeout()
-
-    previous = signal.signal(signal.SIGALRM, on_alarm)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)

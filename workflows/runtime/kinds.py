@@ -26,6 +26,11 @@ A kind uses only the causes the table lists for it: claim, start, finish, retry,
 lost for tasks; wait, decide, event and expire (and retry, dead) for wait nodes; cancel and
 replay apply to every kind.
 
+The agent kind (`llm.agent`, core/agent.py): claimed, started and finished as a task (the
+same causes and statements); its `execute` runs the loop, whose steps are rows of their own
+(AgentStep) written only while the attempt is the node's running one. The reconciler
+treats it as a task: a lost attempt is failed and retried, and the retry reads the steps.
+
 The wait kinds (`human.approval`, `wait.event`, `wait.timer`, core/waits.py): a ready one
 is claimed into `waiting` (pending or retrying -> waiting, a new attempt, no job: it holds
 no worker and no concurrency slot) with its Wait row (workflows/waits.py); it leaves by a
@@ -40,9 +45,9 @@ from collections import defaultdict
 from typing import Any, Protocol
 
 from workflows import handlers, waits
-from workflows.core.graph import TASK, WAIT_KINDS, Node
+from workflows.core.graph import AGENT, TASK, WAIT_KINDS, Node
 from workflows.core.states import NodeStatus
-from workflows.runtime import jobs
+from workflows.runtime import agent, jobs
 
 
 class NodeKind(Protocol):
@@ -69,6 +74,17 @@ class Task:
         return handlers.get_handler(node.handler).func(ctx)
 
 
+class AgentLoop(Task):
+    """Run a tool-calling loop (`llm.agent`): claimed and retried as a task, its model turns
+    and tool calls durable steps under the node (runtime/agent.py), so an attempt continues
+    after the last step any earlier attempt recorded."""
+
+    name = AGENT
+
+    def execute(self, node: Node, ctx: handlers.NodeContext) -> Any:
+        return agent.run_agent(node, ctx)
+
+
 class Waiting:
     """Wait on a person, an event or a deadline, holding no worker (workflows/waits.py)."""
 
@@ -82,7 +98,11 @@ class Waiting:
         raise handlers.HandlerError(f"Node {node.id!r} waits ({self.name}); it never runs in a worker.")
 
 
-KINDS: dict[str, NodeKind] = {TASK: Task(), **{name: Waiting(name) for name in WAIT_KINDS}}
+KINDS: dict[str, NodeKind] = {
+    TASK: Task(),
+    AGENT: AgentLoop(),
+    **{name: Waiting(name) for name in WAIT_KINDS},
+}
 
 
 def kind_of(node: Node) -> NodeKind:

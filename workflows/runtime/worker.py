@@ -5,7 +5,7 @@ slowest peer measured here (103 node executions/s). What the fork gave, and how 
 - a crash of the job cannot take the worker down -> a crashed or killed worker is restarted
   by its supervisor, and the reconciler fails the attempts it held (no heartbeat) so that
   they are retried on another worker;
-- a timeout can kill a stuck job -> each attempt runs under SIGALRM (`execution.time_limit`);
+- a timeout can kill a stuck job -> each attempt runs under SIGALRM (`limits.time_limit`);
 - memory leaks die with the horse -> run workers with `--max-jobs` to recycle them.
 
 Node jobs skip RQ's per-job bookkeeping (started/finished registries, execution records,

@@ -142,7 +142,10 @@ function enumSelect(prop, value, required, disabled, onValue) {
     const unset = prop.default !== undefined ? `(default: ${optionText(prop.default)})` : "(not set)";
     select.append(h("option", { value: "", text: unset }));
   }
-  values.forEach((option, index) => select.append(h("option", { value: String(index), text: optionText(option) })));
+  const labels = Array.isArray(prop["x-labels"]) ? prop["x-labels"] : [];
+  values.forEach((option, index) =>
+    select.append(h("option", { value: String(index), text: labels[index] ?? optionText(option) })),
+  );
   const index = values.findIndex((option) => JSON.stringify(option) === JSON.stringify(value));
   select.value = index >= 0 ? String(index) : "";
   select.addEventListener("change", () => onValue(select.value === "" ? undefined : values[Number(select.value)]));

@@ -3,11 +3,13 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
 from workflows import versions
 from workflows.handlers.demo import DEMO_WORKFLOWS
+from workflows.llm import demo_server, providers
 from workflows.models import Workflow
 
 
@@ -20,6 +22,9 @@ class Command(BaseCommand):
             password = secrets.token_urlsafe(12)
             user_model.objects.create_superuser("admin", "admin@localhost", password)
             self.stdout.write(f"Admin login: admin / {password}  (shown once; change it in the admin)")
+        if settings.SWITCHYARD["DEMO_LLM_URL"]:
+            providers.register_demo(settings.SWITCHYARD["DEMO_LLM_URL"], demo_server.MODEL)
+            self.stdout.write(f"LLM provider demo: {providers.DEMO_LABEL}")
         for slug, (title, definition) in DEMO_WORKFLOWS.items():
             if Workflow.objects.filter(slug=slug).exists():
                 continue

@@ -1,0 +1,266 @@
+#!/usr/bin/env python3
+"""Streamed LLM text under load: provider chunk -> websocket and SSE clients, and the engine's cost.
+
+    .venv/bin/python bench/llm_stream_bench.py                       # 50 streams, 20 tokens/s, 20 s
+    .venv/bin/python bench/llm_stream_bench.py --streams 50 --rate 20 --tokens 400 --batch 500
+
+Everything runs as `make run` runs it (RQ workers, scheduler, broadcaster, Daphne), set up by
+bench/dashboard_bench.py's Bench (embedded servers in .data/bench-dash, database recreated),
+with one RQ worker per stream (an llm.chat attempt holds its worker while it streams) and a
+scripted provider in this process whose every token is `t<send time in µs>`:
+
+1. streams: STREAMS runs of one llm.chat node, each streamed at RATE tokens/s for TOKENS
+   tokens; per run one websocket client (topic llm:run:<id>, the run page's) and one SSE
+   client (the attempt's endpoint), in a child process. A token's delay is its arrival minus
+   its send time (same clock); tokens sent before a client connected are not counted.
+   p50/p95/max per kind, tokens/s delivered, CPU of Daphne and the broadcaster (% of a core).
+2. throughput: BATCH runs of the 4-node demo DAG, wall time to finish, node executions/s:
+   alone, then while STREAMS streams run; PAIRS times, medians.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import harness
+from dashboard_bench import Bench
+
+from workflows.llm.demo_server import chunk
+
+MODEL = "bench-model"
+
+
+# --------------------------------------------------------------------------- the provider
+
+
+class TimedProvider(BaseHTTPRequestHandler):
+    """Stream TOKENS tokens at RATE a second; each token is its own send time."""
+
+    protocol_version = "HTTP/1.1"
+    rate = 20.0
+    tokens = 400
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.close_connection = True
+        start = time.monotonic()
+        for n in range(self.tokens):
+            time.sleep(max(0.0, start + n / self.rate - time.monotonic()))
+            delta = {"content": f"t{int(time.time() * 1e6)} "}
+            self.send(chunk(MODEL, [{"index": 0, "delta": delta, "finish_reason": None}]))
+        self.send(chunk(MODEL, [{"index": 0, "delta": {}, "finish_reason": "stop"}]))
+        self.send({**chunk(MODEL, []), "usage": {"prompt_tokens": 5, "completion_tokens": self.tokens}})
+        self.wfile.write(b"data: [DONE]\n\n")
+
+    def send(self, event: dict[str, Any]) -> None:
+        self.wfile.write(b"data: " + json.dumps(event).encode() + b"\n\n")
+        self.wfile.flush()
+
+
+def serve_provider(rate: float, tokens: int) -> str:
+    TimedProvider.rate, TimedProvider.tokens = rate, tokens
+    server = ThreadingHTTPServer(("127.0.0.1", 0), TimedProvider)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{server.server_address[1]}/v1"
+
+
+# --------------------------------------------------------------------------- the clients
+
+
+def token_delays(text: str, arrival: float, since: float) -> list[float]:
+    """Delays (ms) of the tokens in `text` sent after `since` (µs timestamps)."""
+    found = []
+    for word in text.split():
+        if word.startswith("t") and word[1:].isdigit():
+            sent = int(word[1:]) / 1e6
+            if sent >= since:
+                found.append((arrival - sent) * 1000)
+    return found
+
+
+async def websocket_client(
+    url: str, cookie: str, origin: str, run_id: int, out: dict[str, list[float]]
+) -> None:
+    from autobahn.asyncio.websocket import WebSocketClientFactory, WebSocketClientProtocol
+
+    done = asyncio.get_running_loop().create_future()
+    seen = {"chars": 0, "since": 0.0}
+
+    class Client(WebSocketClientProtocol):
+        def onOpen(self) -> None:  # noqa: N802 - autobahn's API
+            seen["since"] = time.time()
+
+        def onMessage(self, payload: bytes, is_binary: bool) -> None:  # noqa: N802 - autobahn's API
+            at = time.time()
+            for s in json.loads(payload)["data"].get("streams", []):
+                new = s["text"][max(0, seen["chars"] - s["cut"]) :]
+                seen["chars"] = s["chars"]
+                out["ws"] += token_delays(new, at, seen["since"])
+                if s["done"] and not done.done():
+                    done.set_result(True)
+                    self.sendClose()
+
+    host, port = url.split("//")[1].split("/")[0].split(":")
+    factory = WebSocketClientFactory(
+        f"{url}?topics=llm:run:{run_id}", origin=origin, headers={"Cookie": cookie}
+    )
+    factory.protocol = Client
+    await asyncio.get_running_loop().create_connection(factory, host, int(port))
+    await asyncio.wait_for(done, 600)
+
+
+async def sse_client(base: str, token: str, run_id: int, out: dict[str, list[float]]) -> None:
+    import httpx
+
+    url = f"{base}/api/v1/runs/{run_id}/nodes/ask/attempts/1/stream"
+    async with httpx.AsyncClient(timeout=600) as client:
+        since = time.time()
+        async with client.stream("GET", url, headers={"Authorization": f"Bearer {token}"}) as response:
+            event = ""
+            async for line in response.aiter_lines():
+                if line.startswith("event: "):
+                    event = line[7:]
+                elif line.startswith("data: ") and event == "text":
+                    out["sse"] += token_delays(json.loads(line[6:])["text"], time.time(), since)
+
+
+def serve_clients(config: str) -> None:
+    """Child process: one websocket and one SSE client per run; print the delays at the end."""
+    c = json.loads(config)
+    out: dict[str, list[float]] = {"ws": [], "sse": []}
+
+    async def main() -> None:
+        tasks = []
+        for run_id in c["runs"]:
+            tasks.append(websocket_client(c["ws"], c["cookie"], c["origin"], run_id, out))
+            tasks.append(sse_client(c["origin"], c["token"], run_id, out))
+        await asyncio.gather(*tasks)
+
+    asyncio.run(main())
+    print(json.dumps(out))
+
+
+# --------------------------------------------------------------------------- the bench
+
+
+class StreamBench(Bench):
+    def prepare(self) -> None:
+        super().prepare()
+        from django.contrib.auth.models import User
+
+        from workflows import keys, versions
+        from workflows.models import LLMProvider
+
+        url = serve_provider(self.args.rate, self.args.tokens)
+        LLMProvider.objects.create(
+            name="bench", base_url=url, default_model=MODEL, is_default=True, timeout_seconds=600
+        )
+        node = {"id": "ask", "handler": "llm.chat", "config": {"prompt": "go"}, "timeout_seconds": 900}
+        self.llm = versions.create_workflow("llm-bench", "LLM bench")
+        versions.publish_version(versions.create_version(self.llm, {"nodes": [node], "edges": []}))
+        self.llm.refresh_from_db()
+        viewer = User.objects.get(username="bench-viewer")
+        self.token = keys.create_key(viewer, "bench", ["read"])[1]
+
+    def start(self) -> None:
+        super().start()
+        python = str(harness.VENV_BIN / "python")
+        for i in range(3, self.args.streams + 3):
+            cmd = [python, "manage.py", "rqworker", "--name", f"llm-w{i}", "default", "agents"]
+            self.procs.append(harness.spawn(cmd, f"worker-{i}", "workers", self.env, self.logdir))
+        time.sleep(5 + self.args.streams * 0.2)  # workers load Django (2 cores: a while)
+
+    def start_streams(self) -> tuple[list[int], subprocess.Popen[str]]:
+        ids = [self.runs.start_run(self.llm, {})[0].pk for _ in range(self.args.streams)]
+        config = {
+            "runs": ids,
+            "ws": f"ws://127.0.0.1:{self.port}/ws/monitor/",
+            "origin": f"http://127.0.0.1:{self.port}",
+            "cookie": self.cookie,
+            "token": self.token,
+        }
+        child = subprocess.Popen(
+            [sys.executable, __file__, "--serve-clients", json.dumps(config)],
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        return ids, child
+
+    def stream_phase(self) -> dict[str, Any]:
+        a = self.args
+        harness.log(f"streams: {a.streams} x {a.tokens} tokens at {a.rate} tokens/s")
+        cpu0 = {n: sum(self.proc(n).cpu_times()[:2]) for n in ("broadcaster", "daphne")}
+        t0 = time.perf_counter()
+        ids, child = self.start_streams()
+        self.wait_finished(ids, 900)
+        out, _ = child.communicate(timeout=120)
+        wall = time.perf_counter() - t0
+        cpu = {n: round((sum(self.proc(n).cpu_times()[:2]) - c) / wall * 100, 1) for n, c in cpu0.items()}
+        delays = json.loads(out)
+        return {
+            "ws_delay_ms": harness.distribution(delays["ws"]),
+            "sse_delay_ms": harness.distribution(delays["sse"]),
+            "tokens_per_s_delivered": {k: round(len(v) / wall, 1) for k, v in delays.items()},
+            "cpu_pct": cpu,
+        }
+
+    def throughput_phase(self) -> dict[str, Any]:
+        results: dict[str, list[float]] = {"alone": [], "with_streams": []}
+        for _ in range(self.args.pairs):
+            results["alone"].append(self.throughput())
+            ids, child = self.start_streams()
+            time.sleep(2)
+            results["with_streams"].append(self.throughput())
+            self.wait_finished(ids, 900)
+            child.communicate(timeout=120)
+            harness.log(
+                f"throughput: {results['alone'][-1]:.0f} alone, {results['with_streams'][-1]:.0f} with streams"
+            )
+        return {k: round(statistics.median(v), 1) for k, v in results.items()}
+
+
+def main() -> int:
+    if sys.argv[1:2] == ["--serve-clients"]:
+        serve_clients(sys.argv[2])
+        return 0
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--streams", type=int, default=50)
+    parser.add_argument("--rate", type=float, default=20.0, help="tokens per second per stream")
+    parser.add_argument("--tokens", type=int, default=400, help="tokens per stream")
+    parser.add_argument("--batch", type=int, default=500, help="demo runs per throughput measurement")
+    parser.add_argument("--pairs", type=int, default=3)
+    args = parser.parse_args()
+    args.clients = 0  # Bench's fields
+    bench = StreamBench(args)
+    try:
+        bench.prepare()
+        bench.start()
+        streams = bench.stream_phase()
+        throughput = bench.throughput_phase()
+    finally:
+        bench.stop()
+    result = {"args": vars(args), "streams": streams, "throughput_node_executions_per_s": throughput}
+    print(json.dumps(result, indent=2))
+    (bench.logdir / "llm-results.json").write_text(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,103 @@
+"""Streamed LLM text for the pages: the broadcaster's view of `workflows.llm.streams`' feed.
+
+Each tick reads what the workers appended to the feed since the last tick and sends, per run
+and per workflow that changed, one message with the whole text so far of each attempt that
+moved (its tail, at most TAIL_CHARS): a missed message costs nothing, the next one carries
+everything. An attempt seen first mid-stream (broadcaster restarted) is read back from its
+own stream. Topics: `llm:run:<id>` (the run page) and `llm:workflow:<id>` (the live page).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from workflows.llm import streams
+from workflows.runtime import bus
+
+TAIL_CHARS = 20_000
+FORGET_AFTER_SECONDS = 120.0
+READ_AT_MOST = 5_000
+
+
+@dataclass
+class Text:
+    run_id: int
+    workflow_id: int
+    node_id: str
+    attempt: int
+    node_run_id: int
+    text: str = ""
+    end: dict[str, Any] | None = None
+    touched: float = 0.0
+
+    def as_data(self) -> dict[str, Any]:
+        shown = self.text[-TAIL_CHARS:]
+        return {
+            "run": self.run_id,
+            "node": self.node_id,
+            "attempt": self.attempt,
+            "node_run": self.node_run_id,
+            "chars": len(self.text),
+            "text": shown,
+            "cut": len(self.text) - len(shown),
+            "done": self.end is not None,
+            "error": (self.end or {}).get("error"),
+        }
+
+
+class LiveTexts:
+    """Follow the feed; say which runs' and workflows' texts changed since the last tick."""
+
+    def __init__(self) -> None:
+        self.cursor = "$"
+        self.texts: dict[tuple[int, int], Text] = {}
+
+    def start(self) -> None:
+        """Begin after the feed's newest entry: older attempts are read back when they move."""
+        last = bus.client().xrevrange(streams.FEED, count=1)
+        self.cursor = last[0][0] if last else "0-0"
+
+    def read(self, now: float) -> list[tuple[str, dict[str, Any]]]:
+        """Fold the new feed entries; return (topic, data) of every run and workflow that changed."""
+        found = bus.client().xread({streams.FEED: self.cursor}, count=READ_AT_MOST)
+        changed: dict[tuple[int, int], Text] = {}
+        for _, entries in found or []:
+            for entry_id, fields in entries:
+                self.cursor = entry_id
+                text = self.fold(fields, now)
+                changed[(text.node_run_id, text.attempt)] = text
+        self.forget(now)
+        return self.messages(list(changed.values()))
+
+    def fold(self, fields: dict[str, str], now: float) -> Text:
+        key = (int(fields["nr"]), int(fields["a"]))
+        entry = streams.parse_entry("", fields)
+        text = self.texts.get(key)
+        if text is None or entry.offset != len(text.text):
+            text = self.read_back(fields, key)
+        else:
+            text.text += entry.text
+            text.end = entry.end or text.end
+        text.touched = now
+        return text
+
+    def read_back(self, fields: dict[str, str], key: tuple[int, int]) -> Text:
+        """Rebuild an attempt's text from its own stream (first seen mid-way, or a gap)."""
+        whole, end, _ = streams.read_text(*key)
+        text = Text(int(fields["r"]), int(fields["w"]), fields["n"], key[1], key[0], whole, end)
+        self.texts[key] = text
+        return text
+
+    def forget(self, now: float) -> None:
+        for key in [k for k, t in self.texts.items() if now - t.touched > FORGET_AFTER_SECONDS]:
+            del self.texts[key]
+
+    def messages(self, changed: list[Text]) -> list[tuple[str, dict[str, Any]]]:
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for text in changed:
+            data = text.as_data()
+            by_topic.setdefault(f"llm:run:{text.run_id}", []).append(data)
+            by_topic.setdefault(f"llm:workflow:{text.workflow_id}", []).append(data)
+        return [(topic, {"at": time.time(), "streams": items}) for topic, items in by_topic.items()]

@@ -1,0 +1,91 @@
+"""An agent node's steps on the run page, in a real browser: a nested timeline that grows."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from tests.fakes.llm_server import FakeLLMServer
+from tests.integration.conftest import publish, wait_finished
+from tests.integration.runtime import Runtime, wait_for
+from tests.integration.test_agent import completion, scripted
+from workflows import runs
+from workflows.models import AgentStep
+from workflows.runtime import bus
+
+
+@pytest.fixture
+def agent_llm() -> Iterator[FakeLLMServer]:
+    with FakeLLMServer() as fake:
+        yield fake
+
+
+@pytest.fixture
+def agent_runtime(transactional_db: None, agent_llm: FakeLLMServer) -> Iterator[Runtime]:
+    bus.client().flushdb()
+    bus.ensure_group()
+    rt = Runtime(
+        LLM_BASE_URL=agent_llm.base_url, LLM_MODEL="fake-model", SWITCHYARD_MONITOR_INTERVAL_SECONDS="0.2"
+    )
+    rt.worker("worker-1")
+    rt.scheduler("scheduler-1")
+    rt.broadcaster("broadcaster")
+    yield rt
+    rt.stop()
+
+
+def test_the_run_page_shows_turns_and_nested_tool_calls_as_they_happen(
+    agent_runtime: Runtime, agent_llm: FakeLLMServer, page_as: Any, live_url: str, screenshot: Any
+) -> None:
+    held, released = threading.Event(), threading.Event()
+
+    def answer() -> dict[str, Any]:
+        held.set()
+        released.wait(60)
+        return completion("Order A-1001 is on its way; the weather will not delay it.")
+
+    agent_llm.reply = scripted(
+        completion(
+            None, ("demo__lookup_order", {"order_id": "A-1001"}), ("demo__get_weather", {"city": "Lisbon"})
+        ),
+        completion(None, ("demo__calculator", {"a": 2, "b": 0, "op": "/"})),
+        answer,
+    )
+    tools = ["demo.lookup_order", "demo.get_weather", "demo.calculator"]
+    # Generous time limits: the last answer is held until the page has been looked at.
+    config = {"prompt": "Where is {input.order_id}?", "tools": tools, "timeout_seconds": 300}
+    agent = {"id": "agent", "handler": "llm.agent", "config": config, "timeout_seconds": 600}
+    workflow = publish("agent-page", {"nodes": [agent]})
+    run, _ = runs.start_run(workflow, {"order_id": "A-1001"})
+    wait_for(held.is_set, 60, "the last model turn to be asked")
+
+    page: Page = page_as("viewer")
+    page.goto(f"{live_url}/runs/{run.pk}/")
+    agent_box = page.locator('#run-graph [data-node="agent"]')
+    expect(agent_box).to_have_attribute("data-status", "running")  # the page's scripts are up
+    agent_box.click()
+    steps = page.locator("#agent-steps")
+    expect(steps.locator(".agent-step")).to_have_count(5)
+    tools = steps.locator(".agent-step.depth-1")
+    expect(tools.nth(0)).to_contain_text("demo.lookup_order")
+    expect(tools.nth(0)).to_contain_text("order_id A-1001")
+    expect(tools.nth(1)).to_contain_text("demo.get_weather")
+    expect(tools.nth(2)).to_contain_text("told to the model")
+    expect(tools.nth(2)).to_contain_text("division by zero")
+    expect(steps.locator('.agent-step[data-kind="turn"]').first).to_contain_text("10 → 3 tokens")
+    screenshot(page, "agent-steps-running")
+
+    released.set()
+    assert wait_finished(run).status == "succeeded"
+    expect(steps.locator(".agent-step")).to_have_count(6)  # the panel polled the last turn in
+    expect(steps.locator(".agent-step").last).to_contain_text("turn 3")
+    expect(steps.locator(".agent-step").last).to_contain_text("on its way")
+    expect(steps).not_to_have_attribute("hx-trigger", "every 1s")  # and stopped polling
+    expect(page.locator("#node-detail .cardhead .badge")).to_have_text("succeeded")  # the panel reloaded
+    assert AgentStep.objects.filter(node_run__run=run).count() == 6
+    page.locator(".agent-step.depth-1 details summary").first.click()
+    screenshot(page, "agent-steps-done")

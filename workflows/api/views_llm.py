@@ -1,0 +1,179 @@
+"""LLM providers and prices, for admins. The key is write-only: answers say only `has_key`."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Annotated, Any
+
+from django.http import HttpRequest, HttpResponse
+from ninja import Path, Router, Status
+from pydantic import Field
+from typing_extensions import TypedDict
+
+from workflows.api.auth import allowed
+from workflows.api.inputs import Body
+from workflows.api.schema import refuses
+from workflows.llm import catalog
+from workflows.llm.providers import DEMO_LABEL
+from workflows.llm.usage import plain
+from workflows.models import LLMPrice, LLMProvider
+
+router = Router(tags=["llm"])
+ProviderName = Annotated[str, Path(pattern=r"^[a-z][a-z0-9_-]{0,59}$")]
+ModelName = Annotated[str, Path(min_length=1, max_length=200)]
+
+
+class ProviderIn(Body):
+    name: str = Field(pattern=r"^[a-z][a-z0-9_-]{0,59}$")
+    base_url: str = Field(pattern=r"^https?://", max_length=500)
+    default_model: str = Field(min_length=1, max_length=200)
+    models: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(
+        default_factory=list, max_length=100
+    )
+    timeout_seconds: float = Field(60.0, gt=0, le=3600)
+    is_default: bool = False
+    api_key: str | None = Field(
+        None, max_length=4000, description='Write-only. Omit (or null) to keep the stored key; "" clears it.'
+    )
+
+
+class PriceIn(Body):
+    input_per_million: float = Field(ge=0, le=1_000_000)
+    output_per_million: float = Field(ge=0, le=1_000_000)
+
+
+class ProviderOut(TypedDict):
+    name: str
+    label: str
+    base_url: str
+    default_model: str
+    models: list[str]
+    timeout_seconds: float
+    is_default: bool
+    demo: bool
+    has_key: bool
+
+
+class ProviderList(TypedDict):
+    items: list[ProviderOut]
+
+
+class PriceOut(TypedDict):
+    model: str
+    input_per_million: str
+    output_per_million: str
+
+
+class PriceList(TypedDict):
+    items: list[PriceOut]
+
+
+def provider_out(row: LLMProvider) -> ProviderOut:
+    """A provider as answered: never its key."""
+    return {
+        "name": row.name,
+        "label": f"{row.name} — {DEMO_LABEL}" if row.demo else row.name,
+        "base_url": row.base_url,
+        "default_model": row.default_model,
+        "models": row.models_offered(),
+        "timeout_seconds": row.timeout_seconds,
+        "is_default": row.is_default,
+        "demo": row.demo,
+        "has_key": bool(row.api_key),
+    }
+
+
+def price_out(row: LLMPrice) -> PriceOut:
+    return {
+        "model": row.model,
+        "input_per_million": plain(Decimal(row.input_per_million)),
+        "output_per_million": plain(Decimal(row.output_per_million)),
+    }
+
+
+def change_of(body: ProviderIn) -> catalog.ProviderChange:
+    return catalog.ProviderChange(
+        name=body.name,
+        base_url=body.base_url,
+        default_model=body.default_model,
+        models=tuple(body.models),
+        timeout_seconds=body.timeout_seconds,
+        is_default=body.is_default,
+        api_key=body.api_key,
+    )
+
+
+@router.get("/llm/providers", response=ProviderList, auth=allowed("manage_llm"), summary="List LLM providers")
+def list_providers(request: HttpRequest) -> Any:
+    """List the LLM providers (never their keys: `has_key` says whether one is stored)."""
+    return {"items": [provider_out(row) for row in LLMProvider.objects.all()]}
+
+
+@router.post(
+    "/llm/providers", response={201: ProviderOut}, auth=allowed("manage_llm"), summary="Add an LLM provider"
+)
+@refuses(409)
+def create_provider(request: HttpRequest, response: HttpResponse, body: ProviderIn) -> Any:
+    """Add a provider; its key is stored server-side and never answered again."""
+    row = catalog.save_provider(change_of(body), actor=request.auth)
+    response["Location"] = f"/api/v1/llm/providers/{row.name}"
+    return Status(201, provider_out(row))
+
+
+@router.get(
+    "/llm/providers/{name}", response=ProviderOut, auth=allowed("manage_llm"), summary="Read an LLM provider"
+)
+@refuses(404)
+def read_provider(request: HttpRequest, name: ProviderName) -> Any:
+    """Read a provider (not its key)."""
+    return provider_out(catalog.get_provider(name))
+
+
+@router.put(
+    "/llm/providers/{name}",
+    response=ProviderOut,
+    auth=allowed("manage_llm"),
+    summary="Change an LLM provider",
+)
+@refuses(404, 409)
+def update_provider(request: HttpRequest, name: ProviderName, body: ProviderIn) -> Any:
+    """Replace a provider's settings; an omitted or null `api_key` keeps the stored key."""
+    return provider_out(catalog.save_provider(change_of(body), actor=request.auth, existing=name))
+
+
+@router.delete(
+    "/llm/providers/{name}",
+    response={204: None},
+    auth=allowed("manage_llm"),
+    summary="Delete an LLM provider",
+)
+@refuses(404)
+def delete_provider(request: HttpRequest, name: ProviderName) -> Any:
+    """Delete a provider; nodes naming it fail at validation (and at run time, naming it)."""
+    catalog.delete_provider(name, actor=request.auth)
+    return Status(204, None)
+
+
+@router.get("/llm/prices", response=PriceList, auth=allowed("view"), summary="List model prices")
+def list_prices(request: HttpRequest) -> Any:
+    """List the price table: per model, per million input and output tokens."""
+    return {"items": [price_out(row) for row in LLMPrice.objects.all()]}
+
+
+@router.put(
+    "/llm/prices/{model}", response=PriceOut, auth=allowed("manage_llm"), summary="Set a model's price"
+)
+def set_price(request: HttpRequest, model: ModelName, body: PriceIn) -> Any:
+    """Set the price of a model per million input and output tokens; calls from now on use it."""
+    row = catalog.save_price(model, body.input_per_million, body.output_per_million, actor=request.auth)
+    return price_out(row)
+
+
+@router.delete(
+    "/llm/prices/{model}", response={204: None}, auth=allowed("manage_llm"), summary="Delete a model's price"
+)
+@refuses(404)
+def delete_price(request: HttpRequest, model: ModelName) -> Any:
+    """Delete a model's price: its later calls show their cost as unknown."""
+    catalog.delete_price(model, actor=request.auth)
+    return Status(204, None)

@@ -1,0 +1,74 @@
+"""Streamed LLM text of one node attempt as Server-Sent Events: replay, follow, end.
+
+An async view under Daphne: the response is an async iterator over Redis (XREAD BLOCK), so
+a client holds no thread. Events: `text` ({"text", "offset"}: append in order; each has an
+`id`, so a client reconnecting with `Last-Event-ID` gets only what it missed), then one `end`
+({"output"} of the node, or {"error"}, or {"abandoned": true} when a newer attempt took over:
+follow that attempt's stream instead; its text starts again from the beginning).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from asgiref.sync import sync_to_async
+from django.http import HttpRequest, StreamingHttpResponse
+from ninja import Path, Router
+
+from workflows.api.auth import allowed
+from workflows.api.parsing import MAX_ID
+from workflows.api.schema import answers_as, refuses
+from workflows.errors import NotFound
+from workflows.llm import follow
+from workflows.models import NodeRun
+
+router = Router(tags=["runs"])
+RunId = Annotated[int, Path(ge=1, le=MAX_ID)]
+NodePath = Annotated[str, Path(pattern=r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$")]
+AttemptNumber = Annotated[int, Path(ge=1, le=10_000)]
+ENTRY_ID = re.compile(r"^\d{1,20}-\d{1,20}$")
+SSE_SCHEMA = {
+    "type": "string",
+    "description": "event: text (data {text, offset}), then one event: end (data {output} | {error} | {abandoned})",
+}
+
+
+def find_node_run(run_id: int, node_id: str, attempt: int) -> int:
+    row = NodeRun.objects.filter(run_id=run_id, node_id=node_id).values_list("id", "attempt").first()
+    if row is None:
+        raise NotFound(f"Run {run_id} has no node {node_id!r}.")
+    if attempt > row[1] + 1:
+        raise NotFound(
+            f"Node {node_id!r} of run {run_id} has made {row[1]} attempt(s); attempt {attempt} is not next."
+        )
+    return int(row[0])
+
+
+@router.get(
+    "/runs/{id:run_id}/nodes/{node_id}/attempts/{attempt}/stream",
+    response={200: None},
+    auth=allowed("view"),
+    summary="Follow a node attempt's streamed LLM text (Server-Sent Events)",
+)
+@answers_as("text/event-stream", SSE_SCHEMA)
+@refuses(404)
+async def stream_attempt(
+    request: HttpRequest, run_id: RunId, node_id: NodePath, attempt: AttemptNumber
+) -> Any:
+    """Replay what the attempt has streamed so far, follow it live, end with the node's output."""
+    node_run_id = await sync_to_async(find_node_run)(run_id, node_id, attempt)
+    last = request.headers.get("Last-Event-ID", "")
+    after = last if ENTRY_ID.match(last) else "0-0"
+    response = StreamingHttpResponse(
+        encoded(follow.follow(node_run_id, attempt, after)), content_type="text/event-stream"
+    )
+    response["Cache-Control"] = "no-cache"
+    response["X-Accel-Buffering"] = "no"
+    return response
+
+
+async def encoded(events: AsyncIterator[follow.Event]) -> AsyncIterator[bytes]:
+    async for event in events:
+        yield event.encode().encode()

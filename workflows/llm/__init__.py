@@ -1,0 +1,6 @@
+"""LLM calls: named providers, the OpenAI-compatible client, usage and cost, the demo server.
+
+`providers.resolve` turns a node's provider and model into an `Endpoint` (URL and key stay
+server-side); `client.complete` makes one call, streamed or not, tool calls included;
+`usage.record_call` writes one `LLMCall` row per call with its tokens and cost.
+"""

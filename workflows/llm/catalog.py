@@ -1,0 +1,145 @@
+"""Providers and prices as admins change them, each change with its audit entry.
+
+One decision for the API and the pages: what a provider may hold (`check_provider`), that the
+key is write-only (`api_key=None` keeps the stored one; the audit entry records only whether
+it changed), and that at most one provider is the default.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.db import IntegrityError, transaction
+
+from workflows import audit
+from workflows.errors import Conflict, Invalid, NotFound
+from workflows.models import LLMPrice, LLMProvider
+
+NAME_HELP = "lowercase letters, digits, '-' and '_', starting with a letter, at most 60 characters"
+MAX_TIMEOUT_SECONDS = 3600.0
+MAX_MODELS = 100
+
+
+@dataclass(frozen=True)
+class ProviderChange:
+    """What an admin sets on a provider. `api_key` None keeps the stored key; "" clears it."""
+
+    name: str
+    base_url: str
+    default_model: str
+    models: tuple[str, ...] = ()
+    timeout_seconds: float = 60.0
+    is_default: bool = False
+    api_key: str | None = None
+
+
+def check_provider(change: ProviderChange) -> None:
+    """Refuse a provider that could not serve, naming the field."""
+    if not re.fullmatch(r"[a-z][a-z0-9_-]{0,59}", change.name):
+        raise Invalid(f"name: use {NAME_HELP}; got {change.name[:80]!r}.")
+    parts = urlsplit(change.base_url)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.username or parts.query:
+        raise Invalid("base_url: give an http:// or https:// URL with a host, no credentials, no query.")
+    if not change.default_model.strip() or len(change.default_model) > 200:
+        raise Invalid("default_model: give the model name (1 to 200 characters).")
+    if len(change.models) > MAX_MODELS or any(not m.strip() or len(m) > 200 for m in change.models):
+        raise Invalid(f"models: give at most {MAX_MODELS} model names of 1 to 200 characters.")
+    if not 0 < change.timeout_seconds <= MAX_TIMEOUT_SECONDS:
+        raise Invalid(
+            f"timeout_seconds: give a number of seconds above 0 and at most {MAX_TIMEOUT_SECONDS:g}."
+        )
+    if change.api_key is not None and len(change.api_key) > 4000:
+        raise Invalid("api_key: at most 4000 characters.")
+
+
+def get_provider(name: str) -> LLMProvider:
+    row = LLMProvider.objects.filter(name=name).first()
+    if row is None:
+        raise NotFound(f"There is no LLM provider named {name[:80]!r}.")
+    return row
+
+
+def save_provider(change: ProviderChange, actor: Any = None, *, existing: str | None = None) -> LLMProvider:
+    """Create a provider (existing None) or change the one named `existing`."""
+    check_provider(change)
+    try:
+        with transaction.atomic():
+            row = LLMProvider() if existing is None else lock_provider(existing)
+            key_changed = apply_change(row, change)
+            if change.is_default:
+                LLMProvider.objects.exclude(pk=row.pk).filter(is_default=True).update(is_default=False)
+            row.save()
+            action = "llm_provider.create" if existing is None else "llm_provider.update"
+            audit.record(
+                actor, action, row, name=row.name, key_changed=key_changed, is_default=row.is_default
+            )
+    except IntegrityError:
+        raise Conflict(f"name: a provider named {change.name!r} already exists.") from None
+    return row
+
+
+def lock_provider(name: str) -> LLMProvider:
+    row = LLMProvider.objects.select_for_update().filter(name=name).first()
+    if row is None:
+        raise NotFound(f"There is no LLM provider named {name[:80]!r}.")
+    return row
+
+
+def apply_change(row: LLMProvider, change: ProviderChange) -> bool:
+    """Copy a change onto a row; return whether the key changed (its value is never returned)."""
+    row.name = change.name
+    row.base_url = change.base_url
+    row.default_model = change.default_model.strip()
+    row.offered_models = [m.strip() for m in change.models if m.strip() != row.default_model]
+    row.timeout_seconds = change.timeout_seconds
+    row.is_default = change.is_default
+    if change.api_key is None:
+        return False
+    row.api_key = change.api_key
+    return True
+
+
+def delete_provider(name: str, actor: Any = None) -> None:
+    with transaction.atomic():
+        row = lock_provider(name)
+        audit.record(actor, "llm_provider.delete", row, name=row.name)
+        row.delete()
+
+
+def parse_price(value: Any, field: str) -> Decimal:
+    """Read a price per million tokens: a number from 0 to 1,000,000."""
+    try:
+        price = Decimal(str(value).strip())
+    except InvalidOperation:
+        raise Invalid(f"{field}: give a price per million tokens, like 0.15.") from None
+    if not price.is_finite() or not 0 <= price <= 1_000_000:
+        raise Invalid(f"{field}: give a price from 0 to 1000000 per million tokens.")
+    return price.quantize(Decimal("0.0001"))
+
+
+def save_price(model: str, input_price: Any, output_price: Any, actor: Any = None) -> LLMPrice:
+    """Set a model's price per million input and output tokens (created or replaced)."""
+    model = model.strip()
+    if not model or len(model) > 200:
+        raise Invalid("model: give the model name (1 to 200 characters).")
+    values = {
+        "input_per_million": parse_price(input_price, "input_per_million"),
+        "output_per_million": parse_price(output_price, "output_per_million"),
+    }
+    with transaction.atomic():
+        row, _ = LLMPrice.objects.update_or_create(model=model, defaults=values)
+        audit.record(actor, "llm_price.set", row, model=model, **{k: str(v) for k, v in values.items()})
+    return row
+
+
+def delete_price(model: str, actor: Any = None) -> None:
+    with transaction.atomic():
+        row = LLMPrice.objects.select_for_update().filter(model=model).first()
+        if row is None:
+            raise NotFound(f"There is no price for model {model[:80]!r}.")
+        audit.record(actor, "llm_price.delete", row, model=model)
+        row.delete()

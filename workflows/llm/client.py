@@ -1,0 +1,318 @@
+"""One call to an OpenAI-compatible chat completions endpoint, streamed or not.
+
+`complete` sends the messages (and tools), and returns a `Completion`: text, tool calls in
+OpenAI's shape, finish reason, model, token counts and latency. With `on_delta` it asks for
+a stream (`stream: true`) and hands each text delta over as it arrives; a provider that
+answers with one JSON body instead is read the same way as a non-streamed call.
+
+Every failure is a `HandlerError` that names the provider, the model and `where` (the node),
+with the key redacted: a provider may echo the key back in its error body.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any
+
+import httpx
+
+from workflows.handlers.builtin import USER_AGENT, shown_url, snippet, switchyard_settings
+from workflows.handlers.registry import HandlerError
+from workflows.llm.providers import Endpoint
+
+# The payload keys a node's options may not set: the client owns them.
+RESERVED_OPTIONS = frozenset({"model", "messages", "tools", "stream", "stream_options"})
+
+
+@dataclass(frozen=True)
+class Completion:
+    """The answer to one call. `tool_calls` items: {"id", "name", "arguments"} where
+    `arguments` is the parsed JSON, or the raw string when it does not parse."""
+
+    text: str
+    tool_calls: list[dict[str, Any]]
+    finish_reason: str | None
+    model: str
+    input_tokens: int | None
+    output_tokens: int | None
+    latency_ms: float
+
+
+class CallFailed(HandlerError):
+    """A call that failed; the message already names provider, model and node."""
+
+
+@dataclass
+class _Call:
+    endpoint: Endpoint
+    where: str
+    deadline: float
+
+    @property
+    def url(self) -> str:
+        return self.endpoint.base_url.rstrip("/") + "/chat/completions"
+
+    def fail(self, detail: str) -> CallFailed:
+        """Return the error to raise: named, located and with the key taken out."""
+        e = self.endpoint
+        demo = " (demo provider)" if e.demo else ""
+        text = f"{self.where}: provider {e.provider!r}{demo}, model {e.model!r}: {detail}"
+        return CallFailed(redact(text, e.api_key))
+
+    def check_time(self) -> None:
+        if time.monotonic() > self.deadline:
+            raise self.fail("timed out while reading the answer.")
+
+
+def complete(
+    endpoint: Endpoint,
+    messages: list[dict[str, Any]],
+    *,
+    tools: list[dict[str, Any]] | None = None,
+    options: dict[str, Any] | None = None,
+    idempotency_key: str,
+    timeout_seconds: float,
+    where: str,
+    on_delta: Callable[[str], None] | None = None,
+) -> Completion:
+    """Make one chat completion call; raise HandlerError naming provider, model and `where`."""
+    started = time.monotonic()
+    call = _Call(endpoint, where, started + timeout_seconds)
+    payload = request_payload(endpoint, messages, tools, options, stream=on_delta is not None)
+    headers = request_headers(endpoint, idempotency_key)
+    try:
+        with http_client().stream(
+            "POST", call.url, headers=headers, json=payload, timeout=timeout_seconds
+        ) as response:
+            if not 200 <= response.status_code < 300:
+                raise call.fail(status_error(response, read_body(response, call)))
+            if is_event_stream(response):
+                parts = read_stream(response, call, on_delta)
+            else:
+                parts = parse_body(read_body(response, call), call)
+    except httpx.TimeoutException as exc:
+        raise call.fail(f"POST {shown_url(call.url)} timed out after {timeout_seconds:.3g} s.") from exc
+    except httpx.HTTPError as exc:
+        raise call.fail(f"POST {shown_url(call.url)} failed: {type(exc).__name__}: {exc}") from exc
+    return parts.completion(endpoint.model, (time.monotonic() - started) * 1000)
+
+
+@cache
+def http_client() -> httpx.Client:
+    """One client per process: making one costs 0.4-0.7 s here (its TLS context), and it pools
+    connections. Thread-safe; each call passes its own timeout."""
+    return httpx.Client(follow_redirects=False)
+
+
+def request_payload(
+    endpoint: Endpoint,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None,
+    options: dict[str, Any] | None,
+    *,
+    stream: bool,
+) -> dict[str, Any]:
+    """Build the request body: the model, the messages, then tools and options."""
+    payload: dict[str, Any] = {"model": endpoint.model, "messages": messages}
+    if tools:
+        payload["tools"] = tools
+    payload.update({k: v for k, v in (options or {}).items() if k not in RESERVED_OPTIONS})
+    if stream:
+        payload["stream"] = True
+        payload["stream_options"] = {"include_usage": True}
+    return payload
+
+
+def request_headers(endpoint: Endpoint, idempotency_key: str) -> httpx.Headers:
+    """The headers: Authorization only when the provider has a key."""
+    headers = httpx.Headers({"User-Agent": USER_AGENT, "Idempotency-Key": idempotency_key})
+    if endpoint.api_key:
+        headers["Authorization"] = f"Bearer {endpoint.api_key}"
+    return headers
+
+
+def is_event_stream(response: httpx.Response) -> bool:
+    media = response.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    return media == "text/event-stream"
+
+
+def read_body(response: httpx.Response, call: _Call) -> bytes:
+    """Read a whole body, within the size limit and the deadline."""
+    limit = int(switchyard_settings()["HTTP_MAX_RESPONSE_BYTES"])
+    chunks: list[bytes] = []
+    size = 0
+    for chunk in response.iter_bytes():
+        size += len(chunk)
+        if size > limit:
+            raise call.fail(f"the answer is larger than {limit} bytes.")
+        call.check_time()
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def status_error(response: httpx.Response, body: bytes) -> str:
+    """Explain a non-2xx answer, with the provider's own error message when it gives one."""
+    text = body.decode("utf-8", errors="replace")
+    detail = snippet(text)
+    try:
+        message = json.loads(body)["error"]["message"]
+        if isinstance(message, str) and message:
+            detail = snippet(message)
+    except (ValueError, KeyError, TypeError):
+        pass  # not the OpenAI error shape: the body's start will do
+    hint = " Check the provider's API key." if response.status_code in (401, 403) else ""
+    return (
+        f"POST {shown_url(str(response.request.url))} answered {response.status_code} "
+        f"{response.reason_phrase}: {detail}.{hint}"
+    )
+
+
+# --- assembling an answer -------------------------------------------------------------------
+
+
+@dataclass
+class Parts:
+    """An answer being assembled, from one body or from stream chunks."""
+
+    text: list[str] = field(default_factory=list)
+    calls: dict[int, dict[str, Any]] = field(default_factory=dict)
+    finish_reason: str | None = None
+    model: str | None = None
+    input_tokens: int | None = None
+    output_tokens: int | None = None
+
+    def add_usage(self, usage: Any) -> None:
+        if isinstance(usage, dict):
+            self.input_tokens = as_count(usage.get("prompt_tokens"), self.input_tokens)
+            self.output_tokens = as_count(usage.get("completion_tokens"), self.output_tokens)
+
+    def add_tool_call(self, delta: Any, call: _Call) -> None:
+        """Merge one tool call (whole, or a streamed piece of one) by its index."""
+        if not isinstance(delta, dict):
+            raise call.fail(f"a tool call is not an object: {snippet(json.dumps(delta))!r}")
+        index = delta.get("index", len(self.calls))
+        function = delta.get("function") if isinstance(delta.get("function"), dict) else {}
+        entry = self.calls.setdefault(
+            index if isinstance(index, int) else 0, {"id": "", "name": "", "args": ""}
+        )
+        entry["id"] = delta.get("id") or entry["id"]
+        entry["name"] = function.get("name") or entry["name"]
+        arguments = function.get("arguments")
+        if isinstance(arguments, str):
+            entry["args"] += arguments
+        elif arguments is not None:
+            entry["args"] += json.dumps(arguments)
+
+    def tool_calls(self) -> list[dict[str, Any]]:
+        return [
+            {"id": c["id"] or f"call_{i}", "name": c["name"], "arguments": parsed_arguments(c["args"])}
+            for i, c in sorted(self.calls.items())
+        ]
+
+    def completion(self, requested_model: str, latency_ms: float) -> Completion:
+        return Completion(
+            text="".join(self.text),
+            tool_calls=self.tool_calls(),
+            finish_reason=self.finish_reason,
+            model=self.model or requested_model,
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            latency_ms=round(latency_ms, 3),
+        )
+
+
+def as_count(value: Any, fallback: int | None) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else fallback
+
+
+def parsed_arguments(raw: str) -> Any:
+    """Tool arguments as JSON when they parse (an empty string is no arguments), else the text."""
+    if not raw.strip():
+        return {}
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw
+
+
+def parse_body(body: bytes, call: _Call) -> Parts:
+    """Read a non-streamed chat completion."""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        raise call.fail(f"the answer is not JSON: {snippet(body.decode('utf-8', 'replace'))!r}") from None
+    try:
+        choice = data["choices"][0]
+        message = choice["message"]
+    except (KeyError, IndexError, TypeError):
+        raise call.fail(f"the answer has no choices[0].message: {snippet(json.dumps(data))!r}") from None
+    content = message.get("content") if isinstance(message, dict) else None
+    raw_calls = message.get("tool_calls") if isinstance(message, dict) else None
+    if not isinstance(content, str) and not raw_calls:
+        raise call.fail(f"the answer has no text and no tool calls: {snippet(json.dumps(data))!r}")
+    parts = Parts(
+        text=[content] if isinstance(content, str) else [], model=str(data.get("model") or "") or None
+    )
+    for raw in raw_calls if isinstance(raw_calls, list) else []:
+        parts.add_tool_call(raw, call)
+    parts.finish_reason = choice.get("finish_reason") if isinstance(choice, dict) else None
+    parts.add_usage(data.get("usage"))
+    return parts
+
+
+def read_stream(response: httpx.Response, call: _Call, on_delta: Callable[[str], None] | None) -> Parts:
+    """Read server-sent chunks up to `data: [DONE]`; a stream that stops short is an error."""
+    parts = Parts()
+    for data in sse_data(response, call):
+        if data == "[DONE]":
+            return parts
+        add_chunk(parts, data, call, on_delta)
+    raise call.fail("the stream ended before [DONE] (dropped half-way); nothing was kept.")
+
+
+def sse_data(response: httpx.Response, call: _Call) -> Iterator[str]:
+    """Yield the `data:` payload of each server-sent event."""
+    for line in response.iter_lines():
+        call.check_time()
+        if line.startswith("data:"):
+            yield line[5:].strip()
+        elif line.startswith("{"):
+            raise call.fail(f"a stream line is not a server-sent event: {snippet(line)!r}")
+
+
+def add_chunk(parts: Parts, data: str, call: _Call, on_delta: Callable[[str], None] | None) -> None:
+    """Merge one `chat.completion.chunk` into the answer."""
+    try:
+        chunk = json.loads(data)
+    except ValueError:
+        raise call.fail(f"a stream chunk is not JSON: {snippet(data)!r}") from None
+    if not isinstance(chunk, dict):
+        raise call.fail(f"a stream chunk is not an object: {snippet(data)!r}")
+    if isinstance(chunk.get("error"), dict):
+        raise call.fail(f"the stream reported an error: {snippet(str(chunk['error'].get('message')))}")
+    parts.model = str(chunk.get("model") or "") or parts.model
+    parts.add_usage(chunk.get("usage"))
+    choices = chunk.get("choices")
+    if not isinstance(choices, list):
+        raise call.fail(f"a stream chunk has no choices list: {snippet(data)!r}")
+    for choice in choices[:1]:
+        delta = choice.get("delta") if isinstance(choice, dict) else None
+        if not isinstance(delta, dict):
+            raise call.fail(f"a stream chunk has no choices[0].delta: {snippet(data)!r}")
+        text = delta.get("content")
+        if isinstance(text, str) and text:
+            parts.text.append(text)
+            if on_delta is not None:
+                on_delta(text)
+        for raw in delta.get("tool_calls") or []:
+            parts.add_tool_call(raw, call)
+        parts.finish_reason = choice.get("finish_reason") or parts.finish_reason
+
+
+def redact(message: str, secret: str) -> str:
+    """Remove a secret from a message (an endpoint may echo the key back in its error)."""
+    return message.replace(secret, "***") if secret else message

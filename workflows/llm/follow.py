@@ -1,0 +1,92 @@
+"""Follow one attempt's streamed text without a thread: replay, then live, then the end.
+
+For the SSE endpoint under Daphne: everything here awaits (redis.asyncio, XREAD BLOCK),
+and the database is asked, in a short sync call, only when the stream has been quiet for
+QUIET_SECONDS, whether the attempt is over without an end entry (a worker killed mid-stream,
+a timeout, a cancel): then the follower ends with the node's state, instead of waiting forever.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+
+import redis.asyncio as aioredis
+from asgiref.sync import sync_to_async
+from django.conf import settings
+
+from workflows.core.states import NodeStatus
+from workflows.llm import streams
+from workflows.models import NodeRun
+
+QUIET_SECONDS = 1.0
+READ_AT_MOST = 500
+IN_FLIGHT = (NodeStatus.QUEUED, NodeStatus.RUNNING)
+
+
+@dataclass(frozen=True)
+class Event:
+    """One server-sent event: its name, its id (a stream entry id, for Last-Event-ID) and data."""
+
+    name: str
+    data: dict[str, Any]
+    id: str = ""
+
+    def encode(self) -> str:
+        head = f"id: {self.id}\n" if self.id else ""
+        return f"{head}event: {self.name}\ndata: {json.dumps(self.data, ensure_ascii=False)}\n\n"
+
+
+def node_state(node_run_id: int, attempt: int) -> dict[str, Any] | None:
+    """The attempt's end as the database has it, or None while it may still stream."""
+    node = NodeRun.objects.only("attempt", "status", "output", "error").get(id=node_run_id)
+    if node.attempt > attempt:
+        return {"abandoned": True, "status": "superseded", "next_attempt": node.attempt}
+    if node.attempt < attempt or node.status in IN_FLIGHT:
+        return None
+    if node.status == NodeStatus.SUCCEEDED:
+        return {"status": node.status, "output": node.output}
+    return {"status": node.status, "error": node.error}
+
+
+def as_events(entries: list[tuple[str, dict[str, str]]]) -> list[Event]:
+    events = []
+    for entry_id, fields in entries:
+        entry = streams.parse_entry(entry_id, fields)
+        if entry.end is not None:
+            events.append(Event("end", entry.end, entry_id))
+        else:
+            events.append(Event("text", {"text": entry.text, "offset": entry.offset}, entry_id))
+    return events
+
+
+async def follow(node_run_id: int, attempt: int, after: str = "0-0") -> AsyncIterator[Event]:
+    """Yield the attempt's text events after entry `after`, live, and one `end` event last."""
+    key = streams.text_key(node_run_id, attempt)
+    client = aioredis.Redis.from_url(settings.REDIS_URL, decode_responses=True)
+    state = sync_to_async(node_state, thread_sensitive=False)
+    try:
+        while True:
+            found = await client.xread({key: after}, count=READ_AT_MOST, block=int(QUIET_SECONDS * 1000))
+            entries = found[0][1] if found else []
+            for event in as_events(entries):
+                after = event.id
+                yield event
+                if event.name == "end":
+                    return
+            if entries:
+                continue
+            end = await state(node_run_id, attempt)
+            if end is not None:
+                # The end entry may have landed between the read and the check: read once more.
+                rest = await client.xrange(key, min=f"({after}" if after != "0-0" else "-")
+                for event in as_events(rest):
+                    yield event
+                    if event.name == "end":
+                        return
+                yield Event("end", end)
+                return
+    finally:
+        await client.aclose()

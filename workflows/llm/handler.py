@@ -1,0 +1,128 @@
+"""The `llm.chat` node: one chat call to a named provider, streamed when it streams.
+
+The URL and key come from the provider (server-side), never from the node config, so a
+definition cannot send the key elsewhere. Output: the text, finish reason, model and usage.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from workflows.handlers.builtin import render_template, template_sources, time_budget
+from workflows.handlers.registry import HandlerError, NodeContext, node
+from workflows.llm import client, providers, streams, usage
+
+NAME_FIELD: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": 200}
+CHAT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "provider": {
+            **NAME_FIELD,
+            "description": "A provider an admin set up; default: the default provider.",
+        },
+        "model": {**NAME_FIELD, "description": "One of the provider's models; default: its default model."},
+        "system": {"type": "string", "maxLength": 200_000, "description": "System message (a template)."},
+        "prompt": {
+            "type": "string",
+            "minLength": 1,
+            "maxLength": 200_000,
+            "description": "User message; {input.key} and {upstream.node.key} are filled in.",
+        },
+        "temperature": {"type": "number", "minimum": 0, "maximum": 2},
+        "max_tokens": {"type": "integer", "minimum": 1, "maximum": 1_000_000},
+        "timeout_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 3600},
+    },
+    "required": ["prompt"],
+    "additionalProperties": False,
+}
+OPTION_KEYS = ("temperature", "max_tokens")
+
+
+@node("llm.chat", config_schema=CHAT_SCHEMA)
+def llm_chat(ctx: NodeContext) -> dict[str, Any]:
+    """Ask a chat model of a named provider; return its answer, finish reason, model and usage.
+
+    Streams when the provider does: the text grows live on the run page and over the
+    attempt's Server-Sent Events. Every call is recorded with its tokens and cost.
+    """
+    where = f"llm.chat node {ctx.node_id!r}"
+    messages = chat_messages(ctx, "llm.chat")
+    endpoint = resolve_for(ctx, where)
+    timeout = time_budget(ctx, ctx.config.get("timeout_seconds") or endpoint.timeout_seconds, where)
+    options = {k: ctx.config[k] for k in OPTION_KEYS if k in ctx.config}
+    writer = streams.TextWriter(streams.attempt_of(ctx.node_run_id, ctx.attempt)) if ctx.node_run_id else None
+
+    def call() -> client.Completion:
+        return client.complete(
+            endpoint,
+            messages,
+            options=options,
+            idempotency_key=ctx.idempotency_key,
+            timeout_seconds=timeout,
+            where=where,
+            on_delta=writer.on_delta if writer else None,
+        )
+
+    try:
+        output = chat_output(call_recorded(ctx, endpoint, call))
+    except HandlerError as exc:
+        if writer:
+            writer.finish(error=str(exc))
+        raise
+    if writer:
+        writer.finish(output)
+    return output
+
+
+def resolve_for(ctx: NodeContext, where: str) -> providers.Endpoint:
+    """Resolve the node's provider and model; say which node asked when they are unknown."""
+    try:
+        return providers.resolve(ctx.config.get("provider"), ctx.config.get("model"))
+    except HandlerError as exc:
+        raise HandlerError(f"{where}: {exc}") from None
+
+
+def call_recorded(
+    ctx: NodeContext, endpoint: providers.Endpoint, call: Any, step: str = ""
+) -> client.Completion:
+    """Make a call and record it (a failed one too); a context without an attempt row records nothing."""
+    try:
+        completion = call()
+    except HandlerError as exc:
+        if ctx.node_run_id:
+            usage.record_call(
+                node_run_id=ctx.node_run_id, endpoint=endpoint, completion=None, error=str(exc), step=step
+            )
+        raise
+    if ctx.node_run_id:
+        usage.record_call(node_run_id=ctx.node_run_id, endpoint=endpoint, completion=completion, step=step)
+    return completion
+
+
+def chat_messages(ctx: NodeContext, where: str) -> list[dict[str, Any]]:
+    """Build the system and user messages from the node config's templates."""
+    sources = template_sources(ctx)
+    prompt = ctx.config.get("prompt")
+    if not isinstance(prompt, str) or not prompt:
+        raise HandlerError(f"{where}: config.prompt is required.")
+    messages = []
+    if ctx.config.get("system"):
+        system = render_template(ctx.config["system"], sources, f"{where} config.system")
+        messages.append({"role": "system", "content": system})
+    messages.append({"role": "user", "content": render_template(prompt, sources, f"{where} config.prompt")})
+    return messages
+
+
+def chat_output(completion: client.Completion) -> dict[str, Any]:
+    """The node's output: text, finish reason, model and usage (token counts when known)."""
+    counts = {"input_tokens": completion.input_tokens, "output_tokens": completion.output_tokens}
+    known = [n for n in counts.values() if n is not None]
+    usage_out = {k: v for k, v in counts.items() if v is not None}
+    if len(known) == 2:
+        usage_out["total_tokens"] = sum(known)
+    return {
+        "content": completion.text,
+        "finish_reason": completion.finish_reason,
+        "model": completion.model,
+        "usage": usage_out,
+    }

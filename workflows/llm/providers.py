@@ -1,0 +1,140 @@
+"""Named LLM providers: where a node's `provider` and `model` resolve to a URL and a key.
+
+A provider row marked `is_default` serves nodes that name none; without one, the
+LLM_BASE_URL / LLM_API_KEY / LLM_MODEL settings act as a provider named "default". The key
+leaves this module only inside an `Endpoint`, which the client sends and redacts.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from workflows.handlers import builtin
+from workflows.handlers.registry import HandlerError
+from workflows.models import LLMProvider
+
+SETTINGS_PROVIDER = "default"
+DEMO_LABEL = "Demo provider (scripted, not a real model)"
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where one call goes. `api_key` is secret: never put it in a message or an output."""
+
+    provider: str
+    base_url: str
+    api_key: str = field(repr=False)
+    model: str
+    timeout_seconds: float
+    demo: bool
+
+
+@dataclass(frozen=True)
+class ProviderInfo:
+    """What the editor and the validator may know of a provider: no URL, no key."""
+
+    name: str
+    default_model: str
+    models: list[str]
+    is_default: bool
+    demo: bool
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} — {DEMO_LABEL}" if self.demo else self.name
+
+
+def settings_endpoint(model: str | None) -> Endpoint:
+    """The LLM_* settings as the provider named "default"."""
+    conf = builtin.switchyard_settings()
+    return Endpoint(
+        provider=SETTINGS_PROVIDER,
+        base_url=str(conf["LLM_BASE_URL"]),
+        api_key=str(conf["LLM_API_KEY"] or ""),
+        model=model or str(conf["LLM_MODEL"]),
+        timeout_seconds=float(conf["HTTP_TIMEOUT_SECONDS"]),
+        demo=False,
+    )
+
+
+def endpoint_of(row: LLMProvider, model: str | None) -> Endpoint:
+    return Endpoint(
+        provider=row.name,
+        base_url=row.base_url,
+        api_key=row.api_key,
+        model=model or row.default_model,
+        timeout_seconds=row.timeout_seconds,
+        demo=row.demo,
+    )
+
+
+def resolve(provider: str | None, model: str | None) -> Endpoint:
+    """Return the endpoint for a node's provider and model; HandlerError naming what is unknown."""
+    if provider is None or provider == "":
+        row = LLMProvider.objects.filter(is_default=True).first()
+        if row is None:
+            return settings_endpoint(model)
+    else:
+        row = LLMProvider.objects.filter(name=provider).first()
+        if row is None:
+            if provider == SETTINGS_PROVIDER and not LLMProvider.objects.filter(is_default=True).exists():
+                return settings_endpoint(model)
+            raise HandlerError(
+                f"config.provider: no LLM provider named {provider!r}; an admin adds it under Providers."
+            )
+    if model and model not in row.models_offered():
+        raise HandlerError(
+            f"config.model: provider {row.name!r} does not offer model {model!r} "
+            f"(it offers {', '.join(row.models_offered())})."
+        )
+    return endpoint_of(row, model)
+
+
+def known_providers() -> list[ProviderInfo]:
+    """Every provider a node may name, the settings' "default" included when no row is default."""
+    rows = list(LLMProvider.objects.all())
+    found = [ProviderInfo(r.name, r.default_model, r.models_offered(), r.is_default, r.demo) for r in rows]
+    if not any(r.is_default for r in rows) and SETTINGS_PROVIDER not in {r.name for r in rows}:
+        conf = builtin.switchyard_settings()
+        # The settings provider accepts any model name: LLM_MODEL is only its default.
+        found.append(ProviderInfo(SETTINGS_PROVIDER, str(conf["LLM_MODEL"]), [], True, False))
+    return sorted(found, key=lambda p: p.name)
+
+
+def with_provider_choices(schema: dict[str, Any]) -> dict[str, Any]:
+    """Return an `llm.*` config schema whose provider and model fields list what exists (for the editor).
+
+    `x-labels` names each choice for people (the demo provider says it is one); the stored
+    value stays the bare provider or model name.
+    """
+    known = known_providers()
+    props = dict(schema.get("properties", {}))
+    if "provider" in props and known:
+        default = next((p.name for p in known if p.is_default), None)
+        props["provider"] = {
+            **props["provider"],
+            "enum": [p.name for p in known],
+            "x-labels": [p.label for p in known],
+            **({"default": default} if default else {}),
+        }
+    models = list(dict.fromkeys(m for p in known for m in p.models))
+    if "model" in props and models and all(p.models for p in known):
+        labels = [f"{m} ({', '.join(p.name for p in known if m in p.models)})" for m in models]
+        props["model"] = {**props["model"], "enum": models, "x-labels": labels}
+    return {**schema, "properties": props}
+
+
+DEMO_PROVIDER = "demo"
+
+
+def register_demo(base_url: str, model: str) -> LLMProvider:
+    """Point the provider "demo" at the scripted server; default when no other provider is."""
+    row, _ = LLMProvider.objects.update_or_create(
+        name=DEMO_PROVIDER,
+        defaults={"base_url": base_url, "default_model": model, "demo": True, "api_key": ""},
+    )
+    if not LLMProvider.objects.filter(is_default=True).exists():
+        LLMProvider.objects.filter(pk=row.pk).update(is_default=True)
+        row.is_default = True
+    return row

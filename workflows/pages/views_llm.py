@@ -1,0 +1,125 @@
+"""The LLM page, for admins: providers (key write-only), the price table, today's usage.
+
+Thin: every change is one call into `workflows.llm.catalog`, the API's own; a refused change
+re-renders the page with the message beside the form (status 422), an accepted one redirects.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from monitoring.guards import requires
+from workflows.errors import DomainError
+from workflows.llm import catalog, usage
+from workflows.llm.providers import DEMO_LABEL
+from workflows.models import LLMPrice, LLMProvider, Workflow
+
+
+def page_context(**extra: Any) -> dict[str, Any]:
+    return {
+        "nav": "llm",
+        "providers": LLMProvider.objects.all(),
+        "prices": LLMPrice.objects.all(),
+        "demo_label": DEMO_LABEL,
+        "today": usage.day_totals(),
+        "top": usage.top_workflows(),
+        "by_model": usage.model_totals(),
+        **extra,
+    }
+
+
+@require_GET
+@requires("view")
+def usage_card(request: HttpRequest) -> HttpResponse:
+    """The usage card alone (the overview and the workflow page refresh it)."""
+    slug = request.GET.get("workflow")
+    workflow = get_object_or_404(Workflow, slug=slug) if slug else None
+    return render(request, "llm/usage_card.html", usage.card_context(workflow))
+
+
+@require_GET
+@requires("manage_llm")
+def llm_page(request: HttpRequest) -> HttpResponse:
+    editing = LLMProvider.objects.filter(name=request.GET.get("edit", "")).first()
+    return render(request, "llm/llm.html", page_context(editing=editing))
+
+
+def change_from(post: Any) -> catalog.ProviderChange:
+    """Read the provider form; an empty key field keeps the stored key unless 'clear' is ticked."""
+    key = post.get("api_key", "")
+    try:
+        timeout = float(post.get("timeout_seconds") or 60)
+    except ValueError:
+        timeout = -1.0  # refused by check_provider, naming timeout_seconds
+    return catalog.ProviderChange(
+        name=post.get("name", "").strip(),
+        base_url=post.get("base_url", "").strip(),
+        default_model=post.get("default_model", "").strip(),
+        models=tuple(m.strip() for m in post.get("models", "").replace(",", "\n").splitlines() if m.strip()),
+        timeout_seconds=timeout,
+        is_default=post.get("is_default") == "on",
+        api_key="" if post.get("clear_key") == "on" else (key or None),
+    )
+
+
+@require_POST
+@requires("manage_llm")
+def save_provider(request: HttpRequest) -> HttpResponse:
+    existing = request.POST.get("existing") or None
+    try:
+        row = catalog.save_provider(change_from(request.POST), actor=request.user, existing=existing)
+    except DomainError as exc:
+        editing = LLMProvider.objects.filter(name=existing or "").first()
+        context = page_context(editing=editing, provider_error=exc.message, posted=request.POST)
+        return render(request, "llm/llm.html", context, status=exc.http_status)
+    messages.success(request, f"Provider {row.name} saved.")
+    return redirect("llm:page")
+
+
+@require_POST
+@requires("manage_llm")
+def delete_provider(request: HttpRequest, name: str) -> HttpResponse:
+    try:
+        catalog.delete_provider(name, actor=request.user)
+    except DomainError as exc:
+        messages.error(request, exc.message)
+    else:
+        messages.success(request, f"Provider {name} deleted.")
+    return redirect("llm:page")
+
+
+@require_POST
+@requires("manage_llm")
+def save_price(request: HttpRequest) -> HttpResponse:
+    post = request.POST
+    try:
+        row = catalog.save_price(
+            post.get("model", ""),
+            post.get("input_per_million", ""),
+            post.get("output_per_million", ""),
+            request.user,
+        )
+    except DomainError as exc:
+        return render(
+            request,
+            "llm/llm.html",
+            page_context(price_error=exc.message, posted=post),
+            status=exc.http_status,
+        )
+    messages.success(request, f"Price of {row.model} saved.")
+    return redirect("llm:page")
+
+
+@require_POST
+@requires("manage_llm")
+def delete_price(request: HttpRequest) -> HttpResponse:
+    try:
+        catalog.delete_price(request.POST.get("model", ""), actor=request.user)
+    except DomainError as exc:
+        messages.error(request, exc.message)
+    return redirect("llm:page")

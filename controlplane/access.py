@@ -7,7 +7,7 @@ instead. Every action names the least role and the scope it needs.
     viewer    see workflows, runs, traces, dead letters, metrics
     operator  + start, cancel runs; replay and discard dead letters; post events
     (anyone with a role may decide the approvals their node names them for: approvals.can_decide)
-    editor    + create and change versions, publish, activate (roll back)
+    editor    + create and change versions, publish, activate (roll back); schedules
     admin     + API keys, users, workflow deletion, webhook triggers and subscriptions
 
 An API key acts for its owner: it may do what its scopes allow *and* its owner's role allows
@@ -34,6 +34,7 @@ ACTIONS: dict[str, tuple[str, str]] = {
     "pause_workflow": (OPERATOR, "operate"),
     "edit": (EDITOR, "edit"),
     "publish": (EDITOR, "edit"),
+    "manage_schedules": (EDITOR, "edit"),
     "manage_keys": (ADMIN, "admin"),
     "delete_workflow": (ADMIN, "admin"),
     "manage_webhooks": (ADMIN, "admin"),

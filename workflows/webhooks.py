@@ -170,7 +170,7 @@ def start_from_delivery(trigger: Trigger, delivery_id: str, run_input: Any) -> t
     if not isinstance(run_input, dict):
         raise Invalid("The body must be a JSON object: it becomes the run input.")
     key = f"hook:{trigger.pk}:{delivery_id}"
-    return runs.start_run(trigger.workflow, run_input, idempotency_key=key)
+    return runs.start_run(trigger.workflow, run_input, idempotency_key=key, priority=trigger.priority)
 
 
 # --------------------------------------------------------------------------- subscriptions

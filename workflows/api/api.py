@@ -32,6 +32,7 @@ from workflows.api import (
     views_hooks,
     views_keys,
     views_runs,
+    views_schedules,
     views_versions,
     views_workflows,
 )
@@ -80,6 +81,7 @@ for module in (
     views_approvals,
     views_events,
     views_health,
+    views_schedules,
 ):
     api.add_router("", module.router)
 

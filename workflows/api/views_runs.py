@@ -40,7 +40,9 @@ def start_run(
     """Start a run of the active version. With Idempotency-Key, the same key and input answer
     the run made the first time (200) and the same key with another input is refused (409)."""
     workflow = versions.get_workflow(slug)
-    run, created = runs.start_run(workflow, body.input, idempotency_key=idempotency_key)
+    run, created = runs.start_run(
+        workflow, body.input, idempotency_key=idempotency_key, priority=body.priority
+    )
     run.workflow, run.version = workflow, workflow.active_version  # type: ignore[assignment]
     if run.version_id != workflow.active_version_id:  # an earlier start, on an older version
         run = runs.get_run(run.pk)
@@ -79,7 +81,7 @@ def start_test_run(
 
 @router.get("/runs", response=s.RunPage, auth=allowed("view"), summary="List runs")
 def list_runs(request: HttpRequest, q: Query[i.RunQuery]) -> Any:
-    """List runs, newest first, filtered by workflow, status, version and creation time."""
+    """List runs, newest first, filtered by workflow, status, version, creation time and priority."""
     if q.version is not None and q.workflow is None:
         message = "needs workflow: version numbers are per workflow"
         raise ApiError(400, f"version {message}.", [FieldError("query", "version", message)])
@@ -89,6 +91,7 @@ def list_runs(request: HttpRequest, q: Query[i.RunQuery]) -> Any:
         "version__number": q.version,
         "created_at__gt": q.created_after,
         "created_at__lt": q.created_before,
+        "priority__gte": q.priority_min,
     }
     rows = Run.objects.select_related("workflow", "version").filter(
         **{k: v for k, v in lookups.items() if v is not None}

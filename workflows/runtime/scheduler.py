@@ -20,7 +20,7 @@ import redis
 from django.conf import settings
 from django.db import close_old_connections
 
-from workflows import versions, waits, webhooks
+from workflows import schedules, versions, waits, webhooks
 from workflows.runtime import advancing, bus, pgsession
 from workflows.runtime.reconciler import Reconciler
 
@@ -92,6 +92,7 @@ class Scheduler:
         self.watcher = VersionWatcher()
         self.next_housekeeping = 0.0
         self.next_deadlines = 0.0
+        self.next_schedules = 0.0
         self.next_reconcile = 0.0
 
     def start(self) -> None:
@@ -114,6 +115,9 @@ class Scheduler:
         if now >= self.next_deadlines:
             self.next_deadlines = now + DEADLINE_SECONDS
             done += waits.fire_deadlines()
+        if now >= self.next_schedules:
+            self.next_schedules = now + schedules.FIRE_SECONDS
+            done += schedules.fire_due()
         if now >= self.next_reconcile:
             self.next_reconcile = now + RECONCILE_SECONDS
             done += self.reconcile()

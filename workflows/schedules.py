@@ -215,6 +215,13 @@ def recent_runs(schedule: Schedule, count: int = 5) -> list[Run]:
     )
 
 
+def overview(workflow: Workflow) -> list[dict[str, Any]]:
+    """Each schedule of a workflow with its next fires and latest runs (for the pages)."""
+    return [
+        {"schedule": s, "upcoming": upcoming(s), "recent": recent_runs(s)} for s in workflow.schedules.all()
+    ]
+
+
 # --------------------------------------------------------------------------- firing
 
 

@@ -33,7 +33,9 @@ def test_a_schedule_is_created_with_its_next_fire_times(api: Api, chain: Workflo
 
 
 def test_an_invalid_cron_is_refused_naming_the_field_and_the_parse_error(api: Api, chain: Workflow) -> None:
-    body = assert_problem(api.post("workflows/chain/schedules", {**WEEKDAYS, "cron": "61 * * * *"}), 422, "cron")
+    body = assert_problem(
+        api.post("workflows/chain/schedules", {**WEEKDAYS, "cron": "61 * * * *"}), 422, "cron"
+    )
     assert "Bad minute" in body["errors"][0]["message"]
     assert not Schedule.objects.exists()
 
@@ -77,7 +79,9 @@ def test_an_operator_reads_schedules_but_may_not_create_one(api_as, chain: Workf
     assert editor.post("workflows/chain/schedules", WEEKDAYS).status_code == 201
 
 
-def test_a_run_takes_the_priority_it_is_started_with_or_the_workflows_default(api: Api, chain: Workflow) -> None:
+def test_a_run_takes_the_priority_it_is_started_with_or_the_workflows_default(
+    api: Api, chain: Workflow
+) -> None:
     urgent = api.post("workflows/chain/runs", {"input": {}, "priority": 7}).json()
     Workflow.objects.filter(pk=chain.pk).update(default_priority=-3)
     plain = api.post("workflows/chain/runs", {"input": {}}).json()

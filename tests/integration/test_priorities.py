@@ -43,7 +43,9 @@ def test_a_high_priority_run_overtakes_a_backlog_of_low_ones(scheduler_only: Run
     started = dict(NodeRun.objects.filter(run_id__in=[*low, urgent.pk]).values_list("run_id", "started_at"))
     ahead = [run_id for run_id in low if started[run_id] and started[run_id] < started[urgent.pk]]
     assert ahead == []  # queued last, started first
-    wait_for(lambda: Run.objects.filter(pk__in=low, status="succeeded").count() == BACKLOG, 120, "the backlog")
+    wait_for(
+        lambda: Run.objects.filter(pk__in=low, status="succeeded").count() == BACKLOG, 120, "the backlog"
+    )
 
 
 def test_the_plain_queue_is_not_starved_by_a_stream_of_urgent_work(scheduler_only: Runtime) -> None:

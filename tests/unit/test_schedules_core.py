@@ -19,7 +19,9 @@ def test_a_cron_fires_at_local_time_across_a_daylight_saving_change() -> None:
     fires = core.fires_after(spec, datetime(2026, 3, 27, 12, tzinfo=UTC))
     first, second = next(fires), next(fires)
     assert [f.astimezone(ZoneInfo("Europe/Berlin")).hour for f in (first, second)] == [9, 9]
-    assert second.astimezone(UTC) - first.astimezone(UTC) == timedelta(hours=23)  # the night the clocks go forward
+    assert second.astimezone(UTC) - first.astimezone(UTC) == timedelta(
+        hours=23
+    )  # the night the clocks go forward
 
 
 @pytest.mark.parametrize(

@@ -150,7 +150,7 @@ def due_fires(
     """The fires after `last` and at or before `now` to start now, oldest first (see the module
     doc); `delay` is each fire's jitter, which does not make it late."""
     keep = bound if catchup == CATCHUP_ALL else 1
-    due = []
+    due: list[datetime] = []
     for fire in fires_before(spec, now):
         if fire <= last or len(due) == keep:
             break

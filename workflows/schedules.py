@@ -279,7 +279,7 @@ def handle(schedule: Schedule, now: datetime) -> Firing:
     if missed > last and not fires:
         notes.append(f"missed fires up to {iso(missed)} not run (catch-up: {schedule.catchup})")
     schedule.last_fire_at = max(missed, last)
-    schedule.queued_fires = [iso(f) for f in queued[-schedule.catchup_bound :]]
+    schedule.queued_fires = [f.astimezone(UTC).isoformat() for f in queued[-schedule.catchup_bound :]]
     set_next_fire(schedule, schedule.last_fire_at, now)
     return Firing(started, "; ".join(notes))
 
@@ -348,4 +348,5 @@ def jitter_of(schedule: Schedule, fire: datetime) -> timedelta:
 
 
 def iso(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat()
+    """A fire time for a person to read (its exact value is in the run's key)."""
+    return moment.astimezone(UTC).isoformat(timespec="seconds")

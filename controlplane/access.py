@@ -10,6 +10,8 @@ instead. Every action names the least role and the scope it needs.
     editor    + create and change versions, publish, activate (roll back)
     admin     + API keys, users, workflow deletion, webhook triggers and subscriptions,
               LLM providers and prices
+    editor    + create and change versions, publish, activate (roll back); schedules
+    admin     + API keys, users, workflow deletion, webhook triggers and subscriptions
 
 An API key acts for its owner: it may do what its scopes allow *and* its owner's role allows
 (`api_key_can`), so a key never outlives a demotion or does more than the person holding it.
@@ -35,6 +37,7 @@ ACTIONS: dict[str, tuple[str, str]] = {
     "pause_workflow": (OPERATOR, "operate"),
     "edit": (EDITOR, "edit"),
     "publish": (EDITOR, "edit"),
+    "manage_schedules": (EDITOR, "edit"),
     "manage_keys": (ADMIN, "admin"),
     "delete_workflow": (ADMIN, "admin"),
     "manage_webhooks": (ADMIN, "admin"),

@@ -147,7 +147,12 @@ REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
 
 # The queues a node may name; workers listen on these (in this order of priority).
 SWITCHYARD_QUEUES = [q for q in env_str("SWITCHYARD_QUEUES", "default,agents").split(",") if q]
-RQ_QUEUES = {name: {"URL": REDIS_URL, "DEFAULT_TIMEOUT": -1} for name in SWITCHYARD_QUEUES}
+# Each queue has an urgent lane, `<queue>-urgent`, for the jobs of runs above priority 0
+# (workflows/core/priorities.py); workers take it first.
+RQ_QUEUES = {
+    name: {"URL": REDIS_URL, "DEFAULT_TIMEOUT": -1}
+    for name in [f"{q}-urgent" for q in SWITCHYARD_QUEUES] + SWITCHYARD_QUEUES
+}
 # Workers are NodeWorker (non-forking, heartbeating); see workflows/runtime/worker.py.
 RQ = {"COMMIT_MODE": "auto", "WORKER_CLASS": "workflows.runtime.worker.NodeWorker"}
 

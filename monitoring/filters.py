@@ -11,6 +11,7 @@ from django.http import QueryDict
 from django.utils import timezone
 
 from workflows import approvals
+from workflows.core import priorities
 from workflows.core.states import RunStatus
 from workflows.models import DeadLetter, Run
 
@@ -33,6 +34,7 @@ class RunFilter:
     workflow: str = ""
     version: int | None = None
     since: str = ""
+    priority: int | None = None  # runs of at least this priority
     before: int | None = None  # keyset paging: runs with a smaller id
 
     @classmethod
@@ -44,6 +46,7 @@ class RunFilter:
             workflow=query.get("workflow", "")[:100],
             version=positive_int(query.get("version")),
             since=since if since in SINCE else "",
+            priority=priority_of(query.get("priority")),
             before=positive_int(query.get("before")),
         )
 
@@ -54,6 +57,7 @@ class RunFilter:
             "version__number": self.version,
             "created_at__gte": timezone.now() - SINCE[self.since] if self.since else None,
             "id__lt": self.before,
+            "priority__gte": self.priority,
         }
         return runs.filter(**{k: v for k, v in lookups.items() if v is not None})
 
@@ -63,6 +67,7 @@ class RunFilter:
             "workflow": self.workflow,
             "version": self.version,
             "since": self.since,
+            "priority": self.priority,
         }
         values.update(changes)
         q = QueryDict(mutable=True)
@@ -149,3 +154,12 @@ class InboxFilter:
     @property
     def is_set(self) -> bool:
         return any(vars(self).values())
+
+
+def priority_of(value: str | None) -> int | None:
+    """A priority filter from the query string (ignored when it is not one)."""
+    try:
+        number = int(value or "")
+    except ValueError:
+        return None
+    return number if priorities.check_priority(number) is None else None

@@ -2,13 +2,20 @@ from __future__ import annotations
 
 from django.urls import path
 
-from monitoring import metrics, views, views_inbox, views_retention
+from monitoring import metrics, views, views_inbox, views_retention, views_schedules
 
 urlpatterns = [
     path("", views.overview, name="overview"),
     path("workers/", views.workers, name="workers"),
     path("workflows/<slug:slug>/live/", views.workflow_live, name="workflow_live"),
     path("workflows/<slug:slug>/live/nodes/<str:node_id>/", views.workflow_node, name="workflow_node"),
+    path("workflows/<slug:slug>/schedules/", views_schedules.workflow_schedules, name="workflow_schedules"),
+    path("schedules/<int:schedule_id>/edit/", views_schedules.schedule_edit, name="schedule_edit"),
+    path(
+        "schedules/<int:schedule_id>/<str:action>/",
+        views_schedules.schedule_action,
+        name="schedule_action",
+    ),
     path("runs/", views.runs_list, name="runs"),
     path("runs/<int:run_id>/", views.run_detail, name="run_detail"),
     path("runs/<int:run_id>/nodes/<str:node_id>/", views.run_node, name="run_node"),

@@ -21,7 +21,7 @@ from controlplane import access
 from monitoring import runstate, snapshots
 from monitoring.filters import LetterFilter, RunFilter
 from monitoring.guards import requires
-from workflows import deadletters, runs, texts
+from workflows import deadletters, runs, schedules, texts
 from workflows.core.states import RunStatus
 from workflows.errors import DomainError, Invalid
 from workflows.llm import usage
@@ -79,7 +79,14 @@ def workflow_live(request: HttpRequest, slug: str) -> HttpResponse:
     version = workflow.active_version
     graph = graph_of(version.definition) if version else {"nodes": [], "edges": []}
     stats = snapshots.current(f"workflow:{workflow.pk}")["data"] if version else {"nodes": {}}
-    context = {"workflow": workflow, "version": version, "graph": graph, "stats": stats, "nav": "workflows"}
+    context = {
+        "workflow": workflow,
+        "version": version,
+        "graph": graph,
+        "stats": stats,
+        "rows": schedules.overview(workflow),
+        "nav": "workflows",
+    }
     return render(request, "monitoring/workflow_live.html", {**context, **usage.card_context(workflow)})
 
 

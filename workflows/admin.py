@@ -11,13 +11,15 @@ from django.template.response import TemplateResponse
 from django.utils import timezone
 
 from controlplane import access
-from workflows import deadletters, keys
+from workflows import deadletters, keys, schedules
+from workflows.errors import Invalid
 from workflows.models import (
     ApiKey,
     DeadLetter,
     NodeRun,
     Run,
     RunEvent,
+    Schedule,
     Trigger,
     WebhookDelivery,
     WebhookSubscription,
@@ -49,7 +51,7 @@ class NodeRunInline(admin.TabularInline):
 
 @admin.register(Run)
 class RunAdmin(admin.ModelAdmin):
-    list_display = ["id", "workflow", "version", "status", "created_at", "finished_at"]
+    list_display = ["id", "workflow", "version", "status", "priority", "created_at", "finished_at"]
     list_filter = ["status", "workflow"]
     inlines = [NodeRunInline]
     readonly_fields = ["workflow", "version", "status", "input", "idempotency_key", "epoch", "finished_at"]
@@ -216,3 +218,74 @@ class WebhookDeliveryAdmin(AdminsOnly, admin.ModelAdmin):
     action_name = "manage_webhooks"
     list_display = ["id", "subscription", "event_type", "status", "attempts", "response_status", "created_at"]
     list_filter = ["status", "event_type"]
+
+
+# --- schedules ---
+
+
+class ScheduleAdminForm(forms.ModelForm):
+    """Checked by the domain (workflows/schedules.py), errors beside their fields."""
+
+    class Meta:
+        model = Schedule
+        fields = [
+            "workflow",
+            *schedules.FIELDS,
+        ]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        try:
+            schedules.check_fields({**schedules.defaults(), **{f: data.get(f) for f in schedules.FIELDS}})
+        except Invalid as exc:
+            for issue in exc.issues:
+                self.add_error(issue.path if issue.path in self.fields else None, issue.message)
+        return data
+
+
+@admin.register(Schedule)
+class ScheduleAdmin(admin.ModelAdmin):
+    """Schedules, saved through the domain so their next fire is computed and audited."""
+
+    form = ScheduleAdminForm
+    list_display = [
+        "name",
+        "workflow",
+        "kind",
+        "cron",
+        "timezone",
+        "interval_seconds",
+        "enabled",
+        "next_fire_at",
+    ]
+    list_filter = ["enabled", "kind", "workflow"]
+    readonly_fields = ["next_fire_at", "last_fire_at", "queued_fires", "last_outcome"]
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return [*self.readonly_fields, "workflow"] if obj else list(self.readonly_fields)
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return access.can(request.user, "view")
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return access.can(request.user, "view")
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return access.can(request.user, "manage_schedules")
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return access.can(request.user, "manage_schedules")
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return access.can(request.user, "manage_schedules")
+
+    def save_model(self, request: HttpRequest, obj: Schedule, form: Any, change: bool) -> None:
+        data = {f: form.cleaned_data[f] for f in schedules.FIELDS}
+        if change:
+            saved = schedules.update_schedule(obj.pk, data, request.user)
+        else:
+            saved = schedules.create_schedule(form.cleaned_data["workflow"], data, request.user)
+        obj.pk = saved.pk
+
+    def delete_model(self, request: HttpRequest, obj: Schedule) -> None:
+        schedules.delete_schedule(obj.pk, request.user)

@@ -27,6 +27,8 @@ class Workflow(models.Model):
     paused = models.BooleanField(default=False)
     # Days its finished runs are kept (workflows/retention.py); None: the default, 0: for ever.
     retention_days = models.PositiveIntegerField(null=True, blank=True)
+    # The priority of runs started without one (core/priorities.py).
+    default_priority = models.SmallIntegerField(default=0)
     active_version = models.ForeignKey(
         "WorkflowVersion", null=True, blank=True, on_delete=models.PROTECT, related_name="+"
     )
@@ -78,6 +80,7 @@ class Run(models.Model):
     status = models.CharField(max_length=16, choices=RUN_STATUS_CHOICES, default=RunStatus.RUNNING)
     # How many of its nodes are `waiting` (written by transitions' wait statements only).
     waiting_nodes = models.PositiveIntegerField(db_default=0)  # db_default: raw INSERTs omit it
+    priority = models.SmallIntegerField(db_default=0)  # core/priorities.py
     input = models.JSONField(default=dict)
     idempotency_key = models.CharField(max_length=200, null=True, blank=True)
     request_hash = models.CharField(max_length=80, blank=True)
@@ -347,6 +350,7 @@ class Trigger(models.Model):
     # HMAC key: kept in clear because verifying a signature needs it; shown once at creation.
     secret = models.CharField(max_length=100)
     active = models.BooleanField(default=True)
+    priority = models.SmallIntegerField(null=True, blank=True)  # of its runs; None: the workflow's default
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -578,3 +582,55 @@ class AgentStep(models.Model):
     @property
     def duration_ms(self) -> float:
         return round((self.finished_at - self.started_at).total_seconds() * 1000, 1)
+
+
+# --- schedules ---
+
+
+class Schedule(models.Model):
+    """A workflow's runs started by the clock (workflows/schedules.py, core/schedules.py).
+
+    `next_fire_at` is when the schedulers look at it next (its next nominal fire plus jitter,
+    or sooner while fires are queued behind an active run); `last_fire_at` is the latest
+    nominal fire handled (started, skipped or queued). Fires wait in `queued_fires` (ISO
+    times, oldest first) under the `queue` overlap policy.
+    """
+
+    KIND_CHOICES = [("cron", "cron"), ("interval", "interval")]
+    OVERLAP_CHOICES = [(o, o) for o in ("skip", "allow", "cancel", "queue")]
+    CATCHUP_CHOICES = [(c, c) for c in ("none", "latest", "all")]
+
+    workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="schedules")
+    name = models.CharField(max_length=100)
+    kind = models.CharField(max_length=10, choices=KIND_CHOICES, default="cron")
+    cron = models.CharField(max_length=200, blank=True)
+    timezone = models.CharField(max_length=64, default="UTC")
+    interval_seconds = models.PositiveIntegerField(null=True, blank=True)
+    input = models.JSONField(default=dict, blank=True)
+    priority = models.SmallIntegerField(null=True, blank=True)  # None: the workflow's default
+    overlap = models.CharField(max_length=10, choices=OVERLAP_CHOICES, default="skip")
+    catchup = models.CharField(max_length=10, choices=CATCHUP_CHOICES, default="latest")
+    catchup_bound = models.PositiveSmallIntegerField(default=10)
+    jitter_seconds = models.PositiveIntegerField(default=0)
+    enabled = models.BooleanField(default=True)
+    anchor = models.DateTimeField()  # intervals count from here (set at creation and each edit)
+    next_fire_at = models.DateTimeField(null=True, blank=True)
+    last_fire_at = models.DateTimeField(null=True, blank=True)
+    queued_fires = models.JSONField(default=list, blank=True)
+    last_outcome = models.CharField(max_length=300, blank=True)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["workflow", "name"]
+        constraints = [models.UniqueConstraint(fields=["workflow", "name"], name="schedule_name_unique")]
+        indexes = [
+            # The schedulers' probe reads only the due ones, however many schedules there are.
+            models.Index(fields=["next_fire_at"], condition=Q(enabled=True), name="schedule_due_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"schedule {self.name} of {self.workflow_id}"

@@ -19,7 +19,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from workflows import audit
-from workflows.core import engine
+from workflows.core import engine, priorities
 from workflows.core.definition import canonical_json
 from workflows.core.states import NodeStatus, RunStatus
 from workflows.errors import Conflict, Invalid, NotFound
@@ -53,20 +53,25 @@ def start_run(
     run_input: Any,
     idempotency_key: str | None = None,
     version: WorkflowVersion | None = None,
+    priority: int | None = None,
 ) -> tuple[Run, bool]:
     """Create a run pinned to the active version (or to `version`, published); return (run, created).
 
     With an idempotency key, the same key and input return the run made the first time;
-    the same key with another input is refused.
+    the same key with another input is refused. Without a priority, the run takes the
+    workflow's default (core/priorities.py).
     """
     check_input(run_input)
+    priority = workflow.default_priority if priority is None else priority
+    if (problem := priorities.check_priority(priority)) is not None:
+        raise Invalid(problem)
     version_id = version.pk if version is not None else workflow.active_version_id
     if version_id is None:
         raise Conflict(f"Workflow {workflow.slug!r} has no active version: publish one first.")
     if version is not None and not version.is_published:
         raise Conflict(f"Version {version.number} is a draft; only published versions can run.")
     request_hash = hashlib.sha256(canonical_json(run_input).encode()).hexdigest()
-    run = create_run(workflow, version_id, run_input, idempotency_key or None, request_hash)
+    run = create_run(workflow, version_id, run_input, idempotency_key or None, request_hash, priority)
     if run is not None:
         return run, True
     # The key was taken (first, or by a concurrent request): answer with that run.
@@ -108,7 +113,12 @@ pacing = StartPacing()
 
 
 def create_run(
-    workflow: Workflow, version_id: int, run_input: dict[str, Any], key: str | None, request_hash: str
+    workflow: Workflow,
+    version_id: int,
+    run_input: dict[str, Any],
+    key: str | None,
+    request_hash: str,
+    priority: int = priorities.DEFAULT,
 ) -> Run | None:
     """Write the run, its node rows and its first event in one statement (the start hot path).
 
@@ -123,6 +133,7 @@ def create_run(
         "input": json.dumps(run_input),
         "key": key,
         "hash": request_hash,
+        "priority": priority,
         "nodes": list(graph.order),
         "queues": [graph.nodes[n].queue for n in graph.order],
         "job_ids": [job_of.get(n, "") for n in graph.order],
@@ -132,7 +143,7 @@ def create_run(
         return None
     run_id, status, created_at, ids = row
     if status == RunStatus.RUNNING and roots:
-        transaction.on_commit(lambda: jobs.enqueue_roots(roots, ids, run_id, version_id, run_input))
+        transaction.on_commit(lambda: jobs.enqueue_roots(roots, ids, run_id, version_id, run_input, priority))
     elif status == RunStatus.RUNNING:
         # The notice carries the new run's state, so the scheduler need not read it back.
         rows = [
@@ -148,6 +159,7 @@ def create_run(
         input=run_input,
         idempotency_key=key,
         request_hash=request_hash,
+        priority=priority,
         created_at=created_at,
     )
     run._state.adding, run._state.db = False, "default"

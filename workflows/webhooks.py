@@ -174,7 +174,9 @@ def start_from_delivery(
     if not isinstance(run_input, dict):
         raise Invalid("The body must be a JSON object: it becomes the run input.")
     key = f"hook:{trigger.pk}:{delivery_id}"
-    return tracecontext.start_run(trigger.workflow, run_input, traceparent, idempotency_key=key)
+    return tracecontext.start_run(
+        trigger.workflow, run_input, traceparent, idempotency_key=key, priority=trigger.priority
+    )
 
 
 # --------------------------------------------------------------------------- subscriptions

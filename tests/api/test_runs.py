@@ -132,7 +132,8 @@ def test_malformed_json_is_400(api, chain) -> None:
 def test_wrong_types_name_the_field(api, chain) -> None:
     assert_problem(api.post("workflows/chain/runs", {"input": [1, 2]}), 422, "input")
     assert_problem(api.post("workflows/chain/runs", [1]), 422, "")
-    assert_problem(api.post("workflows/chain/runs", {"input": {}, "priority": 1}), 422, "priority")
+    assert_problem(api.post("workflows/chain/runs", {"input": {}, "colour": 1}), 422, "colour")
+    assert_problem(api.post("workflows/chain/runs", {"input": {}, "priority": "high"}), 422, "priority")
     assert_problem(
         api.post("workflows/chain/runs", {"input": {"a": {"b": ["ok", "\u0000"]}}}), 422, "input.a.b[1]"
     )

@@ -238,3 +238,15 @@ def test_the_run_page_says_a_node_is_held_by_its_cap(client_as: Any) -> None:
     viewer = client_as("viewer")
     assert b'data-field="held"' in viewer.get(f"/runs/{second.pk}/").content
     assert b'data-field="held"' not in viewer.get(f"/runs/{first.pk}/").content
+
+
+def test_runs_list_shows_priorities_and_filters_by_the_least(client_as: Any) -> None:
+    workflow = publish("ranked", {"nodes": [node("a")], "edges": []})
+    urgent, _ = runs.start_run(workflow, {}, priority=8)
+    plain, _ = runs.start_run(workflow, {})
+    client = client_as("viewer")
+    page = client.get("/runs/?priority=5").content.decode()
+    assert f'data-run="{urgent.pk}"' in page and f'data-run="{plain.pk}"' not in page
+    assert 'data-field="priority">8<' in page
+    everything = client.get("/runs/?priority=not-a-number").content.decode()  # ignored, not a 500
+    assert f'data-run="{plain.pk}"' in everything

@@ -36,6 +36,7 @@ from workflows.api import (
     views_keys,
     views_llm,
     views_runs,
+    views_schedules,
     views_streams,
     views_versions,
     views_workflows,
@@ -88,6 +89,7 @@ for module in (
     views_agent,
     views_llm,
     views_streams,
+    views_schedules,
 ):
     api.add_router("", module.router)
 

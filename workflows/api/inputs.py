@@ -25,6 +25,7 @@ from pydantic import (
 )
 
 from workflows.api.parsing import MAX_ID
+from workflows.core import priorities
 from workflows.core.states import RunStatus
 from workflows.webhooks import EVENT_TYPES
 
@@ -227,6 +228,12 @@ class ImportQuery(Query):
 
 class StartRunIn(Body):
     input: dict[str, Any] = Field(default_factory=dict, description="The run input, a JSON object.")
+    priority: int | None = Field(
+        None,
+        ge=priorities.LOWEST,
+        le=priorities.HIGHEST,
+        description="Higher goes first when nodes wait for workers; default: the workflow's default.",
+    )
 
 
 class CancelIn(Body):
@@ -236,6 +243,9 @@ class CancelIn(Body):
 class RunQuery(Page):
     workflow: Slug | None = None
     status: RunStatus | None = None
+    priority_min: int | None = Field(
+        None, ge=priorities.LOWEST, le=priorities.HIGHEST, description="At least this priority."
+    )
     version: Number | None = Field(None, description="Version number; needs `workflow`.")
     created_after: Moment | None = None
     created_before: Moment | None = None

@@ -102,6 +102,7 @@ class RunSummary(TypedDict):
     version_id: int
     status: str
     idempotency_key: str | None
+    priority: int
     created_at: datetime
     finished_at: datetime | None
     url: str
@@ -441,6 +442,7 @@ def run_summary(r: Run) -> RunSummary:
         "version_id": r.version_id,
         "status": r.status,
         "idempotency_key": r.idempotency_key,
+        "priority": r.priority,
         "created_at": r.created_at,
         "finished_at": r.finished_at,
         "url": f"{API}/runs/{r.pk}",

@@ -43,7 +43,9 @@ def start_run(
     A W3C `traceparent` header makes the run's trace a part of the caller's."""
     workflow = versions.get_workflow(slug)
     traceparent = request.headers.get("traceparent")
-    run, created = tracecontext.start_run(workflow, body.input, traceparent, idempotency_key=idempotency_key)
+    run, created = tracecontext.start_run(
+        workflow, body.input, traceparent, idempotency_key=idempotency_key, priority=body.priority
+    )
     run.workflow, run.version = workflow, workflow.active_version  # type: ignore[assignment]
     if run.version_id != workflow.active_version_id:  # an earlier start, on an older version
         run = runs.get_run(run.pk)
@@ -82,7 +84,7 @@ def start_test_run(
 
 @router.get("/runs", response=s.RunPage, auth=allowed("view"), summary="List runs")
 def list_runs(request: HttpRequest, q: Query[i.RunQuery]) -> Any:
-    """List runs, newest first, filtered by workflow, status, version and creation time."""
+    """List runs, newest first, filtered by workflow, status, version, creation time and priority."""
     if q.version is not None and q.workflow is None:
         message = "needs workflow: version numbers are per workflow"
         raise ApiError(400, f"version {message}.", [FieldError("query", "version", message)])
@@ -92,6 +94,7 @@ def list_runs(request: HttpRequest, q: Query[i.RunQuery]) -> Any:
         "version__number": q.version,
         "created_at__gt": q.created_after,
         "created_at__lt": q.created_before,
+        "priority__gte": q.priority_min,
     }
     rows = Run.objects.select_related("workflow", "version").filter(
         **{k: v for k, v in lookups.items() if v is not None}

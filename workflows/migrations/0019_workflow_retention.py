@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('workflows', '0010_run_waiting_nodes'),
+        ('workflows', '0013_schedules'),
     ]
 
     operations = [

@@ -18,6 +18,7 @@ from django import forms
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
+from django.db.models import Count, Min, Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.middleware.csrf import get_token
 from django.shortcuts import redirect, render
@@ -107,7 +108,14 @@ def workflow_list(request: HttpRequest) -> HttpResponse:
                 form.add_error("slug", exc.message)
             else:
                 return redirect("editor:edit", slug=slug)
-    workflows = Workflow.objects.select_related("active_version").order_by("slug")
+    workflows = (
+        Workflow.objects.select_related("active_version")
+        .annotate(
+            next_fire=Min("schedules__next_fire_at", filter=Q(schedules__enabled=True)),
+            schedule_count=Count("schedules"),
+        )
+        .order_by("slug")
+    )
     context = {"workflows": workflows, "form": form, "can_edit": access.can(request.user, "edit"), "nav": NAV}
     return render(request, "editor/list.html", context, status=400 if form.errors else 200)
 

@@ -22,7 +22,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
-from workflows.core import engine
+from workflows.core import engine, priorities
 from workflows.core.graph import Graph
 from workflows.core.states import NodeStatus, RunStatus
 from workflows.models import DeadLetter, NodeRun, RunEvent
@@ -234,17 +234,23 @@ DUE_SQL = f"""
 UNION ALL
 (SELECT id, node_id, version_id, status FROM (
     SELECT n.id, n.node_id, r.version_id, n.status, n.due_at,
-           row_number() OVER (PARTITION BY r.workflow_id, n.node_id ORDER BY n.due_at, n.id) AS place
+           r.priority + extract(epoch FROM now() - n.due_at) / {priorities.AGING_SECONDS} AS effective,
+           row_number() OVER (
+               PARTITION BY r.workflow_id, n.node_id
+               ORDER BY r.priority + extract(epoch FROM now() - n.due_at) / {priorities.AGING_SECONDS} DESC, n.id
+           ) AS place
     FROM workflows_noderun n JOIN workflows_run r ON r.id = n.run_id
     WHERE n.status = '{NodeStatus.PENDING}' AND n.due_at IS NOT NULL AND r.status = '{RunStatus.RUNNING}'
  ) AS held
- WHERE place <= %(per_node)s ORDER BY due_at LIMIT %(limit)s)
+ WHERE place <= %(per_node)s ORDER BY effective DESC, id LIMIT %(limit)s)
 """
 
 
 def enqueue_due(workers: int, limit: int = 1000, per_node: int = 100) -> int:
     """Start the next attempt of every node whose backoff has expired, and offer the nodes
-    held by their concurrency cap again (capacity.py), oldest first; return how many were due.
+    held by their concurrency cap again (capacity.py), highest effective priority first
+    (core/priorities.effective: the run's priority, aged by the time held); return how many
+    were due.
 
     Held nodes are offered at most `per_node` per (workflow, node): a long queue behind one
     saturated node never keeps the held nodes of another from their free places.

@@ -9,8 +9,9 @@
 Both are checked where nodes are claimed (`jobs.claim_and_enqueue`), inside one transaction
 that holds an advisory lock per (workflow, node): two schedulers never admit more than a limit
 between them. A ready node that does not fit stays pending, marked held (`due_at` = when it
-was first held); the schedulers' housekeeping offers held nodes again, oldest first, several
-times a second (`advancing.enqueue_due`). A start whose roots are limited leaves them to a
+was first held); the schedulers' housekeeping offers held nodes again, highest effective
+priority first (the run's priority aged by the time held; core/priorities.py), several times
+a second (`advancing.enqueue_due`). A start whose roots are limited leaves them to a
 scheduler. Where versions disagree on a node's rate limit, its oldest waiting row's applies.
 """
 
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from django.db import connection
 
+from workflows.core import priorities
 from workflows.core.states import NodeStatus
 from workflows.runtime import bus
 
@@ -32,7 +34,8 @@ if TYPE_CHECKING:
 Key = tuple[int, str]  # (workflow id, node id)
 
 KEYS_SQL = """
-SELECT n.id, r.workflow_id, n.node_id FROM workflows_noderun n JOIN workflows_run r ON r.id = n.run_id
+SELECT n.id, r.workflow_id, n.node_id, r.priority, extract(epoch FROM now() - coalesce(n.due_at, now()))
+FROM workflows_noderun n JOIN workflows_run r ON r.id = n.run_id
 WHERE n.id = ANY(%(ids)s::bigint[])
 """
 
@@ -54,15 +57,18 @@ WHERE id = ANY(%(ids)s::bigint[]) AND status = '{NodeStatus.PENDING}'
 
 
 def admit(rows: list[Ready]) -> list[Ready]:
-    """Return the limited rows that fit under their limits now, oldest node first; hold the
-    rest (rows whose run is gone are dropped).
+    """Return the limited rows that fit under their limits now, highest effective priority
+    first (core/priorities.effective), then oldest; hold the rest (rows whose run is gone are
+    dropped).
 
     Call it inside the transaction that claims what it returns: the locks it takes keep
     another scheduler from counting the same free places until that transaction ends.
     """
     with connection.cursor() as cur:
         cur.execute(KEYS_SQL, {"ids": [row.noderun_id for row in rows]})
-        key_of = {noderun_id: (workflow_id, node_id) for noderun_id, workflow_id, node_id in cur.fetchall()}
+        found = cur.fetchall()
+        key_of = {noderun_id: (workflow_id, node_id) for noderun_id, workflow_id, node_id, _, _ in found}
+        rank = {row[0]: -priorities.effective(row[3], float(row[4])) for row in found}
         keys = sorted(set(key_of.values()))
         for workflow_id, node_id in keys:  # in one order everywhere: no deadlock between schedulers
             cur.execute(LOCK_SQL, [str(workflow_id), node_id])
@@ -72,7 +78,10 @@ def admit(rows: list[Ready]) -> list[Ready]:
         )
         in_flight = {(workflow_id, node_id): count for workflow_id, node_id, count in cur.fetchall()}
         now = time.time()
-        waiting = sorted((row for row in rows if row.noderun_id in key_of), key=lambda r: r.noderun_id)
+        waiting = sorted(
+            (row for row in rows if row.noderun_id in key_of),
+            key=lambda r: (rank[r.noderun_id], r.noderun_id),
+        )
         rates: dict[Key, RateLimit] = {}
         for row in waiting:
             if row.rate is not None:

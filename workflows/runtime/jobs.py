@@ -24,6 +24,7 @@ from django.db import transaction
 from rq import Queue
 
 from workflows import handlers
+from workflows.core import priorities
 from workflows.core.graph import TASK as TASK_KIND
 from workflows.core.graph import Graph, RateLimit
 from workflows.core.states import NodeStatus
@@ -150,7 +151,7 @@ def pack_roots(graph: Graph) -> list[RootJob]:
 
 
 def enqueue_roots(
-    roots: list[RootJob], ids: dict[str, int], run_id: int, version_id: int, run_input: Any
+    roots: list[RootJob], ids: dict[str, int], run_id: int, version_id: int, run_input: Any, priority: int = 0
 ) -> None:
     """Enqueue a new run's root jobs (`pack_roots`), its node rows' ids being `ids` by node.
 
@@ -162,7 +163,9 @@ def enqueue_roots(
         placed.append(job.placed(ids))
         given = run_input if job.direct else None
         for node_id in job.node_ids:
-            claimed[ids[node_id]] = InputRow("claim", ids[node_id], 1, version_id, node_id, run_id, given)
+            claimed[ids[node_id]] = InputRow(
+                "claim", ids[node_id], 1, version_id, node_id, run_id, given, priority
+            )
     try:
         enqueue(placed, claimed, {})
     except redis.RedisError:
@@ -240,18 +243,20 @@ def rq_queue(name: str) -> Queue:
 def enqueue(
     packed: list[PackedJob], claimed: dict[int, InputRow], outputs: dict[int, dict[str, Any]]
 ) -> None:
-    """Push the jobs of the claimed attempts to RQ in one pipeline."""
+    """Push the jobs of the claimed attempts to RQ in one pipeline, each to its queue's
+    urgent lane when one of its attempts' runs is urgent (core/priorities.py)."""
     pipe = rq_queue(packed[0].queue).connection.pipeline()
     for job in packed:
         rows = [claimed[i] for i in job.noderun_ids if i in claimed]
         if rows:
+            lane = priorities.lane(job.queue, max(r.priority for r in rows))
             items = [(r.noderun_id, r.attempt, r.version_id, r.node_id) for r in rows]
             given: Given = {
                 r.noderun_id: GivenInput(r.run_id, r.value, outputs.get(r.run_id, {}))
                 for r in rows
                 if r.value is not None
             }
-            rqcompat.push_job(pipe, rq_queue(job.queue), TASK, job.job_id, (items, given), FAILED_JOB_TTL)
+            rqcompat.push_job(pipe, rq_queue(lane), TASK, job.job_id, (items, given), FAILED_JOB_TTL)
     pipe.execute()
 
 
@@ -259,8 +264,14 @@ def jobs_waiting(jobs: list[tuple[str, str]]) -> list[bool]:
     """Return, for each (RQ job id, queue name), whether the job still waits in its queue.
 
     The queue itself is asked, not the job's hash: a job taken by a worker that died before
-    claiming its attempts waits nowhere, though its hash outlives the worker.
+    claiming its attempts waits nowhere, though its hash outlives the worker. Both of the
+    queue's lanes are asked (the job's lane is not recorded).
     """
-    return rqcompat.are_waiting(
+    plain = rqcompat.are_waiting(
         rq_queue("default").connection, [(job_id, rq_queue(queue)) for job_id, queue in jobs]
     )
+    urgent = rqcompat.are_waiting(
+        rq_queue("default").connection,
+        [(job_id, rq_queue(priorities.lane(queue, priorities.HIGHEST))) for job_id, queue in jobs],
+    )
+    return [a or b for a, b in zip(plain, urgent, strict=True)]

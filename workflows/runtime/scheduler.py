@@ -20,7 +20,7 @@ from typing import Any
 from django.conf import settings
 from django.db import close_old_connections
 
-from workflows import retention, versions, waits, webhooks
+from workflows import retention, schedules, versions, waits, webhooks
 from workflows.outages import STORES_AWAY, Outage
 from workflows.runtime import advancing, bus, pgsession
 from workflows.runtime.reconciler import Reconciler
@@ -94,6 +94,7 @@ class Scheduler:
         self.watcher = VersionWatcher()
         self.next_housekeeping = 0.0
         self.next_deadlines = 0.0
+        self.next_schedules = 0.0
         self.next_reconcile = 0.0
         self.next_prune = 0.0
 
@@ -118,6 +119,9 @@ class Scheduler:
         if now >= self.next_deadlines:
             self.next_deadlines = now + DEADLINE_SECONDS
             done += waits.fire_deadlines()
+        if now >= self.next_schedules:
+            self.next_schedules = now + schedules.FIRE_SECONDS
+            done += schedules.fire_due()
         if now >= self.next_reconcile:
             self.next_reconcile = now + RECONCILE_SECONDS
             done += self.reconcile()

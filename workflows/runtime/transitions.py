@@ -120,6 +120,7 @@ class InputRow(NamedTuple):
     node_id: str
     run_id: int
     value: Any
+    priority: int = 0  # the run's, on the scheduler's claims: it picks the job's RQ lane
 
 
 class Skip(NamedTuple):
@@ -197,9 +198,9 @@ CREATE_RUN_SQL = f"""
 WITH wf AS (SELECT paused FROM workflows_workflow WHERE id = %(workflow)s),
 run AS (
     INSERT INTO workflows_run
-        (workflow_id, version_id, status, input, idempotency_key, request_hash, epoch, created_at)
+        (workflow_id, version_id, status, input, idempotency_key, request_hash, epoch, created_at, priority)
     SELECT %(workflow)s, %(version)s, CASE WHEN wf.paused THEN '{R.WAITING}' ELSE '{R.RUNNING}' END,
-           %(input)s::jsonb, %(key)s, %(hash)s, 0, now()
+           %(input)s::jsonb, %(key)s, %(hash)s, 0, now(), %(priority)s
     FROM wf
     ON CONFLICT (workflow_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id, status, created_at
@@ -252,11 +253,11 @@ WITH claimed AS (
     FROM unnest(%(ids)s::bigint[], %(job_ids)s::text[]) AS v(id, job_id), workflows_run r, {RELAXED_COMMIT}
     WHERE n.id = v.id AND n.status = %(status)s AND r.id = n.run_id
     RETURNING n.id, n.attempt, r.version_id, n.node_id, n.run_id,
-              CASE WHEN n.id = ANY(%(direct)s::bigint[]) THEN {GIVEN_INPUT} END AS input
+              CASE WHEN n.id = ANY(%(direct)s::bigint[]) THEN {GIVEN_INPUT} END AS input, r.priority
 )
-SELECT 'claim', id, attempt, version_id, node_id, run_id, input FROM claimed
+SELECT 'claim', id, attempt, version_id, node_id, run_id, input, priority FROM claimed
 UNION ALL
-{upstream_outputs("SELECT run_id FROM claimed WHERE input IS NOT NULL")}
+SELECT o.*, 0::smallint FROM ({upstream_outputs("SELECT run_id FROM claimed WHERE input IS NOT NULL")}) o
 """
 
 REQUEUE_SQL = f"""
@@ -265,7 +266,7 @@ FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], %(job_ids)s::text[]) AS v(id
      workflows_run r,
      {RELAXED_COMMIT}
 WHERE n.id = v.id AND n.status = '{N.QUEUED}' AND n.attempt = v.attempt AND r.id = n.run_id
-RETURNING 'claim', n.id, n.attempt, r.version_id, n.node_id, n.run_id, NULL::jsonb
+RETURNING 'claim', n.id, n.attempt, r.version_id, n.node_id, n.run_id, NULL::jsonb, r.priority
 """
 
 

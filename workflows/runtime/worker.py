@@ -53,6 +53,7 @@ from redis.commands.core import Script
 from rq import Queue, SimpleWorker
 from rq.job import Job
 
+from workflows.core import priorities
 from workflows.outages import STORES_AWAY
 from workflows.runtime import bus, execution, jobs, pgsession, reconciler, rqcompat
 
@@ -102,9 +103,24 @@ def job_given(job: Job) -> jobs.Given:
 
 
 class NodeWorker(SimpleWorker):
-    """Execute jobs in-process and announce liveness from the moment the worker starts."""
+    """Execute jobs in-process and announce liveness from the moment the worker starts.
+
+    It listens to the urgent lane of each of its queues before the queues themselves
+    (core/priorities.py), except on one pop in every AGING_EVERY, which takes the plain
+    queues first: a stream of urgent jobs never starves the plain ones.
+    """
 
     companions: tuple[Job, ...] = ()  # batchable jobs taken with the one RQ popped
+    pops = 0
+
+    def __init__(self, queues: Any, *args: Any, **kwargs: Any) -> None:
+        given = [queues] if isinstance(queues, str | Queue) else list(queues)
+        names = [q.name if isinstance(q, Queue) else q for q in given]
+        super().__init__([jobs.rq_queue(name) for name in priorities.lanes(names)], *args, **kwargs)
+        self.urgent_first = list(self._ordered_queues)
+        plain = [q for q in self.urgent_first if not q.name.endswith(priorities.URGENT_SUFFIX)]
+        self.plain_first = plain + [q for q in self.urgent_first if q not in plain]
+
     in_node_job = False  # RQ's own state says idle during a node job (the lean path)
 
     def request_stop(self, signum: int, frame: Any) -> None:
@@ -165,6 +181,10 @@ class NodeWorker(SimpleWorker):
         The take never blocks: on an idle system it finds nothing and RQ's blocking pop
         waits for the next job, which then runs alone.
         """
+        self.pops += 1
+        self._ordered_queues = (
+            self.plain_first if self.pops % priorities.AGING_EVERY == 0 else self.urgent_first
+        )
         try:
             taken = rqcompat.take_head(self, self.take_batchable, TAKE_AT_MOST, jobs.BATCHABLE_PREFIX)
         except STORES_AWAY:

@@ -22,6 +22,7 @@ class Command(BaseCommand):
         start.add_argument("slug")
         start.add_argument("--input", default="{}", help="Run input as a JSON object.")
         start.add_argument("--idempotency-key")
+        start.add_argument("--priority", type=int, help="-100..100, higher first (default: the workflow's).")
         start.add_argument("--wait", type=float, default=0, help="Seconds to wait for the run to finish.")
         show = sub.add_parser("show", help="Print a run's state as JSON.")
         show.add_argument("run_id", type=int)
@@ -40,7 +41,9 @@ class Command(BaseCommand):
     def do_start(self, options: dict[str, Any]) -> None:
         run_input = json_option(options["input"])
         workflow = versions.get_workflow(options["slug"])
-        run, created = runs.start_run(workflow, run_input, options["idempotency_key"])
+        run, created = runs.start_run(
+            workflow, run_input, options["idempotency_key"], priority=options["priority"]
+        )
         self.stdout.write(f"run {run.pk} {'started' if created else 'already existed'}")
         deadline = time.monotonic() + options["wait"]
         while options["wait"] and time.monotonic() < deadline:
@@ -77,6 +80,7 @@ def describe_run(run: Run) -> dict[str, Any]:
         "workflow": run.workflow.slug,
         "version": run.version.number,
         "status": run.status,
+        "priority": run.priority,
         "input": run.input,
         "created_at": run.created_at,
         "finished_at": run.finished_at,

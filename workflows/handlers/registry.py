@@ -54,6 +54,8 @@ class NodeContext:
     upstream: dict[str, Any]
     config: dict[str, Any]
     deadline: float
+    item: Any = None  # a map node's item (core/maps.py); None for other nodes
+    index: int | None = None  # the item's place in the map's list
 
     def remaining(self) -> float:
         """Return the seconds left before the deadline, never below zero."""

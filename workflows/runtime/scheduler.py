@@ -21,7 +21,7 @@ from django.conf import settings
 from django.db import close_old_connections
 
 from workflows import versions, waits, webhooks
-from workflows.runtime import advancing, bus, pgsession
+from workflows.runtime import advancing, bus, mapping, pgsession
 from workflows.runtime.reconciler import Reconciler
 
 log = logging.getLogger(__name__)
@@ -111,6 +111,7 @@ class Scheduler:
         if now >= self.next_housekeeping:
             self.next_housekeeping = now + HOUSEKEEPING_SECONDS
             done += advancing.enqueue_due(self.workers)
+            done += mapping.advance_due(self.workers)
         if now >= self.next_deadlines:
             self.next_deadlines = now + DEADLINE_SECONDS
             done += waits.fire_deadlines()

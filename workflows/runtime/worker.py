@@ -44,7 +44,7 @@ from redis.commands.core import Script
 from rq import Queue, SimpleWorker
 from rq.job import Job
 
-from workflows.runtime import bus, execution, jobs, pgsession, rqcompat
+from workflows.runtime import bus, execution, jobs, mapping, pgsession, rqcompat
 
 log = logging.getLogger(__name__)
 
@@ -138,6 +138,16 @@ class NodeWorker(SimpleWorker):
         return batch[0], queue
 
     def execute_job(self, job: Job, queue: Queue) -> None:
+        if job.func_name == mapping.TASK:  # map items: the same lean path as node jobs
+            self.companions = ()
+            try:
+                mapping.run_items(job.args[0], self.name)
+            except Exception:
+                log.exception("map item job %s failed outside any handler", job.id)
+                close_old_connections()
+            finally:
+                rqcompat.delete_taken(self, queue, [job])
+            return
         if job.func_name != jobs.TASK:
             super().execute_job(job, queue)
             return

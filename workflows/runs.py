@@ -277,7 +277,7 @@ def replay_dead_letter(letter_id: int, user: Any = None, edited_input: Any = Non
             )
         )
         audit.record(user, "deadletter.replay", letter, run=run.pk, node=node.node_id, **edited)
-        transaction.on_commit(lambda: after_replay(letter, run))
+        transaction.on_commit(lambda: notify_committed([run.pk]))
     return run
 
 
@@ -288,14 +288,6 @@ def replay(letter: DeadLetter, run: Run, node: NodeRun, resets: list[str], edite
         return transitions.replay_item(run, letter.map_item_id, resets, edits)
     edits = {} if edited_input is None else {"input_override": edited_input}
     return transitions.replay_node(run, node.pk, resets, edits)
-
-
-def after_replay(letter: DeadLetter, run: Run) -> None:
-    notify_committed([run.pk])
-    if letter.map_item_id is not None:
-        from workflows.runtime import mapping  # mapping stores through this module: imported late
-
-        mapping.advance_map(letter.node_run_id, run.pk)
 
 
 def discard_dead_letter(letter_id: int, reason: str, user: Any = None) -> DeadLetter:

@@ -29,7 +29,9 @@ def map_node(run: Run, node_id: str = "each") -> NodeRun:
     return NodeRun.objects.get(run=run, node_id=node_id)
 
 
-def test_a_map_of_1000_items_never_runs_more_than_max_parallel_and_keeps_their_order(runtime: Runtime) -> None:
+def test_a_map_of_1000_items_never_runs_more_than_max_parallel_and_keeps_their_order(
+    runtime: Runtime,
+) -> None:
     runtime.worker("worker-3")
     runtime.wait_ready()
     definition = {
@@ -90,7 +92,13 @@ def test_a_dead_item_fails_the_map_and_its_replay_finishes_the_node(runtime: Run
     runs.replay_dead_letter(letter.pk, edited_input={"text": "mended page"})
     assert wait_finished(run).status == "succeeded"
     each = map_node(run)
-    assert [o["title"] for o in each.output] == ["alpha beta", "gamma", "mended page", "delta epsilon zeta", "eta"]
+    assert [o["title"] for o in each.output] == [
+        "alpha beta",
+        "gamma",
+        "mended page",
+        "delta epsilon zeta",
+        "eta",
+    ]
     assert map_node(run, "after").status == "succeeded"
     ran = MapItem.objects.filter(node_run=each).values_list("index", "attempt")
     assert dict(ran) == {0: 1, 1: 1, 2: 3, 3: 1, 4: 1}, "only the replayed item ran again"
@@ -111,7 +119,10 @@ def test_a_map_that_continues_marks_its_failed_items_in_its_output(runtime: Runt
         ({"documents": "not a list"}, "map 'input.documents' gave a string, not a list"),
         ({"documents": {"a": 1}}, "map 'input.documents' gave a object, not a list"),
         ({}, "map 'input.documents' gave null (or nothing), not a list"),
-        ({"documents": list(range(10_001))}, "map 'input.documents' gave 10,001 items; a map runs at most 10,000"),
+        (
+            {"documents": list(range(10_001))},
+            "map 'input.documents' gave 10,001 items; a map runs at most 10,000",
+        ),
     ],
 )
 def test_a_map_over_what_is_not_a_list_of_at_most_10000_fails_naming_it(
@@ -149,11 +160,15 @@ def test_kill_9_of_workers_and_the_scheduler_mid_map_finishes_every_item_once(ru
     }
     documents = [f"doc {i}" for i in range(200)]
     run, _ = runs.start_run(publish("map-kill", definition), {"documents": documents})
-    each = wait_for(lambda: NodeRun.objects.filter(run=run, node_id="each", status="waiting").first(), 60, "map")
+    each = wait_for(
+        lambda: NodeRun.objects.filter(run=run, node_id="each", status="waiting").first(), 60, "map"
+    )
     wait_for(lambda: MapItem.objects.filter(node_run=each, status="succeeded").count() >= 20, 60, "items")
     runtime.kill("worker-1", signal.SIGKILL)
     runtime.kill("scheduler-1", signal.SIGKILL)
-    wait_for(lambda: MapItem.objects.filter(node_run=each, status="succeeded").count() >= 60, 60, "more items")
+    wait_for(
+        lambda: MapItem.objects.filter(node_run=each, status="succeeded").count() >= 60, 60, "more items"
+    )
     runtime.kill("worker-2", signal.SIGKILL)
     runtime.worker("worker-3")
     runtime.scheduler("scheduler-2")
@@ -168,9 +183,13 @@ def test_kill_9_of_workers_and_the_scheduler_mid_map_finishes_every_item_once(ru
 
 
 def test_cancel_of_the_run_cancels_its_open_items(runtime: Runtime) -> None:
-    definition = {"nodes": [node("each", SUMMARISE, config={"seconds": 0.2}, map="input.documents", max_parallel=2)]}
+    definition = {
+        "nodes": [node("each", SUMMARISE, config={"seconds": 0.2}, map="input.documents", max_parallel=2)]
+    }
     run, _ = runs.start_run(publish("map-cancel", definition), {"documents": [f"d{i}" for i in range(50)]})
-    each = wait_for(lambda: NodeRun.objects.filter(run=run, node_id="each", status="waiting").first(), 60, "map")
+    each = wait_for(
+        lambda: NodeRun.objects.filter(run=run, node_id="each", status="waiting").first(), 60, "map"
+    )
     wait_for(lambda: MapItem.objects.filter(node_run=each, status="succeeded").exists(), 60, "an item")
     runs.cancel_run(run.pk)
     items = MapItem.objects.filter(node_run=each)

@@ -87,8 +87,12 @@ NODE_MOVES: Moves = {
     Cause.DEAD: {N.FAILED: frozenset({N.DEAD})},
     Cause.LOST: {N.RUNNING: frozenset({N.FAILED})},
     Cause.CANCEL: {s: frozenset({N.CANCELLED}) for s in N if s not in NODE_TERMINAL},
-    # A map node dead by a dead item waits again when that item's letter is replayed.
-    Cause.REPLAY: {N.DEAD: frozenset({N.PENDING, N.WAITING}), N.UPSTREAM_FAILED: frozenset({N.PENDING})},
+    # A map node dead by a dead item waits again when that item's letter is replayed; the
+    # item is then due at once (retrying), for the schedulers' housekeeping to claim.
+    Cause.REPLAY: {
+        N.DEAD: frozenset({N.PENDING, N.WAITING, N.RETRYING}),
+        N.UPSTREAM_FAILED: frozenset({N.PENDING}),
+    },
     # Waiting nodes: entered by their kind's claim (again after a retry's backoff), left by
     # a decision, an event or a deadline; a timeout whose policy is "fail" makes the node
     # failed, and the engine's retry/dead and dead letter apply as for a task. Cancel (above)

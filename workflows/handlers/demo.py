@@ -223,7 +223,9 @@ DEMO_REFUND: dict[str, Any] = {
 SUMMARISE_SCHEMA: dict[str, Any] = {
     "type": "object",
     "additionalProperties": False,
-    "properties": {"seconds": {"type": "number", "minimum": 0, "maximum": 60, "description": "Time to spend."}},
+    "properties": {
+        "seconds": {"type": "number", "minimum": 0, "maximum": 60, "description": "Time to spend."}
+    },
 }
 
 

@@ -54,7 +54,7 @@ from typing import Any, Protocol
 from workflows import handlers, waits
 from workflows.core.graph import MAP, TASK, WAIT_KINDS, Node
 from workflows.core.states import NodeStatus
-from workflows.runtime import jobs
+from workflows.runtime import jobs, mapping
 
 
 class NodeKind(Protocol):
@@ -100,8 +100,6 @@ class Mapper:
     name = MAP
 
     def claim(self, rows: list[jobs.Ready], workers: int, status: NodeStatus) -> int:
-        from workflows.runtime import mapping  # mapping runs items through execution, which imports kinds
-
         return mapping.enter_maps(rows, status, workers)
 
     def execute(self, node: Node, ctx: handlers.NodeContext) -> Any:

@@ -30,7 +30,6 @@ from __future__ import annotations
 import json
 import logging
 import random
-import time
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable
@@ -51,10 +50,10 @@ from workflows.core.waits import expression_output
 from workflows.errors import Invalid
 from workflows.models import DeadLetter, MapItem, RunEvent
 from workflows.runs import check_json_size, event
-from workflows.runtime import bus, execution, jobs, rqcompat, transitions
-from workflows.runtime.execution import from_json
-from workflows.runtime.transitions import ItemRow, Kill, Lost, MapNode, Retry
+from workflows.runtime import bus, jobs, rqcompat, transitions
+from workflows.runtime.transitions import Kill, Lost, MapNode, Retry
 from workflows.versions import load_graph
+from workflows.waits import from_json
 
 log = logging.getLogger(__name__)
 
@@ -288,84 +287,6 @@ def gathered_output(node: MapNode, outputs: list[Any]) -> str | None:
 def output_too_big(node: MapNode) -> str:
     limit = settings.SWITCHYARD["MAX_MAP_OUTPUT_BYTES"]
     return f"Node {node.node_id!r}: its items' outputs together exceed {limit:,} bytes (SWITCHYARD_MAX_MAP_OUTPUT_BYTES)."
-
-
-# --------------------------------------------------------------------------- in a worker
-
-
-def run_items(items: list[JobItem], worker: str) -> int:
-    """Execute a job's items: start them, run the handler on each, store, step their maps."""
-    started = transitions.start_items(worker, [i[0] for i in items], [i[1] for i in items])
-    if not started:
-        return 0
-    where = {item_id: (version_id, node_id) for item_id, _, version_id, node_id in items}
-    given = inputs_of(started, where)
-    results = [run_item(row, *where[row.item_id], given[row.noderun_id], worker) for row in started]
-    for noderun_id, run_id in sorted(transitions.finish_items(results)):
-        advance_map(noderun_id, run_id, bus_workers())
-    return len(started)
-
-
-def inputs_of(
-    started: list[ItemRow], where: dict[int, tuple[int, str]]
-) -> dict[int, tuple[Any, dict[str, Any]]]:
-    """Map node id -> (its run input, its predecessors' outputs)."""
-    parents = {row.noderun_id: where[row.item_id] for row in started}
-    upstream = {
-        p for version_id, node_id in parents.values() for p in load_graph(version_id).predecessors(node_id)
-    }
-    given: dict[int, Any] = {}
-    outputs: dict[int, dict[str, Any]] = defaultdict(dict)
-    for row in transitions.read_inputs(list(parents), upstream):
-        if row.kind == "claim":
-            given[row.noderun_id] = from_json(row.value)
-        else:
-            outputs[row.run_id][row.node_id] = from_json(row.value)
-    runs = {row.noderun_id: row.run_id for row in started}
-    return {i: (given.get(i), outputs[runs[i]]) for i in parents}
-
-
-def run_item(
-    row: ItemRow, version_id: int, node_id: str, given: tuple[Any, dict[str, Any]], worker: str
-) -> dict[str, Any]:
-    graph: Graph = load_graph(version_id)
-    node = graph.nodes[node_id]
-    run_input, outputs = given
-    ctx = handlers.NodeContext(
-        run_id=row.run_id,
-        node_id=node_id,
-        attempt=row.attempt,
-        idempotency_key=f"{row.run_id}:{node_id}[{row.index}]:{row.attempt}",
-        input=run_input,
-        upstream={p: outputs[p] for p in graph.predecessors(node_id) if p in outputs},
-        config=node.config,
-        deadline=time.monotonic() + node.timeout_seconds,
-        item=from_json(row.value),
-        index=row.index,
-    )
-    started = timezone.now()
-    outcome = execution.run_attempt(node, ctx, f"item {row.index} of node {node_id!r}")
-    return {
-        "id": row.item_id,
-        "attempt": row.attempt,
-        "status": outcome.status,
-        "output": outcome.output,
-        "error": outcome.error,
-        "traceback": outcome.traceback,
-        "started_at": started.isoformat(),
-        "finished_at": timezone.now().isoformat(),
-    }
-
-
-_workers_seen = [0.0, 1]  # when the live workers were last counted, and how many
-
-
-def bus_workers() -> int:
-    """The live workers, counted at most once a second (item jobs are packed for them)."""
-    if time.monotonic() - _workers_seen[0] > 1.0:
-        live = bus.live_workers(settings.SWITCHYARD["WORKER_LOST_AFTER_SECONDS"])
-        _workers_seen[:] = [time.monotonic(), max(1, len(live))]
-    return int(_workers_seen[1])
 
 
 # --------------------------------------------------------------------------- housekeeping and repair

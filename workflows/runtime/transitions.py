@@ -30,6 +30,7 @@ from typing import Any, NamedTuple, TypeVar
 
 from django.db import connection
 from django.db import models as orm
+from django.utils import timezone
 
 from workflows.core.states import NODE_TERMINAL, Cause, can_move_node, can_move_run
 from workflows.core.states import NodeStatus as N
@@ -846,11 +847,11 @@ def gather_map(node: MapNode, status: N, output: str | None, error: str, span: d
 
 @performs(
     Cause.REPLAY,
-    nodes={N.DEAD: [N.PENDING, N.WAITING], N.UPSTREAM_FAILED: [N.PENDING]},
+    nodes={N.DEAD: [N.RETRYING, N.WAITING], N.UPSTREAM_FAILED: [N.PENDING]},
     runs={s: [R.RUNNING] for s in (R.RUNNING, R.FAILED, R.SUCCEEDED)},
 )
 def replay_item(run: Run, item_id: int, resets: list[str], edits: dict[str, Any]) -> bool:
-    """Put a dead item back to pending (fresh retry budget, `edits` applied); its map node,
+    """Make a dead item due again (retrying, due now, fresh retry budget, `edits` applied); its map node,
     if dead, back to waiting with its upstream_failed descendants `resets` pending; the run
     (locked by the caller) running at a new epoch.
 
@@ -865,8 +866,9 @@ def replay_item(run: Run, item_id: int, resets: list[str], edits: dict[str, Any]
         Run.objects.filter(pk=run.pk).update(waiting_nodes=orm.F("waiting_nodes") + 1)
     elif not parent.filter(status=N.WAITING).exists():
         return False
+    # Due at once: the schedulers' housekeeping claims it as an item whose backoff expired.
     MapItem.objects.filter(pk=item_id, status=N.DEAD).update(
-        status=N.PENDING, tries=0, finished_at=None, due_at=None, **edits
+        status=N.RETRYING, tries=0, finished_at=None, due_at=timezone.now(), **edits
     )
     NodeRun.objects.filter(run=run, node_id__in=resets, status=N.UPSTREAM_FAILED).update(
         status=N.PENDING, finished_at=None

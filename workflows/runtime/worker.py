@@ -45,6 +45,7 @@ from rq import Queue, SimpleWorker
 from rq.job import Job
 
 from workflows.runtime import bus, execution, jobs, mapping, pgsession, rqcompat
+from workflows.runtime import items as map_items
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +142,7 @@ class NodeWorker(SimpleWorker):
         if job.func_name == mapping.TASK:  # map items: the same lean path as node jobs
             self.companions = ()
             try:
-                mapping.run_items(job.args[0], self.name)
+                map_items.run_items(job.args[0], self.name)
             except Exception:
                 log.exception("map item job %s failed outside any handler", job.id)
                 close_old_connections()

@@ -121,6 +121,8 @@ class NodeOut(TypedDict):
     output: Any
     error: str
     traceback: str
+    # A map node's progress (done, failed, running, pending of total); null for other nodes.
+    items: dict[str, int] | None
 
 
 class RunOut(RunSummary):
@@ -437,7 +439,7 @@ def run_summary(r: Run) -> RunSummary:
     }
 
 
-def node(n: NodeRun) -> NodeOut:
+def node(n: NodeRun, items: dict[str, int] | None = None) -> NodeOut:
     return {
         "node_id": n.node_id,
         "status": n.status,
@@ -452,14 +454,18 @@ def node(n: NodeRun) -> NodeOut:
         "output": n.output,
         "error": n.error,
         "traceback": n.traceback,
+        "items": items,
     }
 
 
-def run(r: Run, nodes: list[NodeRun], letters: list[int]) -> RunOut:
+def run(
+    r: Run, nodes: list[NodeRun], letters: list[int], progress: dict[int, dict[str, int]] | None = None
+) -> RunOut:
+    progress = progress or {}
     return {  # type: ignore[typeddict-item]
         **run_summary(r),
         "input": r.input,
-        "nodes": [node(n) for n in nodes],
+        "nodes": [node(n, progress.get(n.pk)) for n in nodes],
         "dead_letters": letters,
     }
 

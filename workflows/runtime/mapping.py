@@ -39,7 +39,6 @@ from typing import Any
 import redis
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import Count
 from django.utils import timezone
 
 from workflows import handlers
@@ -405,31 +404,3 @@ def map_node(noderun_id: int) -> MapNode | None:
 def queue_of(noderun_id: int) -> str:
     node = map_node(noderun_id)
     return load_graph(node.version_id).nodes[node.node_id].queue if node else "default"
-
-
-# --------------------------------------------------------------------------- progress, for pages and the API
-
-
-def progress(noderun_ids: Iterable[int]) -> dict[int, dict[str, int]]:
-    """Map node id -> {total, done, failed, running, pending} counted from its items."""
-    counts: dict[int, dict[str, int]] = {}
-    rows = (
-        MapItem.objects.filter(node_run_id__in=list(noderun_ids))
-        .values_list("node_run_id", "status")
-        .annotate(n=Count("id"))
-    )
-    for noderun_id, status, n in rows:
-        c = counts.setdefault(noderun_id, {"total": 0, "done": 0, "failed": 0, "running": 0, "pending": 0})
-        c["total"] += n
-        c[bucket(status)] += n
-    return counts
-
-
-def bucket(status: str) -> str:
-    if status == N.SUCCEEDED:
-        return "done"
-    if status in (N.DEAD, N.CANCELLED):
-        return "failed"
-    if status in (N.QUEUED, N.RUNNING, N.FAILED):
-        return "running"
-    return "pending"

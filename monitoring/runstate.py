@@ -11,6 +11,7 @@ from typing import Any
 from django.template.loader import render_to_string
 
 from controlplane import access
+from workflows import mapitems
 from workflows.core.states import NodeStatus, RunStatus
 from workflows.models import DeadLetter, NodeRun, Run, RunEvent, Wait
 
@@ -28,6 +29,7 @@ def load(run: Run, user: Any, after_span: int = 0) -> dict[str, Any]:
     """Return the run page's context: run, nodes, open letters, spans after `after_span`."""
     nodes = list(run.nodes.order_by("id"))
     attach_waits(run, nodes)
+    attach_progress(nodes)
     spans = list(
         RunEvent.objects.filter(run=run, kind="node.attempt", id__gt=after_span)
         .order_by("id")
@@ -53,6 +55,13 @@ def attach_waits(run: Run, nodes: list[NodeRun]) -> None:
         n.wait = open_waits.get(n.pk)  # type: ignore[attr-defined]
 
 
+def attach_progress(nodes: list[NodeRun]) -> None:
+    """Give each map node its items' progress as `n.items` (None for other nodes)."""
+    progress = mapitems.progress(n.pk for n in nodes)
+    for n in nodes:
+        n.items = progress.get(n.pk)  # type: ignore[attr-defined]
+
+
 def live_data(ctx: dict[str, Any]) -> dict[str, Any]:
     """The part of the context the page's scripts draw: node states, spans, run timing."""
     run = ctx["run"]
@@ -68,6 +77,7 @@ def live_data(ctx: dict[str, Any]) -> dict[str, Any]:
                 "status": n.status,
                 "attempt": n.attempt,
                 "started": epoch(n.started_at) if n.status == NodeStatus.RUNNING else None,
+                "items": getattr(n, "items", None),
             }
             for n in ctx["nodes"]
         },
@@ -102,4 +112,23 @@ def node_detail(run: Run, node_id: str) -> dict[str, Any]:
         )
     )
     attempts = RunEvent.objects.filter(run=run, node_id=node_id).order_by("id")
-    return {"run": run, "node": node, "upstream": upstream, "attempts": attempts}
+    items = mapitems.progress([node.pk]).get(node.pk)
+    return {"run": run, "node": node, "upstream": upstream, "attempts": attempts, "items": items}
+
+
+ITEMS_PAGE = 50
+
+
+def node_items(run: Run, node_id: str, bucket: str | None, after: int) -> dict[str, Any]:
+    """A page of a map node's items after index `after` (-1: from the first), in one bucket or all."""
+    node = mapitems.get_map_node(run.pk, node_id)
+    rows = list(mapitems.items_of(node, bucket).filter(index__gt=after)[: ITEMS_PAGE + 1])
+    return {
+        "run": run,
+        "node": node,
+        "rows": rows[:ITEMS_PAGE],
+        "next_after": rows[ITEMS_PAGE - 1].index if len(rows) > ITEMS_PAGE else None,
+        "bucket": bucket or "",
+        "buckets": tuple(mapitems.BUCKETS),
+        "progress": mapitems.progress([node.pk]).get(node.pk),
+    }

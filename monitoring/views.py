@@ -21,9 +21,9 @@ from controlplane import access
 from monitoring import runstate, snapshots
 from monitoring.filters import LetterFilter, RunFilter
 from monitoring.guards import requires
-from workflows import deadletters, runs, texts
+from workflows import deadletters, mapitems, runs, texts
 from workflows.core.states import RunStatus
-from workflows.errors import DomainError, Invalid
+from workflows.errors import DomainError, Invalid, NotFound
 from workflows.models import AuditEntry, DeadLetter, NodeRun, Run, RunEvent, Workflow
 
 PAGE_SIZE = 50
@@ -99,7 +99,10 @@ def workflow_node(request: HttpRequest, slug: str, node_id: str) -> HttpResponse
 def graph_of(definition: dict[str, Any]) -> dict[str, Any]:
     """The part of a definition the graph view draws: node ids, handlers, edges."""
     return {
-        "nodes": [{"id": n["id"], "handler": n.get("handler", "")} for n in definition.get("nodes", [])],
+        "nodes": [
+            {"id": n["id"], "handler": ("map · " if n.get("map") else "") + n.get("handler", "")}
+            for n in definition.get("nodes", [])
+        ],
         "edges": [{"source": e["source"], "target": e["target"]} for e in definition.get("edges", [])],
     }
 
@@ -148,6 +151,22 @@ def run_node(request: HttpRequest, run_id: int, node_id: str) -> HttpResponse:
     except NodeRun.DoesNotExist:
         raise Http404(f"Run {run_id} has no node {node_id!r}.") from None
     return render(request, "monitoring/fragments/run_node.html", context)
+
+
+@require_GET
+@requires("view")
+def run_node_items(request: HttpRequest, run_id: int, node_id: str) -> HttpResponse:
+    """A page of a map node's items (50), filtered by progress bucket, after an index."""
+    run = get_object_or_404(Run, pk=run_id)
+    bucket = request.GET.get("status") or None
+    after = request.GET.get("after", "-1")
+    if bucket not in (None, *mapitems.BUCKETS) or not after.lstrip("-").isdigit() or len(after) > 6:
+        return HttpResponse("status must be done, failed, running or pending; after an item index.", status=400)
+    try:
+        context = runstate.node_items(run, node_id, bucket, int(after))
+    except NotFound as exc:
+        raise Http404(str(exc)) from None
+    return render(request, "monitoring/fragments/run_node_items.html", context)
 
 
 @require_POST

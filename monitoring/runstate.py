@@ -56,10 +56,10 @@ def attach_waits(run: Run, nodes: list[NodeRun]) -> None:
 
 
 def attach_progress(nodes: list[NodeRun]) -> None:
-    """Give each map node its items' progress as `n.items` (None for other nodes)."""
+XX
     progress = mapitems.progress(n.pk for n in nodes)
     for n in nodes:
-        n.items = progress.get(n.pk)  # type: ignore[attr-defined]
+        n.progress = progress.get(n.pk)  # type: ignore[attr-defined]
 
 
 def live_data(ctx: dict[str, Any]) -> dict[str, Any]:
@@ -77,7 +77,7 @@ def live_data(ctx: dict[str, Any]) -> dict[str, Any]:
                 "status": n.status,
                 "attempt": n.attempt,
                 "started": epoch(n.started_at) if n.status == NodeStatus.RUNNING else None,
-                "items": getattr(n, "items", None),
+                "items": getattr(n, "progress", None),
             }
             for n in ctx["nodes"]
         },

@@ -178,6 +178,8 @@ SWITCHYARD = {
     ],
     "MAX_INPUT_BYTES": env_int("SWITCHYARD_MAX_INPUT_BYTES", 256 * 1024),
     "MAX_OUTPUT_BYTES": env_int("SWITCHYARD_MAX_OUTPUT_BYTES", 256 * 1024),
+    # A map node's output: its items' outputs in one list (up to 10,000 of them).
+    "MAX_MAP_OUTPUT_BYTES": env_int("SWITCHYARD_MAX_MAP_OUTPUT_BYTES", 16 * 1024 * 1024),
     "MAX_NODES": env_int("SWITCHYARD_MAX_NODES", 2000),
     # A start this soon after the previous one in the same process is part of a burst: its
     # roots go through a scheduler, which packs many runs' roots into few jobs (runs.py).

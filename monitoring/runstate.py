@@ -11,7 +11,7 @@ from typing import Any
 from django.template.loader import render_to_string
 
 from controlplane import access
-from workflows import agents
+from workflows import agents, mapitems
 from workflows.core.agent import AGENT
 from workflows.core.states import NodeStatus, RunStatus
 from workflows.llm import usage
@@ -32,6 +32,7 @@ def load(run: Run, user: Any, after_span: int = 0) -> dict[str, Any]:
     """Return the run page's context: run, nodes, open letters, spans after `after_span`."""
     nodes = list(run.nodes.order_by("id"))
     attach_waits(run, nodes)
+    attach_progress(nodes)
     spans = list(
         RunEvent.objects.filter(run=run, kind="node.attempt", id__gt=after_span)
         .order_by("id")
@@ -58,6 +59,13 @@ def attach_waits(run: Run, nodes: list[NodeRun]) -> None:
         n.wait = open_waits.get(n.pk)  # type: ignore[attr-defined]
 
 
+def attach_progress(nodes: list[NodeRun]) -> None:
+    """Give each node its map progress (None for nodes that are not maps)."""
+    progress = mapitems.progress(n.pk for n in nodes)
+    for n in nodes:
+        n.progress = progress.get(n.pk)  # type: ignore[attr-defined]
+
+
 def live_data(ctx: dict[str, Any]) -> dict[str, Any]:
     """The part of the context the page's scripts draw: node states, spans, run timing."""
     run = ctx["run"]
@@ -73,6 +81,7 @@ def live_data(ctx: dict[str, Any]) -> dict[str, Any]:
                 "status": n.status,
                 "attempt": n.attempt,
                 "started": epoch(n.started_at) if n.status == NodeStatus.RUNNING else None,
+                "items": getattr(n, "progress", None),
             }
             for n in ctx["nodes"]
         },
@@ -114,6 +123,7 @@ def node_detail(run: Run, node_id: str) -> dict[str, Any]:
         "llm_calls": calls,
         "llm": usage.node_totals(node.pk) if calls else None,
         "is_llm": node_is_llm(run, node_id),
+        "items": mapitems.progress([node.pk]).get(node.pk),
         **agent_steps(run, node),
     }
 
@@ -130,3 +140,21 @@ def agent_steps(run: Run, node: NodeRun) -> dict[str, Any]:
         return {"is_agent": False}
     polling = node.status in (NodeStatus.QUEUED, NodeStatus.RUNNING, NodeStatus.RETRYING)
     return {"is_agent": True, "rows": agents.timeline(steps), "polling": polling, "run": run, "node": node}
+
+
+ITEMS_PAGE = 50
+
+
+def node_items(run: Run, node_id: str, bucket: str | None, after: int) -> dict[str, Any]:
+    """A page of a map node's items after index `after` (-1: from the first), in one bucket or all."""
+    node = mapitems.get_map_node(run.pk, node_id)
+    rows = list(mapitems.items_of(node, bucket).filter(index__gt=after)[: ITEMS_PAGE + 1])
+    return {
+        "run": run,
+        "node": node,
+        "rows": rows[:ITEMS_PAGE],
+        "next_after": rows[ITEMS_PAGE - 1].index if len(rows) > ITEMS_PAGE else None,
+        "bucket": bucket or "",
+        "buckets": tuple(mapitems.BUCKETS),
+        "progress": mapitems.progress([node.pk]).get(node.pk),
+    }

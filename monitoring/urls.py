@@ -20,6 +20,7 @@ urlpatterns = [
     path("runs/<int:run_id>/", views.run_detail, name="run_detail"),
     path("runs/<int:run_id>/nodes/<str:node_id>/", views.run_node, name="run_node"),
     path("runs/<int:run_id>/nodes/<str:node_id>/steps/", views.run_node_steps, name="run_node_steps"),
+    path("runs/<int:run_id>/nodes/<str:node_id>/items/", views.run_node_items, name="run_node_items"),
     path("runs/<int:run_id>/cancel/", views.run_cancel, name="run_cancel"),
     path("dead-letters/", views.deadletters_list, name="deadletters"),
     path("dead-letters/bulk/", views.deadletters_bulk, name="deadletters_bulk"),

@@ -21,9 +21,9 @@ from controlplane import access
 from monitoring import runstate, snapshots
 from monitoring.filters import LetterFilter, RunFilter
 from monitoring.guards import requires
-from workflows import deadletters, runs, schedules, texts
+from workflows import deadletters, mapitems, runs, schedules, texts
 from workflows.core.states import RunStatus
-from workflows.errors import DomainError, Invalid
+from workflows.errors import DomainError, Invalid, NotFound
 from workflows.llm import usage
 from workflows.models import AuditEntry, DeadLetter, NodeRun, Run, RunEvent, Workflow
 
@@ -108,7 +108,10 @@ def workflow_node(request: HttpRequest, slug: str, node_id: str) -> HttpResponse
 def graph_of(definition: dict[str, Any]) -> dict[str, Any]:
     """The part of a definition the graph view draws: node ids, handlers, edges."""
     return {
-        "nodes": [{"id": n["id"], "handler": n.get("handler", "")} for n in definition.get("nodes", [])],
+        "nodes": [
+            {"id": n["id"], "handler": ("map · " if n.get("map") else "") + n.get("handler", "")}
+            for n in definition.get("nodes", [])
+        ],
         "edges": [{"source": e["source"], "target": e["target"]} for e in definition.get("edges", [])],
     }
 
@@ -169,6 +172,22 @@ def run_node_steps(request: HttpRequest, run_id: int, node_id: str) -> HttpRespo
     # The last poll: the node has ended, so the whole panel (status, output) is loaded again.
     context["finished_now"] = not context.get("polling")
     return render(request, "monitoring/fragments/agent_steps.html", context)
+
+
+def run_node_items(request: HttpRequest, run_id: int, node_id: str) -> HttpResponse:
+    """A page of a map node's items (50), filtered by progress bucket, after an index."""
+    run = get_object_or_404(Run, pk=run_id)
+    bucket = request.GET.get("status") or None
+    after = request.GET.get("after", "-1")
+    if bucket not in (None, *mapitems.BUCKETS) or not after.lstrip("-").isdigit() or len(after) > 6:
+        return HttpResponse(
+            "status must be done, failed, running or pending; after an item index.", status=400
+        )
+    try:
+        context = runstate.node_items(run, node_id, bucket, int(after))
+    except NotFound as exc:
+        raise Http404(str(exc)) from None
+    return render(request, "monitoring/fragments/run_node_items.html", context)
 
 
 @require_POST

@@ -253,6 +253,10 @@ class DeadLetter(models.Model):
     error = models.TextField(blank=True)
     traceback = models.TextField(blank=True)
     input_snapshot = models.JSONField(default=dict)
+    # The dead item of a map node (node_run is the map node): replaying the letter replays it.
+    map_item = models.ForeignKey(
+        "MapItem", null=True, blank=True, on_delete=models.CASCADE, related_name="dead_letters"
+    )
     status = models.CharField(
         max_length=16, choices=[(OPEN, OPEN), (REPLAYED, REPLAYED), (DISCARDED, DISCARDED)], default=OPEN
     )
@@ -634,3 +638,64 @@ class Schedule(models.Model):
 
     def __str__(self) -> str:
         return f"schedule {self.name} of {self.workflow_id}"
+
+
+# --- map nodes ---
+# A map node's items (workflows/core/maps.py, workflows/runtime/mapping.py).
+
+
+class MapItem(models.Model):
+    """One item of a map node: its value, and its attempts as a task's (same statuses, same
+    table of moves; written by workflows/runtime/transitions.py only).
+
+    The map node (`node_run`) waits while its items run; `attempt` counts this item's
+    attempts, `tries` those of its current retry budget (a replay starts a new one).
+    """
+
+    node_run = models.ForeignKey(NodeRun, on_delete=models.CASCADE, related_name="items", db_index=False)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+", db_index=False)
+    index = models.PositiveIntegerField()
+    status = models.CharField(max_length=16, choices=NODE_STATUS_CHOICES, default=NodeStatus.PENDING)
+    item = models.JSONField(null=True)
+    attempt = models.PositiveIntegerField(default=0)
+    tries = models.PositiveIntegerField(default=0)
+    job_id = models.CharField(max_length=64, blank=True)
+    worker = models.CharField(max_length=120, blank=True)
+    queued_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    due_at = models.DateTimeField(null=True, blank=True)
+    output = models.JSONField(null=True, blank=True)
+    error = models.TextField(blank=True)
+    traceback = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["node_run", "index"]
+        constraints = [
+            models.UniqueConstraint(fields=["node_run", "index"], name="mapitem_node_index_unique")
+        ]
+        indexes = [
+            # The next items to claim, in order; and whether any item is still unfinished.
+            models.Index(
+                fields=["node_run", "index"],
+                condition=Q(status__in=["pending", "retrying", "queued", "running", "failed"]),
+                name="mapitem_open_idx",
+            ),
+            models.Index(fields=["due_at"], condition=Q(status="retrying"), name="mapitem_retry_due_idx"),
+            # A map's items in flight: counted at every claim, so it stays O(max_parallel).
+            models.Index(
+                fields=["node_run"],
+                condition=Q(status__in=["queued", "running", "failed"]),
+                name="mapitem_in_flight_idx",
+            ),
+            # The reconciler's scans of items queued or running for long.
+            models.Index(
+                fields=["status", "queued_at"],
+                condition=Q(status__in=["queued", "running"]),
+                name="mapitem_queued_idx",
+            ),
+            models.Index(fields=["run"], name="mapitem_run_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"item {self.index} of {self.node_run_id} ({self.status})"

@@ -284,8 +284,7 @@ def replay_dead_letter(letter_id: int, user: Any = None, edited_input: Any = Non
         graph = load_graph(run.version_id)
         states = {n.node_id: engine.NodeState(n.status, n.tries) for n in run.nodes.all()}
         resets = engine.replay_resets(graph, node.node_id, states)
-        edits = {} if edited_input is None else {"input_override": edited_input}
-        if not transitions.replay_node(run, node.pk, resets, edits):  # the atomic block undoes it all
+        if not replay(letter, run, node, resets, edited_input):  # the atomic block undoes it all
             raise Conflict(
                 f"Node {node.node_id!r} of run {run.pk} is {node.status}, not dead: it cannot be replayed."
             )
@@ -300,6 +299,15 @@ def replay_dead_letter(letter_id: int, user: Any = None, edited_input: Any = Non
         audit.record(user, "deadletter.replay", letter, run=run.pk, node=node.node_id, **edited)
         transaction.on_commit(lambda: notify_committed([run.pk]))
     return run
+
+
+def replay(letter: DeadLetter, run: Run, node: NodeRun, resets: list[str], edited_input: Any) -> bool:
+    """Replay the letter's dead node, or its dead map item (whose edited input is the item)."""
+    if letter.map_item_id is not None:
+        edits = {} if edited_input is None else {"item": edited_input}
+        return transitions.replay_item(run, letter.map_item_id, resets, edits)
+    edits = {} if edited_input is None else {"input_override": edited_input}
+    return transitions.replay_node(run, node.pk, resets, edits)
 
 
 def discard_dead_letter(letter_id: int, reason: str, user: Any = None) -> DeadLetter:

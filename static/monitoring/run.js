@@ -23,7 +23,8 @@
   function drawGraph() {
     for (const id of dag.ids) {
       const n = state.nodes[id] || { status: "pending", attempt: 0 };
-      dag.update(id, n.status, [n.status.replace("_", " ") + (n.attempt ? ` · attempt ${n.attempt}` : ""), ""]);
+      const items = n.items ? `items ${n.items.done} done · ${n.items.failed} failed / ${n.items.total}` : "";
+      dag.update(id, n.status, [n.status.replace("_", " ") + (n.attempt ? ` · attempt ${n.attempt}` : ""), items]);
       box.querySelector(`[data-node="${CSS.escape(id)}"]`).dataset.status = n.status;
     }
   }

@@ -23,11 +23,13 @@ OWNER = REPO / "workflows" / "runtime" / "transitions.py"
 
 SQL_WRITES = [
     re.compile(
-        r"\bUPDATE\s+workflows_(?:noderun|run)\b(?:(?!\bWHERE\b|\bFROM\b).)*?\bstatus\s*=", re.I | re.S
+        r"\bUPDATE\s+workflows_(?:noderun|run|mapitem)\b(?:(?!\bWHERE\b|\bFROM\b).)*?\bstatus\s*=",
+        re.I | re.S,
     ),
-    re.compile(r"\bINSERT\s+INTO\s+workflows_(?:noderun|run)\s*\([^)]*\bstatus\b", re.I | re.S),
+    re.compile(r"\bINSERT\s+INTO\s+workflows_(?:noderun|run|mapitem)\s*\([^)]*\bstatus\b", re.I | re.S),
 ]
-RUN_OR_NODE = {"Run", "NodeRun", "nodes", "runs", "node_runs"}  # models, and related managers
+# models, and related managers; a map node's items move by the node table (MapItem)
+RUN_OR_NODE = {"Run", "NodeRun", "nodes", "runs", "node_runs", "MapItem", "items"}
 OTHER_MODELS = {"WebhookDelivery", "DeadLetter", "WorkflowVersion"}  # they have statuses of their own
 STATUS_NAMES = {"NodeStatus", "RunStatus", "engine", "N", "R"}
 STATUS_WORDS = {s.value for s in N} | {s.value for s in R}
@@ -147,6 +149,8 @@ def test_no_module_but_transitions_writes_a_status() -> None:
         "SQL = f\"UPDATE workflows_run r SET finished_at = now(), status = '{R.FAILED}' WHERE r.id = 1\"",
         "SQL = \"INSERT INTO workflows_noderun (run_id, node_id, status) VALUES (1, 'a', 'pending')\"",
         "NodeRun.objects.filter(run=run).update(status=N.CANCELLED)",
+        "SQL = \"UPDATE workflows_mapitem i SET status = 'queued' WHERE i.id = 1\"",
+        "MapItem.objects.filter(pk=1).update(status=N.PENDING)",
         "run.nodes.filter(node_id='a').update(status=state)",
         "Run.objects.create(workflow=w, status='running')",
         "q.update(status=RunStatus.RUNNING)",
@@ -220,7 +224,7 @@ def resolved_source(func: object) -> str:
 
 
 UPDATE = re.compile(
-    r"UPDATE\s+workflows_(noderun|run)\s+(\w+)\s+SET(.*?)\bWHERE\b(.*?)(?:\bRETURNING\b|$)", re.S
+    r"UPDATE\s+workflows_(noderun|run|mapitem)\s+(\w+)\s+SET(.*?)\bWHERE\b(.*?)(?:\bRETURNING\b|$)", re.S
 )
 
 
@@ -233,7 +237,7 @@ def test_the_statuses_each_statement_spells_are_its_declared_moves() -> None:
     checked = 0
     for name, move in transitions.PERFORMED.items():
         text = resolved_source(getattr(transitions, name))
-        declared = {"noderun": move.nodes, "run": move.runs}
+        declared = {"noderun": move.nodes, "run": move.runs, "mapitem": move.nodes}
         for table, alias, assignments, where in UPDATE.findall(text):
             sources = {str(s) for s, _ in declared[table]}
             targets = {str(t) for _, t in declared[table]}

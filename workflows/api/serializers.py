@@ -131,6 +131,8 @@ class NodeOut(TypedDict):
     error: str
     traceback: str
     llm_usage: NotRequired[LLMUsageOut]  # LLM nodes: totals of every call of every attempt
+    # A map node's progress (done, failed, running, pending of total); null for other nodes.
+    items: dict[str, int] | None
 
 
 class RunOut(RunSummary):
@@ -449,7 +451,7 @@ def run_summary(r: Run) -> RunSummary:
     }
 
 
-def node(n: NodeRun) -> NodeOut:
+def node(n: NodeRun, items: dict[str, int] | None = None) -> NodeOut:
     return {
         "node_id": n.node_id,
         "status": n.status,
@@ -464,15 +466,24 @@ def node(n: NodeRun) -> NodeOut:
         "output": n.output,
         "error": n.error,
         "traceback": n.traceback,
+        "items": items,
     }
 
 
-def run(r: Run, nodes: list[NodeRun], letters: list[int], llm: dict[str, Any] | None = None) -> RunOut:
-    """A run; `llm` (usage.run_usage) adds the LLM usage of the run and of each LLM node."""
+def run(
+    r: Run,
+    nodes: list[NodeRun],
+    letters: list[int],
+    llm: dict[str, Any] | None = None,
+    progress: dict[int, dict[str, int]] | None = None,
+) -> RunOut:
+    """A run; `llm` (usage.run_usage) adds the LLM usage of the run and of each LLM node,
+    `progress` (mapitems.progress) each map node's item counts."""
+    progress = progress or {}
     out = {
         **run_summary(r),
         "input": r.input,
-        "nodes": [node(n) for n in nodes],
+        "nodes": [node(n, progress.get(n.pk)) for n in nodes],
         "dead_letters": letters,
     }
     if llm is not None:

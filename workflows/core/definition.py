@@ -30,6 +30,7 @@ from workflows.core.engine import JOIN_RULES
 from workflows.core.graph import (
     AGENT,
     DEFAULT_JOIN,
+    MAP,
     TASK,
     WAIT_KINDS,
     Edge,
@@ -38,6 +39,7 @@ from workflows.core.graph import (
     RateLimit,
     RetryPolicy,
 )
+from workflows.core.maps import MAX_PARALLEL, check_map
 from workflows.core.waits import check_config as check_wait_config
 
 if TYPE_CHECKING:
@@ -165,11 +167,14 @@ class NodeSpec(BaseModel):
     join: JoinRule = DEFAULT_JOIN
     max_in_flight: int | None = Field(default=None, ge=1, le=10_000)
     rate_limit: RateLimitSpec | None = None
+    map: str | None = Field(default=None, min_length=1, max_length=500)
+    max_parallel: int | None = Field(default=None, ge=1, le=MAX_PARALLEL)
+    on_item_failure: Literal["fail", "continue"] | None = None
 
 
 # Node fields written into the normalised definition only when set, so that definitions
 # saved before the field existed keep their checksums.
-_OMITTED_WHEN_UNSET = frozenset({"max_in_flight", "rate_limit"})
+_OMITTED_WHEN_UNSET = frozenset({"max_in_flight", "rate_limit", "map", "max_parallel", "on_item_failure"})
 
 
 def _node_json(spec: NodeSpec) -> dict[str, Any]:
@@ -289,6 +294,7 @@ def _inspect(
     if handlers is not None:
         issues += _check_handlers(draft, handlers)
     issues += _check_waits(draft)
+    issues += _check_maps(draft)
     if limits.queues is not None:
         issues += _check_queues(draft, limits.queues)
     if limits.llm_providers is not None:
@@ -624,6 +630,16 @@ def _check_waits(draft: _Draft) -> list[Issue]:
     ]
 
 
+def _check_maps(draft: _Draft) -> list[Issue]:
+    """Report map fields that cannot work: a bad expression, a literal list over the limit,
+    a wait node mapped, map settings on a node without `map` (core/maps.py)."""
+    return [
+        Issue(f"nodes[{index}].{name}", f"{message} (node '{spec.id}')", "invalid_map", spec.id)
+        for index, spec in draft.nodes.items()
+        for name, message in check_map(spec.handler, spec.map, spec.max_parallel, spec.on_item_failure)
+    ]
+
+
 def _unknown_handler(handler: str, handlers: HandlerSchemas) -> str:
     """Explain an unknown handler, suggesting close and registered names."""
     if not handlers:
@@ -672,8 +688,8 @@ def _build_graph(draft: _Draft) -> Graph:
 def _build_node(spec: NodeSpec) -> Node:
     """Turn a node spec into a Node."""
     rate = RateLimit(**spec.rate_limit.model_dump()) if spec.rate_limit is not None else None
-    fields = spec.model_dump(exclude={"retry", "rate_limit"})
-    kind = spec.handler if spec.handler in (*WAIT_KINDS, AGENT) else TASK
+    fields = spec.model_dump(exclude={"retry", "rate_limit"}, exclude_none=True)
+    kind = spec.handler if spec.handler in (*WAIT_KINDS, AGENT) else MAP if spec.map else TASK
     return Node(**fields, retry=RetryPolicy(**spec.retry.model_dump()), rate_limit=rate, kind=kind)
 
 

@@ -59,6 +59,8 @@ WAIT_KINDS = (APPROVAL, EVENT, TIMER)
 # A tool-calling loop run in a worker like a task, its turns and tool calls durable steps
 # (core/agent.py): named like a handler, its kind is its name.
 AGENT = "llm.agent"
+# A node with a `map` expression runs its handler once per item of a list (core/maps.py).
+MAP = "map"
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,9 @@ class Node:
     max_in_flight: int | None = None  # attempts of this node (any run) queued or running at once
     rate_limit: RateLimit | None = None  # attempts of this node (any run) started per window
     kind: str = TASK  # how the node is claimed, executed and finished (runtime/kinds.py)
+    map: str | None = None  # a map node: the expression giving its list of items (core/maps.py)
+    max_parallel: int = 10  # a map node: items queued or running at once
+    on_item_failure: str = "fail"  # a map node: "fail" the node, or "continue" with failures marked
 
     @property
     def limited(self) -> bool:

@@ -59,6 +59,7 @@ class Cause(StrEnum):
     DECIDE = "decide"  # a person approves or rejects a waiting approval
     EVENT = "event"  # an event posted on a waiting node's key wakes it
     EXPIRE = "expire"  # a waiting node's deadline passes: a timer fires, an approval times out
+    GATHER = "gather"  # a map node's items have all finished (or its list could not be computed)
 
 
 N = NodeStatus
@@ -86,7 +87,12 @@ NODE_MOVES: Moves = {
     Cause.DEAD: {N.FAILED: frozenset({N.DEAD})},
     Cause.LOST: {N.RUNNING: frozenset({N.FAILED})},
     Cause.CANCEL: {s: frozenset({N.CANCELLED}) for s in N if s not in NODE_TERMINAL},
-    Cause.REPLAY: {N.DEAD: frozenset({N.PENDING}), N.UPSTREAM_FAILED: frozenset({N.PENDING})},
+    # A map node dead by a dead item waits again when that item's letter is replayed; the
+    # item is then due at once (retrying), for the schedulers' housekeeping to claim.
+    Cause.REPLAY: {
+        N.DEAD: frozenset({N.PENDING, N.WAITING, N.RETRYING}),
+        N.UPSTREAM_FAILED: frozenset({N.PENDING}),
+    },
     # Waiting nodes: entered by their kind's claim (again after a retry's backoff), left by
     # a decision, an event or a deadline; a timeout whose policy is "fail" makes the node
     # failed, and the engine's retry/dead and dead letter apply as for a task. Cancel (above)
@@ -95,6 +101,12 @@ NODE_MOVES: Moves = {
     Cause.DECIDE: {N.WAITING: frozenset({N.SUCCEEDED})},
     Cause.EVENT: {N.WAITING: frozenset({N.SUCCEEDED})},
     Cause.EXPIRE: {N.WAITING: frozenset({N.SUCCEEDED, N.FAILED})},
+    # Map nodes (core/maps.py): the node waits (cause wait) while its items run; its items
+    # are rows of their own (MapItem) that move by this same table as task attempts do
+    # (create, claim, requeue, start, finish, retry, dead, lost, cancel, replay). Once all
+    # have finished it succeeds with their outputs, or is dead by a dead item; a list that
+    # cannot be computed fails it (then retried or dead as a task).
+    Cause.GATHER: {N.WAITING: frozenset({N.SUCCEEDED, N.DEAD, N.FAILED})},
 }
 
 # The run table, likewise.

@@ -6,6 +6,7 @@ per-process randomized `hash()`, so any worker on any host computes the same out
 
 from __future__ import annotations
 
+import time
 import zlib
 from typing import Any
 
@@ -338,10 +339,53 @@ DEMO_LLM: dict[str, Any] = {
     "edges": [_edge("fetch_profile", "write_welcome")],
 }
 
+
+SUMMARISE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "additionalProperties": False,
+    "properties": {
+        "seconds": {"type": "number", "minimum": 0, "maximum": 60, "description": "Time to spend."}
+    },
+}
+
+
+@node("demo.summarise_document", config_schema=SUMMARISE_SCHEMA)
+def summarise_document(ctx: NodeContext) -> dict[str, Any]:
+    """Summarise one document of a map (ctx.item: its text, or {"text", "broken"}): words and title."""
+    document = ctx.item if isinstance(ctx.item, dict) else {"text": ctx.item}
+    if document.get("broken"):
+        raise HandlerError(f"document {ctx.index} is unreadable: {str(document.get('text', ''))[:80]!r}")
+    time.sleep(float(ctx.config.get("seconds", 0)))
+    text = str(document.get("text", ""))
+    return {"index": ctx.index, "words": len(text.split()), "title": text[:40]}
+
+
+# A research agent's fan-out: each document summarised on its own, ten at a time, then one
+# report from the summaries in order.
+DEMO_MAP: dict[str, Any] = {
+    "description": (
+        "Summarise each document (a map over input.documents, 10 at a time), then report. "
+        'Input: {"documents": ["first text", "second text"]}.'
+    ),
+    "nodes": [
+        {
+            "id": "summarise",
+            "handler": "demo.summarise_document",
+            "map": "input.documents",
+            "max_parallel": 10,
+            "on_item_failure": "continue",
+            "retry": {"max_attempts": 2, "backoff_seconds": 0.2},
+        },
+        {"id": "report", "handler": "core.echo"},
+    ],
+    "edges": [{"source": "summarise", "target": "report"}],
+}
+
 DEMO_WORKFLOWS: dict[str, tuple[str, dict[str, Any]]] = {
     "demo-profile": ("User profile enrichment", DEMO_PROFILE),
     "demo-retries": ("Retries and dead letters (drill)", DEMO_RETRIES),
     "demo-refund": ("Refund with human approval", DEMO_REFUND),
     "demo-agent": ("Support agent with tools (llm.agent)", DEMO_AGENT),
     "demo-llm": ("LLM welcome note (streamed)", DEMO_LLM),
+    "demo-map": ("Summarise documents (map)", DEMO_MAP),
 }

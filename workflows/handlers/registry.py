@@ -55,6 +55,8 @@ class NodeContext:
     config: dict[str, Any]
     deadline: float
     node_run_id: int = 0  # the NodeRun row; 0 in a context made outside the worker
+    item: Any = None  # a map node's item (core/maps.py); None for other nodes
+    index: int | None = None  # the item's place in the map's list
 
     def remaining(self) -> float:
         """Return the seconds left before the deadline, never below zero."""

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('workflows', '0013_schedules'),
+        ('workflows', '0014_map_items'),
     ]
 
     operations = [

@@ -27,6 +27,7 @@ from django.utils import timezone
 
 from monitoring.logging import log_context
 from workflows import handlers
+from workflows.core.graph import Node
 from workflows.core.states import NodeStatus
 from workflows.errors import Invalid
 from workflows.runs import check_json_size
@@ -173,27 +174,30 @@ def execute(c: Claim, outputs: dict[str, Any]) -> tuple[Outcome, datetime, datet
         deadline=time.monotonic() + node.timeout_seconds,
         node_run_id=c.noderun_id,
     )
+    return run_attempt(node, ctx, f"node {c.node_id!r}"), started, timezone.now()
+
+
+def run_attempt(node: Node, ctx: handlers.NodeContext, what: str) -> Outcome:
+    """Run one attempt (of a node, or of a map's item: `what`) by its kind; never raises."""
     try:
         with (
-            log_context(run_id=c.run_id, node_id=c.node_id, attempt=c.attempt),
+            log_context(run_id=ctx.run_id, node_id=ctx.node_id, attempt=ctx.attempt),
             time_limit(node.timeout_seconds),
         ):
             output = kinds.kind_of(node).execute(node, ctx)
         limit = settings.SWITCHYARD["MAX_OUTPUT_BYTES"]
-        outcome = Outcome(
-            NodeStatus.SUCCEEDED, check_json_size(output, limit, f"The output of node {c.node_id!r}")
-        )
+        return Outcome(NodeStatus.SUCCEEDED, check_json_size(output, limit, f"The output of {what}"))
     except NodeTimeout:
-        outcome = Outcome(
-            NodeStatus.FAILED, error=f"Node {c.node_id!r} timed out after {node.timeout_seconds:g} s."
+        return Outcome(
+            NodeStatus.FAILED,
+            error=f"{what[0].upper()}{what[1:]} timed out after {node.timeout_seconds:g} s.",
         )
     except (handlers.HandlerError, Invalid) as exc:
-        outcome = Outcome(NodeStatus.FAILED, error=str(exc))
+        return Outcome(NodeStatus.FAILED, error=str(exc))
     except Exception as exc:  # the one catch-all boundary: any handler bug fails the attempt
-        outcome = Outcome(
+        return Outcome(
             NodeStatus.FAILED, error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc()
         )
-    return outcome, started, timezone.now()
 
 
 def finish(results: list[Result], worker: str) -> tuple[list[int], list[transitions.NodeRow]]:

@@ -37,6 +37,18 @@ no worker and no concurrency slot) with its Wait row (workflows/waits.py); it le
 decision, an event or a deadline (`transitions.decide_waits`, `wake_waits`, `expire_waits`).
 The reconciler has nothing to repair in it: the wait is all in Postgres, and a run whose
 node waits is neither stalled nor finished (reconciler.STALLED_RUNS_SQL).
+
+The map kind (`map`: a node with a `map` expression, core/maps.py, runtime/mapping.py): a
+ready map node is claimed into `waiting` like a wait node (cause wait: no job, no worker),
+its list computed and its items written as MapItem rows in one statement; the items are
+claimed up to `max_parallel` (claim), run in workers (start, finish: `execute` here is the
+item's handler, given `ctx.item` and `ctx.index`), retried or made dead with a dead letter
+each (retry, dead), by the same table of moves as task attempts. When none is left open,
+one statement ends the node (cause gather: succeeded with the outputs in order, or dead by
+a dead item under `on_item_failure: fail`; failed at once when its list cannot be
+computed). Claims and the gather run under the run's row lock (transitions.lock_map). The
+reconciler repairs items queued without a job, items on dead workers, and maps whose next
+step a crash lost (mapping.reconcile). A cancel of the run cancels its open items.
 """
 
 from __future__ import annotations
@@ -45,9 +57,9 @@ from collections import defaultdict
 from typing import Any, Protocol
 
 from workflows import handlers, waits
-from workflows.core.graph import AGENT, TASK, WAIT_KINDS, Node
+from workflows.core.graph import AGENT, MAP, TASK, WAIT_KINDS, Node
 from workflows.core.states import NodeStatus
-from workflows.runtime import agent, jobs
+from workflows.runtime import agent, jobs, mapping
 
 
 class NodeKind(Protocol):
@@ -98,9 +110,22 @@ class Waiting:
         raise handlers.HandlerError(f"Node {node.id!r} waits ({self.name}); it never runs in a worker.")
 
 
+class Mapper:
+    """Run the node's handler once per item of a list, the node waiting meanwhile (runtime/mapping.py)."""
+
+    name = MAP
+
+    def claim(self, rows: list[jobs.Ready], workers: int, status: NodeStatus) -> int:
+        return mapping.enter_maps(rows, status, workers)
+
+    def execute(self, node: Node, ctx: handlers.NodeContext) -> Any:
+        return handlers.get_handler(node.handler).func(ctx)
+
+
 KINDS: dict[str, NodeKind] = {
     TASK: Task(),
     AGENT: AgentLoop(),
+    MAP: Mapper(),
     **{name: Waiting(name) for name in WAIT_KINDS},
 }
 

@@ -25,7 +25,7 @@ from workflows.core.states import NodeStatus as N
 from workflows.core.states import RunStatus as R
 from workflows.models import NodeRun, RunEvent
 from workflows.runs import event
-from workflows.runtime import bus, jobs, transitions
+from workflows.runtime import bus, jobs, mapping, transitions
 from workflows.runtime.advancing import advance_runs
 from workflows.runtime.transitions import Lost
 from workflows.versions import load_graph
@@ -72,6 +72,7 @@ class Reconciler:
             "requeued": self.requeue_lost_jobs(workers),
             "lost": self.fail_lost_attempts(),
             "redriven": self.redrive_stalled_runs(workers),
+            **mapping.reconcile(workers, self.dead_workers),
         }
 
     def requeue_lost_jobs(self, workers: int) -> int:

@@ -22,7 +22,7 @@ from django.db import close_old_connections
 
 from workflows import retention, schedules, versions, waits, webhooks
 from workflows.outages import STORES_AWAY, Outage
-from workflows.runtime import advancing, bus, pgsession
+from workflows.runtime import advancing, bus, mapping, pgsession
 from workflows.runtime.reconciler import Reconciler
 
 log = logging.getLogger(__name__)
@@ -116,6 +116,7 @@ class Scheduler:
         if now >= self.next_housekeeping:
             self.next_housekeeping = now + HOUSEKEEPING_SECONDS
             done += advancing.enqueue_due(self.workers)
+            done += mapping.advance_due(self.workers)
         if now >= self.next_deadlines:
             self.next_deadlines = now + DEADLINE_SECONDS
             done += waits.fire_deadlines()

@@ -7,7 +7,7 @@ import socket
 
 from rq import get_current_job
 
-from workflows.runtime import execution, worker
+from workflows.runtime import execution, items, mapping, worker
 from workflows.runtime.jobs import Given, Item
 
 
@@ -20,3 +20,11 @@ def run_nodes(items: list[Item], given: Given | None = None) -> int:
     name = (job.worker_name if job else None) or f"{socket.gethostname()}.{os.getpid()}"
     worker.start_heartbeat(name)
     return execution.run_batch(items, name, given)
+
+
+def run_map_items(job_items: list[mapping.JobItem]) -> int:
+    """Execute a job's map items, given as (item id, attempt, version id, node id)."""
+    job = get_current_job()
+    name = (job.worker_name if job else None) or f"{socket.gethostname()}.{os.getpid()}"
+    worker.start_heartbeat(name)
+    return items.run_items(job_items, name)

@@ -29,11 +29,13 @@ from datetime import datetime
 from typing import Any, NamedTuple, TypeVar
 
 from django.db import connection
+from django.db import models as orm
+from django.utils import timezone
 
 from workflows.core.states import NODE_TERMINAL, Cause, can_move_node, can_move_run
 from workflows.core.states import NodeStatus as N
 from workflows.core.states import RunStatus as R
-from workflows.models import NodeRun, Run
+from workflows.models import MapItem, NodeRun, Run
 
 # Joined into the FROM list of a single autocommit statement, this makes its commit skip the
 # wait for the WAL flush (`SET LOCAL` in a statement of its own costs two round trips more).
@@ -570,6 +572,9 @@ def cancel_run(run: Run, now: datetime) -> bool:
         NodeRun.objects.filter(run=run).exclude(status__in=NODE_TERMINAL).update(
             status=N.CANCELLED, finished_at=now
         )
+        MapItem.objects.filter(run=run).exclude(status__in=NODE_TERMINAL).update(
+            status=N.CANCELLED, finished_at=now
+        )
         run.status, run.finished_at = R.CANCELLED, now
     return changed == 1
 
@@ -588,6 +593,284 @@ def replay_node(run: Run, noderun_id: int, resets: list[str], edits: dict[str, A
     node = NodeRun.objects.filter(pk=noderun_id, status=N.DEAD)
     if not node.update(status=N.PENDING, tries=0, finished_at=None, due_at=None, **edits):
         return False
+    NodeRun.objects.filter(run=run, node_id__in=resets, status=N.UPSTREAM_FAILED).update(
+        status=N.PENDING, finished_at=None
+    )
+    sources = [R.RUNNING, R.FAILED, R.SUCCEEDED]
+    if not Run.objects.filter(pk=run.pk, status__in=sources).update(
+        status=R.RUNNING, finished_at=None, epoch=run.epoch + 1
+    ):
+        return False
+    run.status, run.finished_at, run.epoch = R.RUNNING, None, run.epoch + 1
+    return True
+
+
+# --------------------------------------------------------------------------- map items
+# A map node (core/maps.py, runtime/mapping.py) waits while its items run: each item is a
+# MapItem row that moves by the node table as a task's attempts do, guarded likewise by its
+# status and attempt. Everything that claims items or finishes the map node first locks the
+# run row (`lock_map`), as a cancel and a replay do: claims of one map never overlap, so
+# `max_parallel` holds, and a cancel never meets a half-made claim.
+
+LOCK_MAP_SQL = f"""
+SELECT r.id FROM workflows_run r WHERE r.id = %(run)s AND r.status = '{R.RUNNING}' FOR NO KEY UPDATE
+"""
+
+MAP_NODE_SQL = f"""
+SELECT n.run_id, r.version_id, n.node_id, n.attempt FROM workflows_noderun n JOIN workflows_run r ON r.id = n.run_id
+WHERE n.id = %(id)s AND n.status = '{N.WAITING}'
+"""
+
+
+class MapNode(NamedTuple):
+    """A waiting map node, locked for its next step."""
+
+    noderun_id: int
+    run_id: int
+    version_id: int
+    node_id: str
+    attempt: int
+
+
+class ItemRow(NamedTuple):
+    """An item started: what its handler is given."""
+
+    item_id: int
+    attempt: int
+    noderun_id: int
+    run_id: int
+    index: int
+    value: Any
+
+
+def lock_map(noderun_id: int, run_id: int) -> MapNode | None:
+    """Lock the run of a map node (inside a transaction); the node, if both still go on."""
+    if not execute(LOCK_MAP_SQL, {"run": run_id}):
+        return None
+    rows = execute(MAP_NODE_SQL, {"id": noderun_id})  # read after the lock: a fresh snapshot
+    return MapNode(noderun_id, *rows[0]) if rows else None
+
+
+INSERT_ITEMS_SQL = f"""
+INSERT INTO workflows_mapitem
+    (node_run_id, run_id, index, status, item, attempt, tries, job_id, worker, error, traceback)
+SELECT %(id)s, %(run)s, i.ord - 1, '{N.PENDING}', i.value, 0, 0, '', '', '', ''
+FROM jsonb_array_elements(%(items)s::jsonb) WITH ORDINALITY AS i(value, ord)
+"""
+
+
+@performs(Cause.CREATE, nodes={None: [N.PENDING]})
+def insert_items(noderun_id: int, run_id: int, items_json: str) -> None:
+    """Write a map node's items, pending, in one statement (a JSON array of up to MAX_ITEMS)."""
+    execute(INSERT_ITEMS_SQL, {"id": noderun_id, "run": run_id, "items": items_json})
+
+
+IN_FLIGHT_SQL = f"""
+SELECT count(*) FROM workflows_mapitem i
+WHERE i.node_run_id = %(id)s AND i.status IN ('{N.QUEUED}', '{N.RUNNING}', '{N.FAILED}')
+"""
+
+# Served by mapitem_open_idx in item order: it skips at most the items in flight and those
+# waiting for a backoff, however many items the map has.
+PICK_ITEMS_SQL = f"""
+SELECT i.id FROM workflows_mapitem i
+WHERE i.node_run_id = %(id)s
+  AND i.status IN ('{N.PENDING}', '{N.RETRYING}', '{N.QUEUED}', '{N.RUNNING}', '{N.FAILED}')
+  AND (i.status = '{N.PENDING}' OR (i.status = '{N.RETRYING}' AND i.due_at <= now()))
+ORDER BY i.index LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED
+"""
+
+OPEN_ITEMS_SQL = f"""
+SELECT EXISTS (SELECT FROM workflows_mapitem i WHERE i.node_run_id = %(id)s
+  AND i.status IN ('{N.PENDING}', '{N.RETRYING}', '{N.QUEUED}', '{N.RUNNING}', '{N.FAILED}'))
+"""
+
+
+def free_slots(node: MapNode, max_parallel: int) -> int:
+    return max_parallel - int(execute(IN_FLIGHT_SQL, {"id": node.noderun_id})[0][0])
+
+
+def pick_items(node: MapNode, limit: int) -> list[int]:
+    """The ids of up to `limit` items due to run next, in item order."""
+    return [row[0] for row in execute(PICK_ITEMS_SQL, {"id": node.noderun_id, "limit": limit})]
+
+
+def has_open_items(noderun_id: int) -> bool:
+    return bool(execute(OPEN_ITEMS_SQL, {"id": noderun_id})[0][0])
+
+
+CLAIM_ITEMS_SQL = f"""
+UPDATE workflows_mapitem i
+SET status = '{N.QUEUED}', attempt = i.attempt + 1, tries = i.tries + 1, queued_at = now(), due_at = NULL,
+    job_id = v.job_id, worker = ''
+FROM unnest(%(ids)s::bigint[], %(job_ids)s::text[]) AS v(id, job_id)
+WHERE i.id = v.id AND (i.status = '{N.PENDING}' OR i.status = '{N.RETRYING}')
+RETURNING i.id, i.attempt, i.job_id
+"""
+
+REQUEUE_ITEMS_SQL = f"""
+UPDATE workflows_mapitem i SET queued_at = now(), job_id = v.job_id
+FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], %(job_ids)s::text[]) AS v(id, attempt, job_id)
+WHERE i.id = v.id AND i.attempt = v.attempt AND i.status = '{N.QUEUED}'
+RETURNING i.id, i.attempt, i.job_id
+"""
+
+
+@performs(Cause.CLAIM, nodes={N.PENDING: [N.QUEUED], N.RETRYING: [N.QUEUED]})
+def claim_items(ids: list[int], job_ids: list[str]) -> list[tuple[int, int, str]]:
+    """Give items a new attempt, queued in its job (under `lock_map`); return (id, attempt, job id) each."""
+    return execute(CLAIM_ITEMS_SQL, {"ids": ids, "job_ids": job_ids})  # type: ignore[return-value]
+
+
+@performs(Cause.REQUEUE, nodes={N.QUEUED: [N.QUEUED]})
+def requeue_items(ids: list[int], attempts: list[int], job_ids: list[str]) -> list[tuple[int, int, str]]:
+    """Point queued items (same attempt) at new jobs; return (id, attempt, job id) each."""
+    params = {"ids": ids, "attempts": attempts, "job_ids": job_ids}
+    return execute(REQUEUE_ITEMS_SQL, params)  # type: ignore[return-value]
+
+
+START_ITEMS_SQL = f"""
+UPDATE workflows_mapitem i SET status = '{N.RUNNING}', worker = %(worker)s, started_at = clock_timestamp()
+FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS v(id, attempt), workflows_run r, {RELAXED_COMMIT}
+WHERE i.id = v.id AND i.attempt = v.attempt AND i.status = '{N.QUEUED}'
+  AND r.id = i.run_id AND r.status = '{R.RUNNING}'
+RETURNING i.id, i.attempt, i.node_run_id, i.run_id, i.index, i.item
+"""
+
+FINISH_ITEMS_SQL = f"""
+UPDATE workflows_mapitem i
+SET status = v.status, output = v.output::jsonb, error = v.error, traceback = v.traceback,
+    started_at = v.started_at, finished_at = v.finished_at
+FROM json_to_recordset(%(results)s::json) AS v(
+    id bigint, attempt int, status text, output text, error text, traceback text,
+    started_at timestamptz, finished_at timestamptz
+)
+WHERE i.id = v.id AND i.attempt = v.attempt AND i.status = '{N.RUNNING}'
+RETURNING i.node_run_id, i.run_id
+"""
+
+
+@performs(Cause.START, nodes={N.QUEUED: [N.RUNNING]})
+def start_items(worker: str, ids: list[int], attempts: list[int]) -> list[ItemRow]:
+    """Move queued items of running runs to running on `worker`; return those started."""
+    rows = execute(START_ITEMS_SQL, {"worker": worker, "ids": ids, "attempts": attempts})
+    return rows_of(ItemRow, rows)
+
+
+@performs(Cause.FINISH, nodes={N.RUNNING: [N.SUCCEEDED, N.FAILED]})
+def finish_items(results: list[dict[str, Any]]) -> set[tuple[int, int]]:
+    """Store items' results, each only if still running at its attempt; return the
+    (map node, run) pairs of those stored."""
+    for result in results:
+        check_move(Cause.FINISH, N.RUNNING, N(result["status"]))
+    return {(row[0], row[1]) for row in execute(FINISH_ITEMS_SQL, {"results": json.dumps(results)})}
+
+
+FAILED_ITEMS_SQL = f"""
+SELECT i.id, i.tries FROM workflows_mapitem i
+WHERE i.node_run_id = %(id)s AND i.status = '{N.FAILED}'
+"""
+
+
+def failed_items(noderun_id: int) -> list[tuple[int, int]]:
+    """(item id, tries) of the map node's failed items, awaiting a retry or death."""
+    return execute(FAILED_ITEMS_SQL, {"id": noderun_id})  # type: ignore[return-value]
+
+
+@performs(Cause.RETRY, nodes={N.FAILED: [N.RETRYING]})
+def retry_items(retries: Sequence[Retry]) -> None:
+    """Make failed items wait for their backoff."""
+    execute(
+        f"""UPDATE workflows_mapitem i
+            SET status = '{N.RETRYING}', due_at = now() + v.delay * interval '1 second'
+            FROM unnest(%s::bigint[], %s::int[], %s::float8[]) AS v(id, tries, delay)
+            WHERE i.id = v.id AND i.status = '{N.FAILED}' AND i.tries = v.tries""",
+        [[r[0] for r in retries], [r[1] for r in retries], [r[2] for r in retries]],
+    )
+
+
+@performs(Cause.DEAD, nodes={N.FAILED: [N.DEAD]})
+def kill_items(kills: Sequence[Kill]) -> list[int]:
+    """Mark failed items dead; return the ids of those still failed at those tries."""
+    rows = execute(
+        f"""UPDATE workflows_mapitem i SET status = '{N.DEAD}', finished_at = now()
+            FROM unnest(%s::bigint[], %s::int[]) AS v(id, tries)
+            WHERE i.id = v.id AND i.status = '{N.FAILED}' AND i.tries = v.tries
+            RETURNING i.id""",
+        [[k[0] for k in kills], [k[1] for k in kills]],
+    )
+    return [row[0] for row in rows]
+
+
+@performs(Cause.LOST, nodes={N.RUNNING: [N.FAILED]})
+def fail_lost_items(lost: Sequence[Lost]) -> list[tuple[int, int]]:
+    """Fail running items whose worker is gone; return (map node, run) of each."""
+    return execute(  # type: ignore[return-value]
+        f"""UPDATE workflows_mapitem i SET status = '{N.FAILED}', error = v.error, traceback = ''
+            FROM unnest(%s::bigint[], %s::int[], %s::text[]) AS v(id, attempt, error)
+            WHERE i.id = v.id AND i.attempt = v.attempt AND i.status = '{N.RUNNING}'
+            RETURNING i.node_run_id, i.run_id""",
+        [[i for i, _, _ in lost], [a for _, a, _ in lost], [e for _, _, e in lost]],
+    )
+
+
+GATHER_SQL = f"""
+WITH moved AS (
+UPDATE workflows_noderun n
+SET status = %(status)s, output = %(output)s::jsonb, error = %(error)s, finished_at = now(), due_at = NULL
+WHERE n.id = %(id)s AND n.attempt = %(attempt)s AND n.status = '{N.WAITING}'
+RETURNING n.id, n.run_id, n.node_id, n.attempt, n.status, n.started_at, n.finished_at
+), {COUNT_WAITS.format(sign="-")},
+history AS (
+    INSERT INTO workflows_runevent (run_id, kind, node_id, attempt, at, started_at, worker, data)
+    SELECT run_id, 'node.attempt', node_id, attempt, finished_at, started_at, '', %(span)s::jsonb FROM moved
+)
+SELECT id, run_id FROM moved
+"""
+
+
+@performs(Cause.GATHER, nodes={N.WAITING: [N.SUCCEEDED, N.DEAD, N.FAILED]})
+def gather_map(node: MapNode, status: N, output: str | None, error: str, span: dict[str, Any]) -> bool:
+    """End a waiting map node at its attempt: succeeded with its items' outputs (JSON text),
+    dead by a dead item, or failed (its list could not be computed); return whether it moved."""
+    check_move(Cause.GATHER, N.WAITING, status)
+    params = {
+        "id": node.noderun_id,
+        "attempt": node.attempt,
+        "status": status,
+        "output": output,
+        "error": error,
+        "span": json.dumps(span),
+    }
+    return bool(execute(GATHER_SQL, params))
+
+
+@performs(
+    Cause.REPLAY,
+    nodes={N.DEAD: [N.RETRYING, N.WAITING], N.UPSTREAM_FAILED: [N.PENDING]},
+    runs={s: [R.RUNNING] for s in (R.RUNNING, R.FAILED, R.SUCCEEDED)},
+)
+def replay_item(run: Run, item_id: int, resets: list[str], edits: dict[str, Any]) -> bool:
+    """Make a dead item due again (retrying, due now, fresh retry budget, `edits` applied); its map node,
+    if dead, back to waiting with its upstream_failed descendants `resets` pending; the run
+    (locked by the caller) running at a new epoch.
+
+    Return whether the item was dead and its map node dead or waiting; nothing changes
+    otherwise (the caller's transaction is rolled back).
+    """
+    item = MapItem.objects.filter(pk=item_id, status=N.DEAD).first()
+    if item is None:
+        return False
+    parent = NodeRun.objects.filter(pk=item.node_run_id)
+    if parent.filter(status=N.DEAD).update(status=N.WAITING, finished_at=None, output=None, error=""):
+        Run.objects.filter(pk=run.pk).update(waiting_nodes=orm.F("waiting_nodes") + 1)
+    elif not parent.filter(status=N.WAITING).exists():
+        return False
+    # Due at once: the schedulers' housekeeping claims it as an item whose backoff expired.
+    MapItem.objects.filter(pk=item_id, status=N.DEAD).update(
+        status=N.RETRYING, tries=0, finished_at=None, due_at=timezone.now(), **edits
+    )
     NodeRun.objects.filter(run=run, node_id__in=resets, status=N.UPSTREAM_FAILED).update(
         status=N.PENDING, finished_at=None
     )

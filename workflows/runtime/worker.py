@@ -55,7 +55,8 @@ from rq.job import Job
 
 from workflows.core import priorities
 from workflows.outages import STORES_AWAY
-from workflows.runtime import bus, execution, jobs, pgsession, reconciler, rqcompat
+from workflows.runtime import bus, execution, jobs, mapping, pgsession, reconciler, rqcompat
+from workflows.runtime import items as map_items
 
 log = logging.getLogger(__name__)
 
@@ -196,6 +197,16 @@ class NodeWorker(SimpleWorker):
         return batch[0], queue
 
     def execute_job(self, job: Job, queue: Queue) -> None:
+        if job.func_name == mapping.TASK:  # map items: the same lean path as node jobs
+            self.companions = ()
+            try:
+                map_items.run_items(job.args[0], self.name)
+            except Exception:
+                log.exception("map item job %s failed outside any handler", job.id)
+                close_old_connections()
+            finally:
+                rqcompat.delete_taken(self, queue, [job])
+            return
         if job.func_name != jobs.TASK:
             super().execute_job(job, queue)
             return

@@ -139,7 +139,8 @@ export class Canvas {
     if (el.data !== node.data) {
       el.data = node.data;
       const id = String(node.data.id ?? "");
-      const handler = String(node.data.handler ?? "");
+      // A map node says so: it runs its handler once per item.
+      const handler = (node.data.map ? "map · " : "") + String(node.data.handler ?? "");
       el.idText.textContent = clip(id, ID_CHARS);
       el.handlerText.textContent = clip(handler, HANDLER_CHARS);
       el.title.textContent = `${id}\n${handler}`;

@@ -15,6 +15,11 @@ const RATE_FIELDS = [
   ["count", "starts", true, "At most this many attempts of this node started per window, over every run."],
   ["per_seconds", "per (s)", false, "The window; the attempts beyond wait for it to slide."],
 ];
+const MAP_HELP =
+  "Optional. Run the handler once per item of the list this expression gives, over input (the run input) " +
+  "and output (the predecessor's output; by node id when there are several): input.documents, output.rows. " +
+  "Each item gets its own attempts, retries and dead letter; the node's output is the items' outputs in order. " +
+  "Up to 10,000 items. Blank: run once.";
 const CONDITION_HELP =
   "Optional. An expression over output (this edge's source output) and input (the run input): " +
   'output.score > 0.5, output.label == "positive", "error" not in output. Blank: always follow.';
@@ -120,6 +125,8 @@ export class Inspector {
     cap.placeholder = "no cap";
     cap.min = "1";
 
+    const mapping = this.mapFields(data, disabled, edit);
+
     const rate = h("fieldset", { class: "ed-retry" }, h("legend", { text: "rate limit" }));
     for (const [key, label, integer, help] of RATE_FIELDS) {
       const input = numberInput(getPath(data, ["rate_limit", key]), integer, disabled, (v) => edit(["rate_limit", key], v));
@@ -155,6 +162,7 @@ export class Inspector {
       field("id", idInput, { key: "id", help: "Letters, digits, '_' and '-'; starts with a letter or '_'." }),
       field("handler", handlerSelect, { key: "handler", help: handler ? handler.doc : "" }),
       configSection,
+      mapping,
       retry,
       field("timeout (s)", timeout, { key: "timeout_seconds", help: "Each attempt is stopped after this long." }),
       field("queue", queue, { key: "queue", help: "Workers listening on this queue run the node." }),
@@ -174,6 +182,34 @@ export class Inspector {
     );
     this.showIssues();
     this.showRun();
+  }
+
+  // The map settings: the list expression, how many items at once, what a failed item does.
+  mapFields(data, disabled, edit) {
+    const expression = h("input", { type: "text", disabled, autocomplete: "off", spellcheck: "false", placeholder: "not a map" });
+    expression.value = typeof data.map === "string" ? data.map : "";
+    expression.addEventListener("input", () => edit(["map"], expression.value.trim() ? expression.value : undefined));
+    const parallel = numberInput(data.max_parallel, true, disabled, (v) => edit(["max_parallel"], v));
+    parallel.placeholder = "10";
+    parallel.min = "1";
+    parallel.max = "1000";
+    const policy = h("select", { disabled });
+    for (const [value, text] of [["", "fail the node (default)"], ["fail", "fail the node"], ["continue", "continue, failures marked"]]) {
+      policy.append(h("option", { value, text }));
+    }
+    policy.value = data.on_item_failure ?? "";
+    policy.addEventListener("change", () => edit(["on_item_failure"], policy.value || undefined));
+    return h(
+      "fieldset",
+      { class: "ed-retry ed-map" },
+      h("legend", { text: "map over items" }),
+      field("map", expression, { key: "map", help: MAP_HELP }),
+      field("max parallel", parallel, { key: "max_parallel", help: "Items queued or running at once (1–1,000)." }),
+      field("on item failure", policy, {
+        key: "on_item_failure",
+        help: "After an item's last attempt: fail the node once all items are done (its dead letters can be replayed one by one), or let it succeed with {failed, index, error} in the item's place.",
+      }),
+    );
   }
 
   renderEdge(edge) {

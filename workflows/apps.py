@@ -12,4 +12,10 @@ class WorkflowsConfig(AppConfig):
         import controlplane.checks  # noqa: F401  (registers the checks)
         from workflows.handlers import load_handler_modules
 
-        load_handler_modules(["workflows.handlers.waits", *settings.SWITCHYARD["HANDLER_MODULES"]])
+        load_handler_modules(
+            [
+                "workflows.handlers.waits",
+                "workflows.handlers.children",
+                *settings.SWITCHYARD["HANDLER_MODULES"],
+            ]
+        )

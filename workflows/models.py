@@ -433,3 +433,39 @@ class WebhookCursor(models.Model):
 
     def __str__(self) -> str:
         return f"cursor {self.name}"
+
+
+# --- child runs ---
+
+
+class ChildRun(models.Model):
+    """The link from a workflow.run node's attempt to the child run it started.
+
+    Written in the transaction that moves the node to `waiting` and creates the child run
+    (whose idempotency key is `parent:<run>:<node>:<attempt>`), so a child exists exactly
+    when its link does; `settled_at` is set in the transaction that ends the child and
+    moves the parent node on (workflows/childlinks.py).
+    """
+
+    parent_run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="child_links")
+    node_run = models.ForeignKey(NodeRun, on_delete=models.CASCADE, related_name="child_links")
+    node_id = models.CharField(max_length=64)
+    attempt = models.PositiveIntegerField()
+    child = models.OneToOneField(Run, on_delete=models.CASCADE, related_name="parent_link")
+    depth = models.PositiveIntegerField(default=1)  # 1: a child of a run nobody started
+    created_at = models.DateTimeField(auto_now_add=True)
+    settled_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(fields=["node_run", "attempt"], name="child_run_one_per_attempt")
+        ]
+        indexes = [
+            models.Index(
+                fields=["parent_run"], condition=Q(settled_at__isnull=True), name="child_run_open_idx"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"run {self.parent_run_id} {self.node_id}#{self.attempt} -> run {self.child_id}"

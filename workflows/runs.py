@@ -18,12 +18,12 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from workflows import audit
+from workflows import audit, childlinks
 from workflows.core import engine
 from workflows.core.definition import canonical_json
 from workflows.core.states import NodeStatus, RunStatus
 from workflows.errors import Conflict, Invalid, NotFound
-from workflows.models import DeadLetter, NodeRun, Run, RunEvent, Wait, Workflow, WorkflowVersion
+from workflows.models import ChildRun, DeadLetter, NodeRun, Run, RunEvent, Wait, Workflow, WorkflowVersion
 from workflows.runtime import bus, jobs, transitions
 from workflows.versions import load_graph
 
@@ -213,20 +213,37 @@ def record_events(*events: RunEvent) -> None:
 
 
 def cancel_run(run_id: int, reason: str = "", user: Any = None) -> Run:
-    """Cancel a running run: queued nodes never start, running results are ignored."""
+    """Cancel a running run: queued nodes never start, running results are ignored.
+
+    Its child runs still going are cancelled with it, in the same transaction; a child run
+    cancelled on its own fails its parent node (childlinks.py).
+    """
     with transaction.atomic():
         run = locked_run(run_id)
-        if not transitions.cancel_run(run, timezone.now()):
+        if not cancel_locked(run, reason, user):
             raise Conflict(
                 f"Run {run_id} is already {run.status}; only running or waiting runs can be cancelled."
             )
-        Wait.objects.filter(run=run, closed_at__isnull=True).update(
-            closed_at=run.finished_at, outcome="cancelled"
-        )
-        record_events(event("run.cancelled", run.pk, data={"reason": reason, "by": audit.actor_label(user)}))
         audit.record(user, "run.cancel", run, reason=reason)
-        transaction.on_commit(lambda: after_cancel(run.pk))
+        childlinks.settle_parents([run.pk])
     return run
+
+
+def cancel_locked(run: Run, reason: str, user: Any) -> bool:
+    """Cancel a locked run and its open child runs, deepest last; return whether it was going."""
+    if not transitions.cancel_run(run, timezone.now()):
+        return False
+    Wait.objects.filter(run=run, closed_at__isnull=True).update(
+        closed_at=run.finished_at, outcome="cancelled"
+    )
+    record_events(event("run.cancelled", run.pk, data={"reason": reason, "by": audit.actor_label(user)}))
+    transaction.on_commit(lambda: after_cancel(run.pk))
+    open_children = ChildRun.objects.filter(parent_run=run, settled_at__isnull=True)
+    for link in open_children.order_by("id"):
+        child = locked_run(link.child_id)
+        cancel_locked(child, f"its parent run {run.pk} was cancelled", user)
+    open_children.update(settled_at=timezone.now())
+    return True
 
 
 def after_cancel(run_id: int) -> None:

@@ -27,7 +27,17 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from workflows.core.conditions import Condition, ConditionError
 from workflows.core.engine import JOIN_RULES
-from workflows.core.graph import DEFAULT_JOIN, TASK, WAIT_KINDS, Edge, Graph, Node, RateLimit, RetryPolicy
+from workflows.core.graph import (
+    CHILD,
+    DEFAULT_JOIN,
+    TASK,
+    WAIT_KINDS,
+    Edge,
+    Graph,
+    Node,
+    RateLimit,
+    RetryPolicy,
+)
 from workflows.core.waits import check_config as check_wait_config
 
 if TYPE_CHECKING:
@@ -621,7 +631,7 @@ def _build_node(spec: NodeSpec) -> Node:
     """Turn a node spec into a Node."""
     rate = RateLimit(**spec.rate_limit.model_dump()) if spec.rate_limit is not None else None
     fields = spec.model_dump(exclude={"retry", "rate_limit"})
-    kind = spec.handler if spec.handler in WAIT_KINDS else TASK
+    kind = spec.handler if spec.handler in (*WAIT_KINDS, CHILD) else TASK
     return Node(**fields, retry=RetryPolicy(**spec.retry.model_dump()), rate_limit=rate, kind=kind)
 
 

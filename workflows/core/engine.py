@@ -41,7 +41,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from workflows.core.graph import DEFAULT_JOIN, TASK, WAIT_KINDS, Edge, Graph
+from workflows.core.graph import CHILD, DEFAULT_JOIN, TASK, WAIT_KINDS, Edge, Graph
 from workflows.core.states import NODE_TERMINAL
 from workflows.core.states import NodeStatus as N
 from workflows.core.states import RunStatus as R
@@ -135,13 +135,16 @@ def advance(
 def start_node(graph: Graph, node_id: str) -> EnqueueNode | WaitNode:
     """Decide how a ready node starts: the one place where the engine looks at a node's kind.
 
-    A task is enqueued for a worker; a wait node waits, holding no worker. A new kind adds
-    its branch here and its runtime side in workflows/runtime/kinds.py.
+    A task is enqueued for a worker; a wait node waits, holding no worker, and so does a
+    child-run node (`workflow.run`) while its child runs. A new kind adds its branch here
+    and its runtime side in workflows/runtime/kinds.py.
     """
     kind = graph.nodes[node_id].kind
     if kind == TASK:
         return EnqueueNode(node_id)
     if kind in WAIT_KINDS:
+        return WaitNode(node_id)
+    if kind == CHILD:
         return WaitNode(node_id)
     raise ValueError(f"Node {node_id!r} has kind {kind!r}, which this engine cannot run.")
 

@@ -56,6 +56,8 @@ TASK = "task"  # call a handler once (see engine.start_node, runtime/kinds.py)
 # registered with their config schemas so the editor offers them; their kind is their name.
 APPROVAL, EVENT, TIMER = "human.approval", "wait.event", "wait.timer"
 WAIT_KINDS = (APPROVAL, EVENT, TIMER)
+# A child run (core/children.py): another workflow run as a run of its own; the node waits.
+CHILD = "workflow.run"
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,7 @@ class Cause(StrEnum):
     DECIDE = "decide"  # a person approves or rejects a waiting approval
     EVENT = "event"  # an event posted on a waiting node's key wakes it
     EXPIRE = "expire"  # a waiting node's deadline passes: a timer fires, an approval times out
+    CHILD = "child"  # a workflow.run node's child run ends, or cannot start
 
 
 N = NodeStatus
@@ -95,6 +96,10 @@ NODE_MOVES: Moves = {
     Cause.DECIDE: {N.WAITING: frozenset({N.SUCCEEDED})},
     Cause.EVENT: {N.WAITING: frozenset({N.SUCCEEDED})},
     Cause.EXPIRE: {N.WAITING: frozenset({N.SUCCEEDED, N.FAILED})},
+    # A child-run node waits (Cause.WAIT) while its child runs; the child's end moves it on:
+    # succeeded with the child's output, or failed (the child failed or was cancelled, or it
+    # could not start); the engine's retry (a new child) or dead letter then apply.
+    Cause.CHILD: {N.WAITING: frozenset({N.SUCCEEDED, N.FAILED})},
 }
 
 # The run table, likewise.

@@ -22,6 +22,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
+from workflows import childlinks
 from workflows.core import engine
 from workflows.core.graph import Graph
 from workflows.core.states import NodeStatus, RunStatus
@@ -220,9 +221,12 @@ def node_inputs(nodes: list[NodeRun]) -> dict[int, dict[str, Any]]:
 
 
 def apply_finishes(finishes: list[FinishRun]) -> None:
+    """End runs; a child run's parent node moves on in the same transaction (childlinks.py)."""
     if not finishes:
         return
-    finished = transitions.finish_runs(finishes)
+    with transaction.atomic():
+        finished = transitions.finish_runs(finishes)
+        childlinks.settle_parents([run_id for run_id, _ in finished])
     transaction.on_commit(lambda: bus.publish_runs_finished(finished))
 
 

@@ -32,6 +32,11 @@ no worker and no concurrency slot) with its Wait row (workflows/waits.py); it le
 decision, an event or a deadline (`transitions.decide_waits`, `wake_waits`, `expire_waits`).
 The reconciler has nothing to repair in it: the wait is all in Postgres, and a run whose
 node waits is neither stalled nor finished (reconciler.STALLED_RUNS_SQL).
+
+The child-run kind (`workflow.run`, core/children.py) is claimed the same way, into
+`waiting` with its child run created in the same transaction (workflows/children.py); it
+leaves by its child's end (`transitions.settle_children`, in the transaction that ends the
+child: workflows/childlinks.py). Nothing of it is in Redis either.
 """
 
 from __future__ import annotations
@@ -39,8 +44,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Protocol
 
-from workflows import handlers, waits
-from workflows.core.graph import TASK, WAIT_KINDS, Node
+from workflows import children, handlers, waits
+from workflows.core.graph import CHILD, TASK, WAIT_KINDS, Node
 from workflows.core.states import NodeStatus
 from workflows.runtime import jobs
 
@@ -82,7 +87,20 @@ class Waiting:
         raise handlers.HandlerError(f"Node {node.id!r} waits ({self.name}); it never runs in a worker.")
 
 
+class ChildRunKind:
+    """Start another workflow as a child run and wait for its end, holding no worker."""
+
+    name = CHILD
+
+    def claim(self, rows: list[jobs.Ready], workers: int, status: NodeStatus) -> int:
+        return children.start_children(rows, status)
+
+    def execute(self, node: Node, ctx: handlers.NodeContext) -> Any:
+        raise handlers.HandlerError(f"Node {node.id!r} waits for a child run; it never runs in a worker.")
+
+
 KINDS: dict[str, NodeKind] = {TASK: Task(), **{name: Waiting(name) for name in WAIT_KINDS}}
+KINDS[CHILD] = ChildRunKind()
 
 
 def kind_of(node: Node) -> NodeKind:

@@ -533,6 +533,19 @@ def expire_waits(rows: Sequence[Awake]) -> list[tuple[Any, ...]]:
     return leave_wait(Cause.EXPIRE, EXPIRE_SQL, rows)
 
 
+# --------------------------------------------------------------------------- child runs
+# A workflow.run node enters `waiting` like a wait node (enter_waits, in the transaction that
+# creates its child run) and leaves it when the child run ends, in the transaction that ends
+# the child (workflows/childlinks.py), guarded by `status = 'waiting'` and the attempt.
+CHILD_SQL = DECIDE_SQL
+
+
+@performs(Cause.CHILD, nodes={N.WAITING: [N.SUCCEEDED, N.FAILED]})
+def settle_children(rows: Sequence[Awake]) -> list[tuple[Any, ...]]:
+    """Store child runs' ends as their parent nodes' results; return the rows changed."""
+    return leave_wait(Cause.CHILD, CHILD_SQL, rows)
+
+
 # --------------------------------------------------------------------------- the reconciler
 
 LOST_SQL = f"""

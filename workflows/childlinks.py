@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Collection
+from dataclasses import dataclass
 from typing import Any
 
 from django.conf import settings
@@ -27,6 +28,23 @@ from workflows.models import ChildRun, NodeRun, Run, RunEvent
 from workflows.runtime import bus, transitions
 from workflows.runtime.transitions import Awake
 from workflows.versions import load_graph
+
+
+@dataclass(frozen=True)
+class Family:
+    """A run's parent link (None: nobody started it) and its child links, oldest first."""
+
+    parent: ChildRun | None
+    children: list[ChildRun]
+
+
+def family(run_id: int) -> Family:
+    """Read the links of a run to its parent and its children, for the API and the run page."""
+    parent = ChildRun.objects.filter(child_id=run_id).select_related("parent_run__workflow").first()
+    children = list(
+        ChildRun.objects.filter(parent_run_id=run_id).select_related("child__workflow").order_by("id")
+    )
+    return Family(parent, children)
 
 
 def settle_parents(child_ids: Collection[int]) -> list[int]:

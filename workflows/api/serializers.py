@@ -15,10 +15,12 @@ from typing_extensions import TypedDict
 
 from workflows import drafts, editing
 from workflows.api.errors import definition_error
+from workflows.childlinks import Family
 from workflows.core.definition import Issue
 from workflows.handlers.registry import Handler
 from workflows.models import (
     ApiKey,
+    ChildRun,
     DeadLetter,
     NodeRun,
     Run,
@@ -123,10 +125,23 @@ class NodeOut(TypedDict):
     traceback: str
 
 
+class RunLinkOut(TypedDict):
+    """A parent or child run: the run, the workflow.run node and the attempt that started it."""
+
+    run: int
+    workflow: str
+    status: str
+    node_id: str
+    attempt: int
+    url: str
+
+
 class RunOut(RunSummary):
     input: dict[str, Any]
     nodes: list[NodeOut]
     dead_letters: list[int]
+    parent: RunLinkOut | None
+    children: list[RunLinkOut]
 
 
 class EventOut(TypedDict):
@@ -455,12 +470,25 @@ def node(n: NodeRun) -> NodeOut:
     }
 
 
-def run(r: Run, nodes: list[NodeRun], letters: list[int]) -> RunOut:
+def run(r: Run, nodes: list[NodeRun], letters: list[int], family: Family) -> RunOut:
     return {  # type: ignore[typeddict-item]
         **run_summary(r),
         "input": r.input,
         "nodes": [node(n) for n in nodes],
         "dead_letters": letters,
+        "parent": run_link(family.parent, family.parent.parent_run) if family.parent else None,
+        "children": [run_link(link, link.child) for link in family.children],
+    }
+
+
+def run_link(link: ChildRun, other: Run) -> RunLinkOut:
+    return {
+        "run": other.pk,
+        "workflow": other.workflow.slug,
+        "status": other.status,
+        "node_id": link.node_id,
+        "attempt": link.attempt,
+        "url": f"{API}/runs/{other.pk}",
     }
 
 

@@ -39,6 +39,19 @@ def palette() -> list[dict[str, Any]]:
     ]
 
 
+def child_choices(workflow: Workflow) -> list[dict[str, Any]]:
+    """The workflows a workflow.run node of `workflow` may call (all but itself), for the
+    editor's picker: slug, title, paused, and the published version numbers."""
+    published = WorkflowVersion.objects.filter(status=WorkflowVersion.PUBLISHED)
+    numbers: dict[int, list[int]] = {}
+    for workflow_id, number in published.order_by("-number").values_list("workflow_id", "number"):
+        numbers.setdefault(workflow_id, []).append(number)
+    return [
+        {"slug": w.slug, "title": w.title, "paused": w.paused, "versions": numbers.get(w.pk, [])}
+        for w in Workflow.objects.exclude(pk=workflow.pk).order_by("slug")
+    ]
+
+
 def is_snapshot(version: WorkflowVersion) -> bool:
     """Return whether a version is the frozen copy of a draft made for a test run."""
     return version.comment.startswith(SNAPSHOT_PREFIX)

@@ -22,6 +22,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from workflows.core.children import run_output
+from workflows.core.graph import COMPENSATE_SUFFIX
+from workflows.core.states import RUN_FINISHED
 from workflows.core.states import NodeStatus as N
 from workflows.core.states import RunStatus as R
 from workflows.models import ChildRun, NodeRun, Run, RunEvent
@@ -59,7 +61,7 @@ def settle_parents(child_ids: Collection[int]) -> list[int]:
             "child__workflow"
         )
     )
-    links = [link for link in links if link.child.status in (R.SUCCEEDED, R.FAILED, R.CANCELLED)]
+    links = [link for link in links if link.child.status in RUN_FINISHED]
     if not links:
         return []
     rows = [result_of(link) for link in links]
@@ -96,9 +98,12 @@ def result_of(link: ChildRun) -> Awake:
             error = f"{label} succeeded, but its output is {len(text.encode())} bytes; the limit is {limit}."
             return Awake(link.node_run_id, link.attempt, N.FAILED, None, error)
         return Awake(link.node_run_id, link.attempt, N.SUCCEEDED, text)
-    if child.status == R.CANCELLED:
-        return Awake(link.node_run_id, link.attempt, N.FAILED, None, f"{label} was cancelled.")
-    return Awake(link.node_run_id, link.attempt, N.FAILED, None, f"{label} failed: {failure_of(child)}")
+    undone = {R.COMPENSATED: " (then compensated)", R.COMPENSATION_FAILED: " (then its compensation failed)"}
+    after = undone.get(R(child.status), "")
+    failure = failure_of(child)
+    if child.status == R.CANCELLED or failure is None:
+        return Awake(link.node_run_id, link.attempt, N.FAILED, None, f"{label} was cancelled{after}.")
+    return Awake(link.node_run_id, link.attempt, N.FAILED, None, f"{label} failed{after}: {failure}")
 
 
 def child_output(child: Run) -> Any:
@@ -106,8 +111,14 @@ def child_output(child: Run) -> Any:
     return run_output(load_graph(child.version_id), outputs)
 
 
-def failure_of(child: Run) -> str:
-    dead = NodeRun.objects.filter(run=child, status=N.DEAD).order_by("finished_at", "id").first()
+def failure_of(child: Run) -> str | None:
+    """The child's first dead node (not a compensation step), or None when none is dead."""
+    dead = (
+        NodeRun.objects.filter(run=child, status=N.DEAD)
+        .exclude(node_id__endswith=COMPENSATE_SUFFIX)
+        .order_by("finished_at", "id")
+        .first()
+    )
     if dead is None:
-        return "no node is dead."
+        return None
     return f"node {dead.node_id!r} is dead after {dead.tries} attempt(s): {dead.error[:1000]}"

@@ -73,7 +73,7 @@ class WorkflowVersion(models.Model):
 class Run(models.Model):
     workflow = models.ForeignKey(Workflow, on_delete=models.PROTECT, related_name="runs")
     version = models.ForeignKey(WorkflowVersion, on_delete=models.PROTECT, related_name="runs")
-    status = models.CharField(max_length=16, choices=RUN_STATUS_CHOICES, default=RunStatus.RUNNING)
+    status = models.CharField(max_length=24, choices=RUN_STATUS_CHOICES, default=RunStatus.RUNNING)
     # How many of its nodes are `waiting` (written by transitions' wait statements only).
     waiting_nodes = models.PositiveIntegerField(db_default=0)  # db_default: raw INSERTs omit it
     input = models.JSONField(default=dict)
@@ -103,6 +103,8 @@ class Run(models.Model):
                 condition=Q(status="running", waiting_nodes=0),
                 name="run_stall_candidates_idx",
             ),
+            # Runs undoing their work (sagas.py): the reconciler's probe reads only these.
+            models.Index(fields=["id"], condition=Q(status="compensating"), name="run_compensating_idx"),
         ]
 
     def __str__(self) -> str:

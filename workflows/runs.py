@@ -18,7 +18,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from workflows import audit, childlinks
+from workflows import audit, childlinks, sagas
 from workflows.core import engine
 from workflows.core.definition import canonical_json
 from workflows.core.states import NodeStatus, RunStatus
@@ -216,7 +216,8 @@ def cancel_run(run_id: int, reason: str = "", user: Any = None) -> Run:
     """Cancel a running run: queued nodes never start, running results are ignored.
 
     Its child runs still going are cancelled with it, in the same transaction; a child run
-    cancelled on its own fails its parent node (childlinks.py).
+    cancelled on its own fails its parent node (childlinks.py). A run with succeeded nodes
+    to undo compensates (sagas.py), in the same transaction too.
     """
     with transaction.atomic():
         run = locked_run(run_id)
@@ -237,18 +238,24 @@ def cancel_locked(run: Run, reason: str, user: Any) -> bool:
         closed_at=run.finished_at, outcome="cancelled"
     )
     record_events(event("run.cancelled", run.pk, data={"reason": reason, "by": audit.actor_label(user)}))
-    transaction.on_commit(lambda: after_cancel(run.pk))
     open_children = ChildRun.objects.filter(parent_run=run, settled_at__isnull=True)
     for link in open_children.order_by("id"):
         child = locked_run(link.child_id)
         cancel_locked(child, f"its parent run {run.pk} was cancelled", user)
     open_children.update(settled_at=timezone.now())
+    if sagas.begin_compensations([run.pk]):  # it ends when its steps are done
+        run.status = RunStatus.COMPENSATING
+    else:
+        transaction.on_commit(lambda: after_cancel(run.pk))
     return True
 
 
 def after_cancel(run_id: int) -> None:
     bus.mark_cancelled(run_id)
     bus.publish_runs_finished([(run_id, RunStatus.CANCELLED)])
+
+
+COMPENSATION_STATUSES = (RunStatus.COMPENSATING, RunStatus.COMPENSATED, RunStatus.COMPENSATION_FAILED)
 
 
 def locked_run(run_id: int) -> Run:
@@ -277,6 +284,11 @@ def replay_dead_letter(letter_id: int, user: Any = None, edited_input: Any = Non
         run = locked_run(letter.run_id)
         if run.status == RunStatus.CANCELLED:
             raise Conflict(f"Run {run.pk} was cancelled; its dead letters can only be discarded.")
+        if run.status in COMPENSATION_STATUSES:
+            raise Conflict(
+                f"Run {run.pk} is {run.status}: it undid (or is undoing) its work, so its nodes cannot "
+                "run again; discard the dead letter, after undoing by hand what its step could not."
+            )
         node = NodeRun.objects.select_for_update().get(pk=letter.node_run_id)
         graph = load_graph(run.version_id)
         states = {n.node_id: engine.NodeState(n.status, n.tries) for n in run.nodes.all()}

@@ -58,6 +58,8 @@ APPROVAL, EVENT, TIMER = "human.approval", "wait.event", "wait.timer"
 WAIT_KINDS = (APPROVAL, EVENT, TIMER)
 # A child run (core/children.py): another workflow run as a run of its own; the node waits.
 CHILD = "workflow.run"
+# A compensation step's node id: its node's id and this suffix, which no node id can contain.
+COMPENSATE_SUFFIX = "~compensate"
 
 
 @dataclass(frozen=True)
@@ -74,6 +76,9 @@ class Node:
     max_in_flight: int | None = None  # attempts of this node (any run) queued or running at once
     rate_limit: RateLimit | None = None  # attempts of this node (any run) started per window
     kind: str = TASK  # how the node is claimed, executed and finished (runtime/kinds.py)
+    # Its saga step (core/compensation.py): a task node `<id>~compensate`, run to undo this
+    # node when its run fails or is cancelled after it succeeded.
+    compensate: Node | None = None
 
     @property
     def limited(self) -> bool:

@@ -22,6 +22,7 @@ from typing import Any
 from django.db import transaction
 
 from workflows import audit, catalog, handlers, runs
+from workflows.core.graph import CHILD, TASK, WAIT_KINDS
 from workflows.errors import Invalid, NotFound
 from workflows.models import Run, Workflow, WorkflowVersion
 
@@ -34,9 +35,20 @@ SNAPSHOT_PREFIX = "test-run snapshot of draft"
 def palette() -> list[dict[str, Any]]:
     """Return every registered handler: name, docstring summary, docstring, config schema."""
     return [
-        {"name": h.name, "summary": h.summary(), "doc": h.doc, "config_schema": h.config_schema}
+        {
+            "name": h.name,
+            "summary": h.summary(),
+            "doc": h.doc,
+            "config_schema": h.config_schema,
+            "kind": kind_of_handler(h.name),
+        }
         for h in handlers.registered().values()
     ]
+
+
+def kind_of_handler(name: str) -> str:
+    """The node kind a handler makes ("task" for handlers that run in a worker)."""
+    return name if name in (*WAIT_KINDS, CHILD) else TASK
 
 
 def child_choices(workflow: Workflow) -> list[dict[str, Any]]:

@@ -107,6 +107,8 @@ export class Inspector {
         : h("p", { class: "ed-muted", text: "Choose a registered handler to configure this node." }),
     );
 
+    const compensate = this.compensateSection(node, disabled);
+
     const retry = h("fieldset", { class: "ed-retry" }, h("legend", { text: "retry policy" }));
     for (const [key, label, integer, fallback, help] of RETRY_FIELDS) {
       const input = numberInput(getPath(data, ["retry", key]), integer, disabled, (v) => edit(["retry", key], v));
@@ -156,6 +158,7 @@ export class Inspector {
       field("id", idInput, { key: "id", help: "Letters, digits, '_' and '-'; starts with a letter or '_'." }),
       field("handler", handlerSelect, { key: "handler", help: handler ? handler.doc : "" }),
       configSection,
+      compensate,
       retry,
       field("timeout (s)", timeout, { key: "timeout_seconds", help: "Each attempt is stopped after this long." }),
       field("queue", queue, { key: "queue", help: "Workers listening on this queue run the node." }),
@@ -175,6 +178,46 @@ export class Inspector {
     );
     this.showIssues();
     this.showRun();
+  }
+
+  // The saga step that undoes this node when its run fails or is cancelled after it
+  // succeeded: a task handler (never a wait or a child run), its config form, its attempts.
+  compensateSection(node, disabled) {
+    const app = this.app;
+    const step = node.data.compensate && typeof node.data.compensate === "object" ? node.data.compensate : null;
+    const edit = (path, value) => app.editNode(node.uid, ["compensate", ...path], value);
+    const select = h("select", { disabled, dataset: { picker: "compensate" } });
+    select.append(h("option", { value: "", text: "(none: nothing to undo)" }));
+    for (const [name, handler] of app.palette) {
+      if (handler.kind === "task") select.append(h("option", { value: name, text: name }));
+    }
+    if (step && !app.palette.has(step.handler)) select.append(h("option", { value: step.handler, text: `${step.handler} (not registered)` }));
+    select.value = step ? step.handler : "";
+    select.addEventListener("change", () => app.changeCompensate(node.uid, select.value));
+    const handler = step ? app.palette.get(step.handler) : null;
+    const section = h(
+      "fieldset",
+      { class: "ed-config ed-compensate", dataset: { field: "compensate" } },
+      h("legend", { text: "compensate (saga)" }),
+      h("ul", { class: "ed-field-issues" }),
+      field("handler", select, {
+        key: "compensate.handler",
+        help: "Undoes this node (given its output as upstream) when the run fails or is cancelled after it succeeded; the last done is undone first.",
+      }),
+    );
+    if (handler) {
+      section.append(
+        ...configFields(handler.config_schema, step.config, {
+          disabled,
+          onChange: edit,
+          getConfig: () => app.doc.nodes.get(node.uid)?.data.compensate?.config ?? {},
+        }),
+      );
+      const attempts = numberInput(getPath(step, ["retry", "max_attempts"]), true, disabled, (v) => edit(["retry", "max_attempts"], v));
+      attempts.placeholder = "1";
+      section.append(field("max attempts", attempts, { key: "compensate.retry.max_attempts", help: "Attempts of the undo; after the last, a dead letter and the run ends compensation_failed." }));
+    }
+    return section;
   }
 
   renderEdge(edge) {

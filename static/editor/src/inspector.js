@@ -215,7 +215,7 @@ export class Inspector {
       );
       const attempts = numberInput(getPath(step, ["retry", "max_attempts"]), true, disabled, (v) => edit(["retry", "max_attempts"], v));
       attempts.placeholder = "1";
-      section.append(field("max attempts", attempts, { key: "compensate.retry.max_attempts", help: "Attempts of the undo; after the last, a dead letter and the run ends compensation_failed." }));
+      section.append(field("undo attempts", attempts, { key: "compensate.retry.max_attempts", help: "Attempts of the undo; after the last, a dead letter and the run ends compensation_failed." }));
     }
     return section;
   }

@@ -211,3 +211,14 @@ def test_an_unknown_paused_or_missing_child_is_refused_naming_the_field(
         versions.create_version(parent, {"nodes": [node("call", "workflow.run", config=config)]})
     (issue,) = refused.value.issues
     assert issue.path == path and message in issue.message and issue.node == "call"
+
+
+def test_a_named_version_runs_that_version_not_the_active_one(runtime: Runtime) -> None:
+    enrich = publish("enrich", ENRICH)
+    first = enrich.active_version
+    publish("enrich", {"nodes": [node("other", "core.noop")]})
+    flow = {"nodes": [call("call", "enrich", version=first.number)]}
+    run, _ = runs.start_run(publish("pinned", flow), {"customer": "c-2"})
+    assert wait_finished(run).status == "succeeded"
+    child = ChildRun.objects.get(parent_run=run).child
+    assert child.version_id == first.pk != Workflow.objects.get(slug="enrich").active_version_id

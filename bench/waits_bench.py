@@ -89,7 +89,8 @@ EVENT = {
 }
 
 
-def main() -> None:
+def prepare() -> dict[str, str]:
+    """A fresh bench database, migrated, with Django set up in this process; return the env."""
     db_url, redis_url = service_urls()
     recreate_database(db_url)
     env = {
@@ -103,24 +104,20 @@ def main() -> None:
     import django
 
     django.setup()
-    import psutil
-    from django.contrib.auth.models import User
-    from django.db import connection
-    from django.test import Client
-    from django.utils import timezone
+    return env
 
-    from workflows import approvals, runs, versions, waits
-    from workflows.models import NodeRun, Wait
+
+def start_processes(
+    commands: dict[str, list[str]], env: dict[str, str]
+) -> dict[str, subprocess.Popen[bytes]]:
+    """Start `manage.py <command>` per name, logging to DATA/<name>.log, on an emptied Redis."""
     from workflows.runtime import bus
 
     bus.client().flushdb()
     bus.ensure_group()
     DATA.mkdir(parents=True, exist_ok=True)
     procs = {}
-    for name, cmd in (
-        ("scheduler", ["runscheduler", "--name", "bench-s"]),
-        ("worker", ["rqworker", "-v", "0", "--name", "bench-w", "default"]),
-    ):
+    for name, cmd in commands.items():
         with open(DATA / f"{name}.log", "ab") as out:
             procs[name] = subprocess.Popen(
                 [str(BIN / "python"), "manage.py", *cmd],
@@ -130,6 +127,39 @@ def main() -> None:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
+    return procs
+
+
+def stop_processes(procs: dict[str, subprocess.Popen[bytes]]) -> None:
+    for proc in procs.values():
+        os.killpg(proc.pid, 15)
+    for proc in procs.values():
+        proc.wait(20)
+
+
+def spread(xs: list[float]) -> dict[str, float]:
+    return {"n": len(xs), "p50": round(pct(xs, 0.5), 1), "p95": round(pct(xs, 0.95), 1)}
+
+
+def main() -> None:
+    env = prepare()
+    import psutil
+    from django.contrib.auth.models import User
+    from django.db import connection
+    from django.test import Client
+    from django.utils import timezone
+
+    from workflows import approvals, runs, versions, waits
+    from workflows.models import NodeRun, Wait
+    from workflows.runtime import bus  # noqa: F401
+
+    procs = start_processes(
+        {
+            "scheduler": ["runscheduler", "--name", "bench-s"],
+            "worker": ["rqworker", "-v", "0", "--name", "bench-w", "default"],
+        },
+        env,
+    )
     try:
         approval_flow = versions.create_workflow("bench-approval", "Approval")
         versions.publish_version(versions.create_version(approval_flow, APPROVAL))
@@ -235,19 +265,11 @@ def main() -> None:
             return [(started[r] - at).total_seconds() * 1000 for r, at in woken if r in started]
 
         for kind, label in (("human.approval", "decision"), ("wait.event", "event")):
-            d = delays(kind)
-            results[f"{label}_to_next_start_ms"] = {
-                "n": len(d),
-                "p50": round(pct(d, 0.5), 1),
-                "p95": round(pct(d, 0.95), 1),
-            }
+            results[f"{label}_to_next_start_ms"] = spread(delays(kind))
         results["now"] = timezone.now().isoformat()
         print(json.dumps(results, indent=2))
     finally:
-        for proc in procs.values():
-            os.killpg(proc.pid, 15)
-        for proc in procs.values():
-            proc.wait(20)
+        stop_processes(procs)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from django.template.loader import render_to_string
 from controlplane import access
 from workflows import agents, mapitems
 from workflows.core.agent import AGENT
+from workflows.core.compensation import given_by, is_step, steps_to_run, undone_by
 from workflows.core.states import NodeStatus, RunStatus
 from workflows.llm import usage
 from workflows.models import DeadLetter, LLMCall, NodeRun, Run, RunEvent, Wait
@@ -21,6 +22,7 @@ from workflows.versions import load_graph
 FRAGMENTS = {
     "run-header": "monitoring/fragments/run_header.html",
     "run-nodes": "monitoring/fragments/run_nodes.html",
+    "run-compensation": "monitoring/fragments/run_compensation.html",
 }
 
 
@@ -42,12 +44,28 @@ def load(run: Run, user: Any, after_span: int = 0) -> dict[str, Any]:
     return {
         "run": run,
         "nodes": nodes,
+        "compensation": compensation_steps(run, nodes),
         "letters": letters,
         "spans": spans,
         "can_cancel": access.can(user, "cancel_run") and run.status in (RunStatus.RUNNING, RunStatus.WAITING),
-        "finished": run.status not in (RunStatus.RUNNING, RunStatus.WAITING),
+        "finished": run.status not in (RunStatus.RUNNING, RunStatus.WAITING, RunStatus.COMPENSATING),
         "llm": usage.run_totals(run.pk),
     }
+
+
+def compensation_steps(run: Run, nodes: list[NodeRun]) -> list[NodeRun]:
+    """A saga's steps in the order they run (newest node undone first), each with `undoes`."""
+    steps = {n.node_id: n for n in nodes if is_step(n.node_id)}
+    if not steps:
+        return []
+    done = sorted(
+        (n for n in nodes if n.status == NodeStatus.SUCCEEDED and not is_step(n.node_id)),
+        key=lambda n: (n.finished_at, n.pk),
+    )
+    order = [s for s in steps_to_run(load_graph(run.version_id), [n.node_id for n in done]) if s in steps]
+    for node_id in order:
+        steps[node_id].undoes = undone_by(node_id)  # type: ignore[attr-defined]
+    return [steps[node_id] for node_id in order]
 
 
 def attach_waits(run: Run, nodes: list[NodeRun]) -> None:
@@ -107,7 +125,7 @@ def render(ctx: dict[str, Any]) -> dict[str, str]:
 def node_detail(run: Run, node_id: str) -> dict[str, Any]:
     """A node of a run: its input (run input and upstream outputs), output, error, attempts."""
     node = NodeRun.objects.get(run=run, node_id=node_id)
-    predecessors = load_graph(run.version_id).predecessors(node_id)
+    predecessors = given_by(load_graph(run.version_id), node_id)  # a step: the node it undoes
     upstream = dict(
         NodeRun.objects.filter(run=run, node_id__in=predecessors, status=NodeStatus.SUCCEEDED).values_list(
             "node_id", "output"

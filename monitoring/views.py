@@ -21,7 +21,7 @@ from controlplane import access
 from monitoring import runstate, snapshots
 from monitoring.filters import LetterFilter, RunFilter
 from monitoring.guards import requires
-from workflows import deadletters, mapitems, runs, schedules, texts
+from workflows import childlinks, deadletters, mapitems, runs, schedules, texts
 from workflows.core.states import RunStatus
 from workflows.errors import DomainError, Invalid, NotFound
 from workflows.llm import usage
@@ -146,6 +146,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         "graph": graph_of(run.version.definition),
         "live": runstate.live_data(ctx),
         "audit": audit,
+        "family": childlinks.family(run.pk),
         "nav": "runs",
     }
     return render(request, "monitoring/run.html", context)

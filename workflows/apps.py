@@ -17,6 +17,7 @@ class WorkflowsConfig(AppConfig):
                 "workflows.handlers.waits",
                 "workflows.llm.handler",
                 "workflows.handlers.agent",
+                "workflows.handlers.children",
                 *settings.SWITCHYARD["HANDLER_MODULES"],
             ]
         )

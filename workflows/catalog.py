@@ -17,7 +17,7 @@ from workflows.core.states import RunStatus
 from workflows.errors import Conflict
 from workflows.models import Run, Workflow, WorkflowVersion
 
-IN_FLIGHT = (RunStatus.RUNNING, RunStatus.WAITING)
+IN_FLIGHT = (RunStatus.RUNNING, RunStatus.WAITING, RunStatus.COMPENSATING)
 
 
 def person_of(actor: Any) -> Any:

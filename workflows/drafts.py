@@ -37,9 +37,9 @@ def update_draft(
     version_id: int, definition: Any, based_on_revision: int, comment: str | None = None
 ) -> WorkflowVersion:
     """Replace a draft's definition if nobody saved it since `based_on_revision`."""
-    parse(definition)
     with transaction.atomic():
-        version = WorkflowVersion.objects.select_for_update().get(pk=version_id)
+        version = WorkflowVersion.objects.select_for_update().select_related("workflow").get(pk=version_id)
+        parse(definition, version.workflow)
         if version.is_published:
             raise Conflict(f"Version {version.number} is published and immutable: save a new draft instead.")
         if version.revision != based_on_revision:

@@ -23,6 +23,7 @@ from django.db import transaction
 
 from workflows import audit, catalog, handlers, runs
 from workflows.core.definition import LLM_HANDLER_PREFIX
+from workflows.core.graph import AGENT, CHILD, TASK, WAIT_KINDS
 from workflows.errors import Invalid, NotFound
 from workflows.llm import providers
 from workflows.models import Run, Workflow, WorkflowVersion
@@ -36,7 +37,13 @@ SNAPSHOT_PREFIX = "test-run snapshot of draft"
 def palette() -> list[dict[str, Any]]:
     """Return every registered handler: name, docstring summary, docstring, config schema."""
     return [
-        {"name": h.name, "summary": h.summary(), "doc": h.doc, "config_schema": offered_schema(h)}
+        {
+            "name": h.name,
+            "summary": h.summary(),
+            "doc": h.doc,
+            "config_schema": offered_schema(h),
+            "kind": kind_of_handler(h.name),
+        }
         for h in handlers.registered().values()
     ]
 
@@ -47,6 +54,24 @@ def offered_schema(handler: handlers.Handler) -> dict[str, Any] | None:
     if schema is None or not handler.name.startswith(LLM_HANDLER_PREFIX):
         return schema
     return providers.with_provider_choices(schema)
+
+
+def kind_of_handler(name: str) -> str:
+    """The node kind a handler makes ("task" for handlers that run in a worker)."""
+    return name if name in (*WAIT_KINDS, AGENT, CHILD) else TASK
+
+
+def child_choices(workflow: Workflow) -> list[dict[str, Any]]:
+    """The workflows a workflow.run node of `workflow` may call (all but itself), for the
+    editor's picker: slug, title, paused, and the published version numbers."""
+    published = WorkflowVersion.objects.filter(status=WorkflowVersion.PUBLISHED)
+    numbers: dict[int, list[int]] = {}
+    for workflow_id, number in published.order_by("-number").values_list("workflow_id", "number"):
+        numbers.setdefault(workflow_id, []).append(number)
+    return [
+        {"slug": w.slug, "title": w.title, "paused": w.paused, "versions": numbers.get(w.pk, [])}
+        for w in Workflow.objects.exclude(pk=workflow.pk).order_by("slug")
+    ]
 
 
 def is_snapshot(version: WorkflowVersion) -> bool:

@@ -77,7 +77,7 @@ class WorkflowVersion(models.Model):
 class Run(models.Model):
     workflow = models.ForeignKey(Workflow, on_delete=models.PROTECT, related_name="runs")
     version = models.ForeignKey(WorkflowVersion, on_delete=models.PROTECT, related_name="runs")
-    status = models.CharField(max_length=16, choices=RUN_STATUS_CHOICES, default=RunStatus.RUNNING)
+    status = models.CharField(max_length=24, choices=RUN_STATUS_CHOICES, default=RunStatus.RUNNING)
     # How many of its nodes are `waiting` (written by transitions' wait statements only).
     waiting_nodes = models.PositiveIntegerField(db_default=0)  # db_default: raw INSERTs omit it
     priority = models.SmallIntegerField(db_default=0)  # core/priorities.py
@@ -108,6 +108,8 @@ class Run(models.Model):
                 condition=Q(status="running", waiting_nodes=0),
                 name="run_stall_candidates_idx",
             ),
+            # Runs undoing their work (sagas.py): the reconciler's probe reads only these.
+            models.Index(fields=["id"], condition=Q(status="compensating"), name="run_compensating_idx"),
         ]
 
     def __str__(self) -> str:
@@ -699,3 +701,39 @@ class MapItem(models.Model):
 
     def __str__(self) -> str:
         return f"item {self.index} of {self.node_run_id} ({self.status})"
+
+
+# --- child runs ---
+
+
+class ChildRun(models.Model):
+    """The link from a workflow.run node's attempt to the child run it started.
+
+    Written in the transaction that moves the node to `waiting` and creates the child run
+    (whose idempotency key is `parent:<run>:<node>:<attempt>`), so a child exists exactly
+    when its link does; `settled_at` is set in the transaction that ends the child and
+    moves the parent node on (workflows/childlinks.py).
+    """
+
+    parent_run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="child_links")
+    node_run = models.ForeignKey(NodeRun, on_delete=models.CASCADE, related_name="child_links")
+    node_id = models.CharField(max_length=64)
+    attempt = models.PositiveIntegerField()
+    child = models.OneToOneField(Run, on_delete=models.CASCADE, related_name="parent_link")
+    depth = models.PositiveIntegerField(default=1)  # 1: a child of a run nobody started
+    created_at = models.DateTimeField(auto_now_add=True)
+    settled_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        constraints = [
+            models.UniqueConstraint(fields=["node_run", "attempt"], name="child_run_one_per_attempt")
+        ]
+        indexes = [
+            models.Index(
+                fields=["parent_run"], condition=Q(settled_at__isnull=True), name="child_run_open_idx"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"run {self.parent_run_id} {self.node_id}#{self.attempt} -> run {self.child_id}"

@@ -18,12 +18,12 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from workflows import audit
+from workflows import audit, childlinks, sagas
 from workflows.core import engine, priorities
 from workflows.core.definition import canonical_json
 from workflows.core.states import NodeStatus, RunStatus
 from workflows.errors import Conflict, Invalid, NotFound
-from workflows.models import DeadLetter, NodeRun, Run, RunEvent, Wait, Workflow, WorkflowVersion
+from workflows.models import ChildRun, DeadLetter, NodeRun, Run, RunEvent, Wait, Workflow, WorkflowVersion
 from workflows.runtime import bus, jobs, transitions
 from workflows.versions import load_graph
 
@@ -225,20 +225,41 @@ def record_events(*events: RunEvent) -> None:
 
 
 def cancel_run(run_id: int, reason: str = "", user: Any = None) -> Run:
-    """Cancel a running run: queued nodes never start, running results are ignored."""
+    """Cancel a running run: queued nodes never start, running results are ignored.
+
+    Its child runs still going are cancelled with it, in the same transaction; a child run
+    cancelled on its own fails its parent node (childlinks.py). A run with succeeded nodes
+    to undo compensates (sagas.py), in the same transaction too.
+    """
     with transaction.atomic():
         run = locked_run(run_id)
-        if not transitions.cancel_run(run, timezone.now()):
+        if not cancel_locked(run, reason, user):
             raise Conflict(
                 f"Run {run_id} is already {run.status}; only running or waiting runs can be cancelled."
             )
-        Wait.objects.filter(run=run, closed_at__isnull=True).update(
-            closed_at=run.finished_at, outcome="cancelled"
-        )
-        record_events(event("run.cancelled", run.pk, data={"reason": reason, "by": audit.actor_label(user)}))
         audit.record(user, "run.cancel", run, reason=reason)
-        transaction.on_commit(lambda: after_cancel(run.pk))
+        childlinks.settle_parents([run.pk])
     return run
+
+
+def cancel_locked(run: Run, reason: str, user: Any) -> bool:
+    """Cancel a locked run and its open child runs, deepest last; return whether it was going."""
+    if not transitions.cancel_run(run, timezone.now()):
+        return False
+    Wait.objects.filter(run=run, closed_at__isnull=True).update(
+        closed_at=run.finished_at, outcome="cancelled"
+    )
+    record_events(event("run.cancelled", run.pk, data={"reason": reason, "by": audit.actor_label(user)}))
+    open_children = ChildRun.objects.filter(parent_run=run, settled_at__isnull=True)
+    for link in open_children.order_by("id"):
+        child = locked_run(link.child_id)
+        cancel_locked(child, f"its parent run {run.pk} was cancelled", user)
+    open_children.update(settled_at=timezone.now())
+    if sagas.begin_compensations([run.pk]):  # it ends when its steps are done
+        run.status = RunStatus.COMPENSATING
+    else:
+        transaction.on_commit(lambda: after_cancel(run.pk))
+    return True
 
 
 def after_cancel(run_id: int) -> None:
@@ -252,6 +273,9 @@ def after_cancel(run_id: int) -> None:
         bus.publish_runs_finished([(run_id, RunStatus.CANCELLED)])
     except redis.RedisError as exc:
         log.warning("run %s cancelled; its notice was not sent (%s)", run_id, exc)
+
+
+COMPENSATION_STATUSES = (RunStatus.COMPENSATING, RunStatus.COMPENSATED, RunStatus.COMPENSATION_FAILED)
 
 
 def locked_run(run_id: int) -> Run:
@@ -280,6 +304,11 @@ def replay_dead_letter(letter_id: int, user: Any = None, edited_input: Any = Non
         run = locked_run(letter.run_id)
         if run.status == RunStatus.CANCELLED:
             raise Conflict(f"Run {run.pk} was cancelled; its dead letters can only be discarded.")
+        if run.status in COMPENSATION_STATUSES:
+            raise Conflict(
+                f"Run {run.pk} is {run.status}: it undid (or is undoing) its work, so its nodes cannot "
+                "run again; discard the dead letter, after undoing by hand what its step could not."
+            )
         node = NodeRun.objects.select_for_update().get(pk=letter.node_run_id)
         graph = load_graph(run.version_id)
         states = {n.node_id: engine.NodeState(n.status, n.tries) for n in run.nodes.all()}

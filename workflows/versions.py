@@ -16,7 +16,7 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from workflows import handlers
+from workflows import calls, handlers
 from workflows.core.definition import DefinitionError, Limits, checksum, normalise, parse_definition
 from workflows.core.graph import Graph
 from workflows.errors import Conflict, Invalid, NotFound
@@ -37,12 +37,17 @@ def limits() -> Limits:
     )
 
 
-def parse(definition: Any) -> Graph:
-    """Parse and validate a definition against the registered handlers; raise Invalid."""
+def parse(definition: Any, workflow: Workflow | None = None) -> Graph:
+    """Parse and validate a definition against the registered handlers and, for `workflow`,
+    its calls to other workflows (calls.py); raise Invalid."""
     try:
-        return parse_definition(definition, handlers.schemas(), limits())
+        graph = parse_definition(definition, handlers.schemas(), limits())
     except DefinitionError as exc:
         raise Invalid("The workflow definition is invalid.", issues=exc.issues) from None
+    issues = calls.call_issues(definition, workflow)
+    if issues:
+        raise Invalid("The workflow definition is invalid.", issues=issues)
+    return graph
 
 
 @lru_cache(maxsize=1024)
@@ -62,7 +67,7 @@ def create_version(
     workflow: Workflow, definition: Any, comment: str = "", user: Any = None
 ) -> WorkflowVersion:
     """Store a valid definition as the workflow's next draft version."""
-    parse(definition)
+    parse(definition, workflow)
     with transaction.atomic():
         Workflow.objects.select_for_update().get(pk=workflow.pk)
         number = (workflow.versions.aggregate(n=Max("number"))["n"] or 0) + 1
@@ -77,8 +82,8 @@ def create_version(
 
 
 def publish_version(version: WorkflowVersion, activate: bool = True) -> WorkflowVersion:
-    """Freeze a draft (validated again: handlers may have gone) and make it active."""
-    parse(version.definition)
+    """Freeze a draft (validated again: handlers and called workflows may have gone) and make it active."""
+    parse(version.definition, version.workflow)
     with transaction.atomic():
         locked = WorkflowVersion.objects.select_for_update().get(pk=version.pk)
         if locked.is_published:
@@ -95,6 +100,9 @@ def activate_version(version: WorkflowVersion) -> WorkflowVersion:
     """Make a published version the one new runs use (a rollback when it is older)."""
     if not version.is_published:
         raise Conflict(f"Version {version.number} is a draft: publish it before activating it.")
+    issues = calls.call_issues(version.definition, version.workflow)
+    if issues:
+        raise Invalid(f"Version {version.number} cannot be activated.", issues=issues)
     with transaction.atomic():
         _activate(version)
     return version

@@ -37,7 +37,9 @@
       if (n.status === "running" && n.started) bars.push({ node: id, start: n.started, end: now, cls: "running", label: `${id} #${n.attempt} (running)` });
     }
     const end = Math.max(state.run.finished || now, ...bars.map((b) => b.end), start + 0.001);
-    const rows = rowOrder.filter((id) => bars.some((b) => b.node === id));
+    // Compensation steps (`<node>~compensate`) are not in the graph: their rows come last.
+    const steps = Object.keys(state.nodes).filter((id) => !rowOrder.includes(id));
+    const rows = rowOrder.concat(steps).filter((id) => bars.some((b) => b.node === id));
     const W = 1000;
     const LABEL = 170;
     const ROW = 24;

@@ -15,10 +15,12 @@ from typing_extensions import TypedDict
 
 from workflows import drafts, editing
 from workflows.api.errors import definition_error
+from workflows.childlinks import Family
 from workflows.core.definition import Issue
 from workflows.handlers.registry import Handler
 from workflows.models import (
     ApiKey,
+    ChildRun,
     DeadLetter,
     NodeRun,
     Run,
@@ -135,11 +137,24 @@ class NodeOut(TypedDict):
     items: dict[str, int] | None
 
 
+class RunLinkOut(TypedDict):
+    """A parent or child run: the run, the workflow.run node and the attempt that started it."""
+
+    run: int
+    workflow: str
+    status: str
+    node_id: str
+    attempt: int
+    url: str
+
+
 class RunOut(RunSummary):
     input: dict[str, Any]
     nodes: list[NodeOut]
     dead_letters: list[int]
     llm_usage: NotRequired[LLMUsageOut]
+    parent: RunLinkOut | None
+    children: list[RunLinkOut]
 
 
 class EventOut(TypedDict):
@@ -474,17 +489,21 @@ def run(
     r: Run,
     nodes: list[NodeRun],
     letters: list[int],
+    family: Family,
     llm: dict[str, Any] | None = None,
     progress: dict[int, dict[str, int]] | None = None,
 ) -> RunOut:
-    """A run; `llm` (usage.run_usage) adds the LLM usage of the run and of each LLM node,
-    `progress` (mapitems.progress) each map node's item counts."""
+    """A run with its parent and children (`family`); `llm` (usage.run_usage) adds the LLM
+    usage of the run and of each LLM node, `progress` (mapitems.progress) each map node's
+    item counts."""
     progress = progress or {}
     out = {
         **run_summary(r),
         "input": r.input,
         "nodes": [node(n, progress.get(n.pk)) for n in nodes],
         "dead_letters": letters,
+        "parent": run_link(family.parent, family.parent.parent_run) if family.parent else None,
+        "children": [run_link(link, link.child) for link in family.children],
     }
     if llm is not None:
         out["llm_usage"] = llm["run"]
@@ -492,6 +511,17 @@ def run(
             if item["node_id"] in llm["nodes"]:
                 item["llm_usage"] = llm["nodes"][item["node_id"]]
     return out  # type: ignore[return-value]
+
+
+def run_link(link: ChildRun, other: Run) -> RunLinkOut:
+    return {
+        "run": other.pk,
+        "workflow": other.workflow.slug,
+        "status": other.status,
+        "node_id": link.node_id,
+        "attempt": link.attempt,
+        "url": f"{API}/runs/{other.pk}",
+    }
 
 
 def millis(start: datetime | None, end: datetime | None) -> float | None:

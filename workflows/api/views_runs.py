@@ -7,7 +7,7 @@ from typing import Annotated, Any
 from django.http import HttpRequest, HttpResponse
 from ninja import Header, Path, Query, Router, Status
 
-from workflows import editing, mapitems, runs, tracecontext, versions
+from workflows import childlinks, editing, mapitems, runs, tracecontext, versions
 from workflows.api import inputs as i
 from workflows.api import serializers as s
 from workflows.api.auth import allowed, authorize_actor
@@ -115,7 +115,8 @@ def read_run(run_id: int) -> s.RunOut:
     run = runs.get_run(run_id)
     nodes = list(NodeRun.objects.filter(run_id=run_id).order_by("id"))
     letters = list(DeadLetter.objects.filter(run_id=run_id).order_by("id").values_list("id", flat=True))
-    return s.run(run, nodes, letters, usage.run_usage(run_id), mapitems.progress(n.pk for n in nodes))
+    progress = mapitems.progress(n.pk for n in nodes)
+    return s.run(run, nodes, letters, childlinks.family(run_id), usage.run_usage(run_id), progress)
 
 
 @router.post(

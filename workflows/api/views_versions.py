@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from django.http import HttpRequest, HttpResponse
 from ninja import Header, Path, Query, Router, Status
 
-from workflows import catalog, drafts, handlers, versions
+from workflows import calls, catalog, drafts, handlers, versions
 from workflows.api import inputs as i
 from workflows.api import serializers as s
 from workflows.api.auth import allowed
@@ -177,7 +177,7 @@ def diff_versions(request: HttpRequest, slug: SlugPath, q: Query[i.DiffQuery]) -
 def validate(request: HttpRequest, body: i.ValidateIn) -> Any:
     """Validate a definition without saving it; every issue comes with its JSON path."""
     issues = validate_definition(body.definition, handlers.schemas(), versions.limits())
-    return s.validation(issues)
+    return s.validation(issues + calls.call_issues(body.definition, None))
 
 
 @router.post(
@@ -192,9 +192,9 @@ def check_definition(request: HttpRequest, slug: SlugPath, body: i.ValidateIn) -
     an item of a problem's `errors` (`code`, `node`, `field` in the definition, `cycle`'s node
     ids), so what the editor shows while drawing is what a refused save would say. Anyone who
     may look at the workflow may check (a viewer's canvas shows its problems too)."""
-    versions.get_workflow(slug)
+    workflow = versions.get_workflow(slug)
     issues = validate_definition(body.definition, handlers.schemas(), versions.limits())
-    return s.definition_check(issues)
+    return s.definition_check(issues + calls.call_issues(body.definition, workflow))
 
 
 @router.get("/handlers", response=s.HandlerList, auth=allowed("view"), summary="List node handlers")

@@ -29,6 +29,8 @@ from workflows.core.conditions import Condition, ConditionError
 from workflows.core.engine import JOIN_RULES
 from workflows.core.graph import (
     AGENT,
+    CHILD,
+    COMPENSATE_SUFFIX,
     DEFAULT_JOIN,
     MAP,
     TASK,
@@ -154,6 +156,16 @@ class RateLimitSpec(BaseModel):
     per_seconds: float = Field(ge=0.1, le=86_400)
 
 
+class CompensateSpec(BaseModel):
+    """Validate a node's ``compensate`` object: the handler that undoes it (a saga step)."""
+
+    model_config = _STRICT
+    handler: str = Field(min_length=1, max_length=200)
+    config: dict[str, Any] = Field(default_factory=dict)
+    retry: RetrySpec = Field(default_factory=RetrySpec)
+    timeout_seconds: float = Field(default=300.0, gt=0, le=86400)
+
+
 class NodeSpec(BaseModel):
     """Validate one entry of ``nodes``."""
 
@@ -170,11 +182,14 @@ class NodeSpec(BaseModel):
     map: str | None = Field(default=None, min_length=1, max_length=500)
     max_parallel: int | None = Field(default=None, ge=1, le=MAX_PARALLEL)
     on_item_failure: Literal["fail", "continue"] | None = None
+    compensate: CompensateSpec | None = None
 
 
 # Node fields written into the normalised definition only when set, so that definitions
 # saved before the field existed keep their checksums.
-_OMITTED_WHEN_UNSET = frozenset({"max_in_flight", "rate_limit", "map", "max_parallel", "on_item_failure"})
+_OMITTED_WHEN_UNSET = frozenset(
+    {"max_in_flight", "rate_limit", "map", "max_parallel", "on_item_failure", "compensate"}
+)
 
 
 def _node_json(spec: NodeSpec) -> dict[str, Any]:
@@ -599,23 +614,54 @@ def _check_conditions(draft: _Draft) -> list[Issue]:
 
 
 def _check_handlers(draft: _Draft, handlers: HandlerSchemas) -> list[Issue]:
-    """Report unregistered handlers and configs that break their handler's schema."""
+    """Report unregistered handlers and configs that break their handler's schema (a node's
+    own, and its compensate handler's: `nodes[i].compensate.handler`)."""
     issues: list[Issue] = []
     validators: dict[str, _ConfigValidator] = {}
     for index, raw in _dict_items(draft.raw_nodes):
-        handler, config = raw.get("handler"), raw.get("config", {})
-        if not isinstance(handler, str) or not handler:
-            continue
-        if handler not in handlers:
-            message = _unknown_handler(handler, handlers) + _node_suffix(raw)
-            issues.append(Issue(f"nodes[{index}].handler", message, "unknown_handler", _node_id(raw)))
-            continue
-        schema = handlers[handler]
-        if schema is not None and isinstance(config, dict):
-            if handler not in validators:
-                validators[handler] = _config_validator(handler, schema)
-            issues += _check_config(index, raw, validators[handler])
+        issues += _check_handler(index, raw, raw, ("nodes", index), handlers, validators)
+        step = raw.get("compensate")
+        if isinstance(step, dict):
+            issues += _check_compensate(index, raw, step, handlers, validators)
     return issues
+
+
+def _check_compensate(
+    index: int,
+    raw: Mapping[str, Any],
+    step: Mapping[str, Any],
+    handlers: HandlerSchemas,
+    validators: dict[str, _ConfigValidator],
+) -> list[Issue]:
+    """A compensate handler must be a registered task handler: not a wait, not a child run."""
+    if step.get("handler") in (*WAIT_KINDS, CHILD):
+        message = f"{step['handler']} cannot undo a node; choose a task handler{_node_suffix(raw)}"
+        return [Issue(f"nodes[{index}].compensate.handler", message, "invalid_compensate", _node_id(raw))]
+    return _check_handler(index, raw, step, ("nodes", index, "compensate"), handlers, validators)
+
+
+def _check_handler(
+    index: int,
+    raw: Mapping[str, Any],
+    item: Mapping[str, Any],
+    prefix: tuple[str | int, ...],
+    handlers: HandlerSchemas,
+    validators: dict[str, _ConfigValidator],
+) -> list[Issue]:
+    """Check one `handler` and its `config` (of a node, or of its compensate step)."""
+    handler, config = item.get("handler"), item.get("config", {})
+    if not isinstance(handler, str) or not handler:
+        return []
+    path = _format_path(prefix)
+    if handler not in handlers:
+        message = _unknown_handler(handler, handlers) + _node_suffix(raw)
+        return [Issue(f"{path}.handler", message, "unknown_handler", _node_id(raw))]
+    schema = handlers[handler]
+    if schema is None or not isinstance(config, dict):
+        return []
+    if handler not in validators:
+        validators[handler] = _config_validator(handler, schema)
+    return _check_config(prefix, raw, config, validators[handler])
 
 
 def _check_waits(draft: _Draft) -> list[Issue]:
@@ -659,12 +705,14 @@ def _config_validator(handler: str, schema: Mapping[str, Any]) -> _ConfigValidat
     return jsonschema.Draft202012Validator(schema)
 
 
-def _check_config(index: int, raw: Mapping[str, Any], validator: _ConfigValidator) -> list[Issue]:
-    """Validate a node's config with its handler's validator."""
+def _check_config(
+    at: tuple[str | int, ...], raw: Mapping[str, Any], config: Any, validator: _ConfigValidator
+) -> list[Issue]:
+    """Validate a config (at `at`: a node, or its compensate step) with its handler's validator."""
     if isinstance(validator, str):
-        return [Issue(f"nodes[{index}].handler", validator, "invalid_handler_schema", _node_id(raw))]
-    prefix: tuple[str | int, ...] = ("nodes", index, "config")
-    errors = sorted(validator.iter_errors(raw.get("config", {})), key=lambda e: _format_path(e.absolute_path))
+        return [Issue(_format_path((*at, "handler")), validator, "invalid_handler_schema", _node_id(raw))]
+    prefix: tuple[str | int, ...] = (*at, "config")
+    errors = sorted(validator.iter_errors(config), key=lambda e: _format_path(e.absolute_path))
     return [
         Issue(
             _format_path(prefix + tuple(e.absolute_path)),
@@ -688,9 +736,25 @@ def _build_graph(draft: _Draft) -> Graph:
 def _build_node(spec: NodeSpec) -> Node:
     """Turn a node spec into a Node."""
     rate = RateLimit(**spec.rate_limit.model_dump()) if spec.rate_limit is not None else None
-    fields = spec.model_dump(exclude={"retry", "rate_limit"}, exclude_none=True)
-    kind = spec.handler if spec.handler in (*WAIT_KINDS, AGENT) else MAP if spec.map else TASK
-    return Node(**fields, retry=RetryPolicy(**spec.retry.model_dump()), rate_limit=rate, kind=kind)
+    fields = spec.model_dump(exclude={"retry", "rate_limit", "compensate"}, exclude_none=True)
+    kind = spec.handler if spec.handler in (*WAIT_KINDS, AGENT, CHILD) else MAP if spec.map else TASK
+    retry = RetryPolicy(**spec.retry.model_dump())
+    return Node(**fields, retry=retry, rate_limit=rate, kind=kind, compensate=_build_step(spec))
+
+
+def _build_step(spec: NodeSpec) -> Node | None:
+    """The node's compensation step as a task node of its own (core/compensation.py)."""
+    step = spec.compensate
+    if step is None:
+        return None
+    return Node(
+        id=f"{spec.id}{COMPENSATE_SUFFIX}",
+        handler=step.handler,
+        config=step.config,
+        retry=RetryPolicy(**step.retry.model_dump()),
+        timeout_seconds=step.timeout_seconds,
+        queue=spec.queue,
+    )
 
 
 def _format_path(parts: Iterable[str | int]) -> str:

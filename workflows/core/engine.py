@@ -41,7 +41,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from workflows.core.graph import AGENT, DEFAULT_JOIN, MAP, TASK, WAIT_KINDS, Edge, Graph
+from workflows.core.graph import AGENT, CHILD, DEFAULT_JOIN, MAP, TASK, WAIT_KINDS, Edge, Graph
 from workflows.core.states import NODE_TERMINAL
 from workflows.core.states import NodeStatus as N
 from workflows.core.states import RunStatus as R
@@ -136,16 +136,16 @@ def start_node(graph: Graph, node_id: str) -> EnqueueNode | WaitNode:
     """Decide how a ready node starts: the one place where the engine looks at a node's kind.
 
     A task is enqueued for a worker; so is an agent loop (its steps are the runtime's); a
-    wait node waits, holding no worker; a map node waits too, while its items run
-    (core/maps.py). A new kind adds its branch here and its runtime side in
-    workflows/runtime/kinds.py.
+    wait node waits, holding no worker; so do a map node while its items run (core/maps.py)
+    and a child-run node (`workflow.run`) while its child runs. A new kind adds its branch
+    here and its runtime side in workflows/runtime/kinds.py.
     """
     kind = graph.nodes[node_id].kind
     if kind in (TASK, AGENT):
         return EnqueueNode(node_id)
     if kind in WAIT_KINDS:
         return WaitNode(node_id)
-    if kind == MAP:
+    if kind in (MAP, CHILD):
         return WaitNode(node_id)
     raise ValueError(f"Node {node_id!r} has kind {kind!r}, which this engine cannot run.")
 

@@ -61,6 +61,10 @@ WAIT_KINDS = (APPROVAL, EVENT, TIMER)
 AGENT = "llm.agent"
 # A node with a `map` expression runs its handler once per item of a list (core/maps.py).
 MAP = "map"
+# A child run (core/children.py): another workflow run as a run of its own; the node waits.
+CHILD = "workflow.run"
+# A compensation step's node id: its node's id and this suffix, which no node id can contain.
+COMPENSATE_SUFFIX = "~compensate"
 
 
 @dataclass(frozen=True)
@@ -80,6 +84,9 @@ class Node:
     map: str | None = None  # a map node: the expression giving its list of items (core/maps.py)
     max_parallel: int = 10  # a map node: items queued or running at once
     on_item_failure: str = "fail"  # a map node: "fail" the node, or "continue" with failures marked
+    # Its saga step (core/compensation.py): a task node `<id>~compensate`, run to undo this
+    # node when its run fails or is cancelled after it succeeded.
+    compensate: Node | None = None
 
     @property
     def limited(self) -> bool:

@@ -38,6 +38,11 @@ class RunStatus(StrEnum):
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    # Sagas (core/compensation.py): a failed or cancelled run whose succeeded nodes name a
+    # compensate handler undoes them, newest first, then ends compensated or compensation_failed.
+    COMPENSATING = "compensating"
+    COMPENSATED = "compensated"
+    COMPENSATION_FAILED = "compensation_failed"
 
 
 class Cause(StrEnum):
@@ -60,13 +65,15 @@ class Cause(StrEnum):
     EVENT = "event"  # an event posted on a waiting node's key wakes it
     EXPIRE = "expire"  # a waiting node's deadline passes: a timer fires, an approval times out
     GATHER = "gather"  # a map node's items have all finished (or its list could not be computed)
+    CHILD = "child"  # a workflow.run node's child run ends, or cannot start
+    COMPENSATE = "compensate"  # a failed or cancelled run starts undoing its nodes; its undoing ends
 
 
 N = NodeStatus
 R = RunStatus
 NODE_TERMINAL = frozenset({N.SUCCEEDED, N.DEAD, N.SKIPPED, N.UPSTREAM_FAILED, N.CANCELLED})
 NODE_IN_FLIGHT = frozenset({N.QUEUED, N.RUNNING, N.FAILED, N.RETRYING})
-RUN_FINISHED = frozenset({R.SUCCEEDED, R.FAILED, R.CANCELLED})
+RUN_FINISHED = frozenset({R.SUCCEEDED, R.FAILED, R.CANCELLED, R.COMPENSATED, R.COMPENSATION_FAILED})
 
 Moves = Mapping[Cause, Mapping[N | None, frozenset[N]]]
 RunMoves = Mapping[Cause, Mapping[R | None, frozenset[R]]]
@@ -107,7 +114,13 @@ NODE_MOVES: Moves = {
     # have finished it succeeds with their outputs, or is dead by a dead item; a list that
     # cannot be computed fails it (then retried or dead as a task).
     Cause.GATHER: {N.WAITING: frozenset({N.SUCCEEDED, N.DEAD, N.FAILED})},
+    # A child-run node waits (Cause.WAIT) while its child runs; the child's end moves it on:
+    # succeeded with the child's output, or failed (the child failed or was cancelled, or it
+    # could not start); the engine's retry (a new child) or dead letter then apply.
+    Cause.CHILD: {N.WAITING: frozenset({N.SUCCEEDED, N.FAILED})},
 }
+# A compensation step is a node row of its own (`<node>~compensate`), created pending (CREATE)
+# when its run starts compensating, then claimed, run, retried or killed as a task.
 
 # The run table, likewise.
 RUN_MOVES: RunMoves = {
@@ -117,6 +130,14 @@ RUN_MOVES: RunMoves = {
     Cause.CANCEL: {R.RUNNING: frozenset({R.CANCELLED}), R.WAITING: frozenset({R.CANCELLED})},
     # A replayed run runs again; still running when other branches went on (all_done).
     Cause.REPLAY: {s: frozenset({R.RUNNING}) for s in (R.RUNNING, R.FAILED, R.SUCCEEDED)},
+    # In the transaction that fails or cancels it, a run with something to undo starts
+    # compensating; when every step is done it ends compensated (or compensation_failed: a
+    # step is dead, its dead letter waits for an operator).
+    Cause.COMPENSATE: {
+        R.FAILED: frozenset({R.COMPENSATING}),
+        R.CANCELLED: frozenset({R.COMPENSATING}),
+        R.COMPENSATING: frozenset({R.COMPENSATED, R.COMPENSATION_FAILED}),
+    },
 }
 
 

@@ -381,6 +381,90 @@ DEMO_MAP: dict[str, Any] = {
     "edges": [{"source": "summarise", "target": "report"}],
 }
 
+
+# --- the order saga -------------------------------------------------------------------------
+# Each step that changes the world names the step that undoes it (`compensate`): when the
+# run fails or is cancelled, the succeeded steps are undone newest first (core/compensation.py).
+# Input: {"order_id": "A-7", "sku": "lamp", "card": "4242", "address": "1 Main St"};
+# "card": "declined" fails the payment (the reservation is released), "address": "nowhere"
+# fails the shipping (the charge is refunded, then the reservation released).
+
+
+def order_of(ctx: NodeContext) -> str:
+    return str(ctx.input.get("order_id") or "A-1") if isinstance(ctx.input, dict) else "A-1"
+
+
+@node("demo.reserve_inventory", config_schema=NO_CONFIG)
+def reserve_inventory(ctx: NodeContext) -> dict[str, Any]:
+    """Reserve the order's item in the warehouse; return the reservation."""
+    order = order_of(ctx)
+    sku = str(ctx.input.get("sku") or "lamp")
+    return {"reservation": f"R-{stable_hash('reserve', order) % 100000:05d}", "sku": sku, "order_id": order}
+
+
+@node("demo.release_inventory", config_schema=NO_CONFIG)
+def release_inventory(ctx: NodeContext) -> dict[str, Any]:
+    """Undo reserve_inventory: release the reservation it made (its output is given as upstream)."""
+    reserved = next(iter(ctx.upstream.values()), None)
+    if not isinstance(reserved, dict) or "reservation" not in reserved:
+        raise HandlerError(f"Node {ctx.node_id!r} needs the reservation to release; none was given.")
+    return {"released": reserved["reservation"]}
+
+
+@node("demo.charge_payment", config_schema=NO_CONFIG)
+def charge_payment(ctx: NodeContext) -> dict[str, Any]:
+    """Charge the customer's card; the card "declined" is refused."""
+    card = str(ctx.input.get("card") or "4242")
+    if card == "declined":
+        raise HandlerError(f"The card for order {order_of(ctx)} was declined.")
+    return {
+        "charge": f"CH-{stable_hash('charge', order_of(ctx)) % 100000:05d}",
+        "amount": ctx.input.get("amount", 25),
+    }
+
+
+@node("demo.refund_payment", config_schema=NO_CONFIG)
+def refund_payment(ctx: NodeContext) -> dict[str, Any]:
+    """Undo charge_payment: refund the charge it made (its output is given as upstream)."""
+    charged = next(iter(ctx.upstream.values()), None)
+    if not isinstance(charged, dict) or "charge" not in charged:
+        raise HandlerError(f"Node {ctx.node_id!r} needs the charge to refund; none was given.")
+    return {"refunded": charged["charge"]}
+
+
+@node("demo.ship_order", config_schema=NO_CONFIG)
+def ship_order(ctx: NodeContext) -> dict[str, Any]:
+    """Hand the order to the carrier; the address "nowhere" cannot be shipped to."""
+    address = str(ctx.input.get("address") or "1 Main St")
+    if address == "nowhere":
+        raise HandlerError(f"The carrier cannot ship order {order_of(ctx)} to {address!r}.")
+    return {"tracking": f"TR-{stable_hash('ship', order_of(ctx)) % 100000:05d}"}
+
+
+_QUICK_RETRY = {"max_attempts": 2, "backoff_seconds": 0.2}
+
+DEMO_SAGA: dict[str, Any] = {
+    "description": (
+        'The order saga: reserve, charge, ship. Input {"order_id": "A-7", "card": "declined"} fails '
+        'the payment and releases the reservation; "address": "nowhere" refunds, then releases.'
+    ),
+    "nodes": [
+        _node(
+            "reserve_inventory",
+            "demo.reserve_inventory",
+            compensate={"handler": "demo.release_inventory", "config": {}, "retry": _QUICK_RETRY},
+        ),
+        _node(
+            "charge_payment",
+            "demo.charge_payment",
+            retry=_QUICK_RETRY,
+            compensate={"handler": "demo.refund_payment", "config": {}, "retry": _QUICK_RETRY},
+        ),
+        _node("ship_order", "demo.ship_order"),
+    ],
+    "edges": [_edge("reserve_inventory", "charge_payment"), _edge("charge_payment", "ship_order")],
+}
+
 DEMO_WORKFLOWS: dict[str, tuple[str, dict[str, Any]]] = {
     "demo-profile": ("User profile enrichment", DEMO_PROFILE),
     "demo-retries": ("Retries and dead letters (drill)", DEMO_RETRIES),
@@ -388,4 +472,5 @@ DEMO_WORKFLOWS: dict[str, tuple[str, dict[str, Any]]] = {
     "demo-agent": ("Support agent with tools (llm.agent)", DEMO_AGENT),
     "demo-llm": ("LLM welcome note (streamed)", DEMO_LLM),
     "demo-map": ("Summarise documents (map)", DEMO_MAP),
+    "demo-order-saga": ("Order saga with compensation", DEMO_SAGA),
 }

@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('workflows', '0014_map_items'),
+        ('workflows', '0015_child_runs_b_sagas'),
     ]
 
     operations = [

@@ -181,6 +181,7 @@ def editor_config(request: HttpRequest, workflow: Workflow, **extra: Any) -> dic
             "run": access.can(user, "start_run"),
         },
         "palette": editing.palette(),
+        "workflows": editing.child_choices(workflow),
         "queues": list(settings.SWITCHYARD_QUEUES),
         "joinRules": [{"name": rule, "help": join.__doc__ or ""} for rule, join in JOINS.items()],
         "defaultJoin": DEFAULT_JOIN,

@@ -22,7 +22,9 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
+from workflows import childlinks, sagas
 from workflows.core import engine, priorities
+from workflows.core.compensation import advance_steps, given_by, step_node, steps_to_run
 from workflows.core.graph import Graph
 from workflows.core.states import NodeStatus, RunStatus
 from workflows.models import DeadLetter, NodeRun, RunEvent
@@ -141,12 +143,17 @@ def advance_runs(run_ids: Collection[int], workers: int = 1, known: Iterable[Seq
     if not run_ids:
         return 0
     plan = Plan()
-    for snap in load_snapshots(run_ids, known).values():
+    snaps = load_snapshots(run_ids, known)
+    for snap in snaps.values():
         graph = load_graph(snap.version_id)
         for decision in engine.advance(graph, snap.states, snap.input, random.random()):
             plan.add(snap, graph, decision)
     apply_plan(plan, workers)
-    return len(plan.ready) + len(plan.skips) + len(plan.retries) + len(plan.kills) + len(plan.finishes)
+    others = [run_id for run_id in run_ids if run_id not in snaps]  # rare: finished, or compensating
+    undone = advance_compensations(others, workers) if others else 0
+    return (
+        len(plan.ready) + len(plan.skips) + len(plan.retries) + len(plan.kills) + len(plan.finishes) + undone
+    )
 
 
 def apply_plan(plan: Plan, workers: int) -> None:
@@ -200,7 +207,7 @@ def node_inputs(nodes: list[NodeRun]) -> dict[int, dict[str, Any]]:
     if not nodes:
         return {}
     graphs = {node.pk: load_graph(node.run.version_id) for node in nodes}
-    upstream = {p for node in nodes for p in graphs[node.pk].predecessors(node.node_id)}
+    upstream = {p for node in nodes for p in given_by(graphs[node.pk], node.node_id)}
     rows = transitions.read_inputs([node.pk for node in nodes], upstream)
     outputs: dict[int, dict[str, Any]] = {}
     for row in rows:
@@ -212,17 +219,24 @@ def node_inputs(nodes: list[NodeRun]) -> dict[int, dict[str, Any]]:
         graph, done = graphs[node.pk], outputs.get(node.run_id, {})
         snapshot = {
             "input": run_input[node.pk],
-            "upstream": {p: done[p] for p in graph.predecessors(node.node_id) if p in done},
-            "config": graph.nodes[node.node_id].config,
+            "upstream": {p: done[p] for p in given_by(graph, node.node_id) if p in done},
+            "config": step_node(graph, node.node_id).config,
         }
         snapshots[node.pk] = snapshot if node.input_override is None else {**snapshot, "edited": True}
     return snapshots
 
 
 def apply_finishes(finishes: list[FinishRun]) -> None:
+    """End runs; a child run's parent node moves on in the same transaction (childlinks.py)."""
     if not finishes:
         return
-    finished = transitions.finish_runs(finishes)
+    with transaction.atomic():
+        finished = transitions.finish_runs(finishes)
+        undoing = set(
+            sagas.begin_compensations([run_id for run_id, status in finished if status == RunStatus.FAILED])
+        )
+        finished = [(run_id, status) for run_id, status in finished if run_id not in undoing]
+        childlinks.settle_parents([run_id for run_id, _ in finished])
     transaction.on_commit(lambda: bus.publish_runs_finished(finished))
 
 
@@ -264,3 +278,56 @@ def enqueue_due(workers: int, limit: int = 1000, per_node: int = 100) -> int:
         ]
         kinds.claim_ready(rows, workers, status)
     return len(due)
+
+
+# --------------------------------------------------------------------------- compensating runs
+# A compensating run's steps (core/compensation.py) run one at a time, as tasks: the same
+# claims, retries, dead letters as nodes, decided by compensation.advance_steps.
+
+COMPENSATING_SQL = f"""
+SELECT n.id, n.run_id, n.node_id, n.status, n.tries, r.version_id
+FROM workflows_noderun n JOIN workflows_run r ON r.id = n.run_id
+WHERE r.id = ANY(%(runs)s::bigint[]) AND n.run_id = ANY(%(runs)s::bigint[]) AND r.status = '{RunStatus.COMPENSATING}'
+ORDER BY n.finished_at NULLS LAST, n.id
+"""
+
+
+def advance_compensations(run_ids: Collection[int], workers: int = 1) -> int:
+    """Decide and apply the next step of each compensating run among `run_ids`; return how many decisions."""
+    with connection.cursor() as cur:
+        cur.execute(COMPENSATING_SQL, {"runs": list(run_ids)})
+        rows = cur.fetchall()
+    by_run: dict[int, list[tuple[Any, ...]]] = {}
+    for row in rows:
+        by_run.setdefault(row[1], []).append(row)
+    plan, ends = Plan(), []
+    for run_id, nodes in by_run.items():
+        graph = load_graph(nodes[0][5])
+        ids = {node_id: noderun_id for noderun_id, _, node_id, *_ in nodes}
+        states = {node_id: engine.NodeState(status, tries) for _, _, node_id, status, tries, _ in nodes}
+        succeeded = [
+            node_id
+            for _, _, node_id, status, *_ in nodes
+            if node_id in graph.nodes and status == NodeStatus.SUCCEEDED
+        ]
+        steps = [step for step in steps_to_run(graph, succeeded) if step in ids]
+        for decision in advance_steps(graph, steps, states, random.random()):
+            if isinstance(decision, engine.FinishRun):
+                ends.append((run_id, decision.status))
+            elif isinstance(decision, engine.EnqueueNode):
+                plan.ready.append(jobs.ready(ids[decision.node_id], graph, decision.node_id))
+            else:
+                plan.add(RunSnapshot(run_id, nodes[0][5], 0, ids), graph, decision)
+    apply_plan(plan, workers)
+    end_compensations(ends)
+    return len(plan.ready) + len(plan.retries) + len(plan.kills) + len(ends)
+
+
+def end_compensations(ends: list[tuple[int, str]]) -> None:
+    """End compensating runs; a child run's parent node moves on in the same transaction."""
+    if not ends:
+        return
+    with transaction.atomic():
+        ended = transitions.end_compensations(ends)
+        childlinks.settle_parents([run_id for run_id, _ in ended])
+    bus.publish_runs_finished(ended)

@@ -27,6 +27,7 @@ from django.utils import timezone
 
 from monitoring.logging import log_context
 from workflows import handlers
+from workflows.core.compensation import given_by, step_node
 from workflows.core.graph import Node
 from workflows.core.states import NodeStatus
 from workflows.errors import Invalid
@@ -132,7 +133,7 @@ def claim(items: list[Item], worker: str) -> tuple[list[Claim], dict[int, dict[s
     """
     if not items:
         return [], {}
-    wanted = {p for _, _, version_id, node_id in items for p in load_graph(version_id).predecessors(node_id)}
+    wanted = {p for _, _, version_id, node_id in items for p in given_by(load_graph(version_id), node_id)}
     rows = transitions.start_attempts(worker, [i[0] for i in items], [i[1] for i in items], list(wanted))
     claims = [
         Claim(r.noderun_id, r.run_id, r.node_id, r.attempt, r.version_id, from_json(r.value))
@@ -160,8 +161,8 @@ def given_claims(items: list[Item], given: Given, upstream: dict[int, dict[str, 
 
 def execute(c: Claim, outputs: dict[str, Any]) -> tuple[Outcome, datetime, datetime]:
     """Run one attempt's handler under its time limit; never raises."""
-    node = load_graph(c.version_id).nodes[c.node_id]
-    upstream = {p: outputs[p] for p in load_graph(c.version_id).predecessors(c.node_id) if p in outputs}
+    node = step_node(load_graph(c.version_id), c.node_id)  # a node, or a compensation step
+    upstream = {p: outputs[p] for p in given_by(load_graph(c.version_id), c.node_id) if p in outputs}
     started = timezone.now()
     ctx = handlers.NodeContext(
         run_id=c.run_id,

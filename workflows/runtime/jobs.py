@@ -25,6 +25,7 @@ from rq import Queue
 
 from workflows import handlers
 from workflows.core import priorities
+from workflows.core.compensation import given_by, step_node
 from workflows.core.graph import TASK as TASK_KIND
 from workflows.core.graph import Graph, RateLimit
 from workflows.core.states import NodeStatus
@@ -91,9 +92,9 @@ Given = dict[int, GivenInput]  # noderun id -> what its attempt is given
 
 
 def ready(noderun_id: int, graph: Graph, node_id: str) -> Ready:
-    node = graph.nodes[node_id]
+    node = step_node(graph, node_id)  # a node, or a compensation step
     batchable = handlers.get_handler(node.handler).batchable
-    upstream = graph.predecessors(node_id) if batchable else ()
+    upstream = given_by(graph, node_id) if batchable else ()
     return Ready(
         noderun_id, node.queue, batchable, upstream, node.max_in_flight, node.rate_limit, node_id, node.kind
     )

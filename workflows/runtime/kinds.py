@@ -49,6 +49,11 @@ a dead item under `on_item_failure: fail`; failed at once when its list cannot b
 computed). Claims and the gather run under the run's row lock (transitions.lock_map). The
 reconciler repairs items queued without a job, items on dead workers, and maps whose next
 step a crash lost (mapping.reconcile). A cancel of the run cancels its open items.
+
+The child-run kind (`workflow.run`, core/children.py) is claimed the same way, into
+`waiting` with its child run created in the same transaction (workflows/children.py); it
+leaves by its child's end (`transitions.settle_children`, in the transaction that ends the
+child: workflows/childlinks.py). Nothing of it is in Redis either.
 """
 
 from __future__ import annotations
@@ -56,8 +61,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any, Protocol
 
-from workflows import handlers, waits
-from workflows.core.graph import AGENT, MAP, TASK, WAIT_KINDS, Node
+from workflows import children, handlers, waits
+from workflows.core.graph import AGENT, CHILD, MAP, TASK, WAIT_KINDS, Node
 from workflows.core.states import NodeStatus
 from workflows.runtime import agent, jobs, mapping
 
@@ -122,10 +127,23 @@ class Mapper:
         return handlers.get_handler(node.handler).func(ctx)
 
 
+class ChildRunKind:
+    """Start another workflow as a child run and wait for its end, holding no worker."""
+
+    name = CHILD
+
+    def claim(self, rows: list[jobs.Ready], workers: int, status: NodeStatus) -> int:
+        return children.start_children(rows, status)
+
+    def execute(self, node: Node, ctx: handlers.NodeContext) -> Any:
+        raise handlers.HandlerError(f"Node {node.id!r} waits for a child run; it never runs in a worker.")
+
+
 KINDS: dict[str, NodeKind] = {
     TASK: Task(),
     AGENT: AgentLoop(),
     MAP: Mapper(),
+    CHILD: ChildRunKind(),
     **{name: Waiting(name) for name in WAIT_KINDS},
 }
 

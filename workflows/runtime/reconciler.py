@@ -21,12 +21,13 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
+from workflows.core.compensation import step_node
 from workflows.core.states import NodeStatus as N
 from workflows.core.states import RunStatus as R
 from workflows.models import NodeRun, RunEvent
 from workflows.runs import event
 from workflows.runtime import bus, jobs, mapping, transitions
-from workflows.runtime.advancing import advance_runs
+from workflows.runtime.advancing import advance_compensations, advance_runs
 from workflows.runtime.transitions import Lost
 from workflows.versions import load_graph
 
@@ -73,6 +74,7 @@ class Reconciler:
             "lost": self.fail_lost_attempts(),
             "redriven": self.redrive_stalled_runs(workers),
             **mapping.reconcile(workers, self.dead_workers),
+            "compensations": self.redrive_compensations(workers),
         }
 
     def requeue_lost_jobs(self, workers: int) -> int:
@@ -116,7 +118,7 @@ class Reconciler:
         dead = self.dead_workers(sorted({row[2] for row in rows}))
         lost: list[Lost] = []
         for noderun_id, attempt, worker, node_id, version_id, started_at in rows:
-            timeout = load_graph(version_id).nodes[node_id].timeout_seconds
+            timeout = step_node(load_graph(version_id), node_id).timeout_seconds
             if worker in dead:
                 lost.append(
                     Lost(
@@ -161,6 +163,27 @@ class Reconciler:
             run_ids = [row[0] for row in cur.fetchall()]
         advance_runs(run_ids, workers)
         return len(run_ids)
+
+    def redrive_compensations(self, workers: int) -> int:
+        """Advance compensating runs with no step in flight and no recent progress (a lost notice)."""
+        after = settings.SWITCHYARD["RECONCILE_AFTER_SECONDS"]
+        with connection.cursor() as cur:
+            cur.execute(STALLED_COMPENSATIONS_SQL, {"after": after, "limit": SCAN_LIMIT})
+            run_ids = [row[0] for row in cur.fetchall()]
+        advance_compensations(run_ids, workers)
+        return len(run_ids)
+
+
+# Compensating runs are few and short-lived; a partial index holds only them (run_compensating_idx).
+STALLED_COMPENSATIONS_SQL = f"""
+SELECT r.id FROM workflows_run r
+WHERE r.status = '{R.COMPENSATING}'
+  AND NOT EXISTS (
+    SELECT 1 FROM workflows_noderun n WHERE n.run_id = r.id AND (
+      n.status IN ('{N.QUEUED}', '{N.RUNNING}', '{N.RETRYING}')
+      OR n.finished_at > now() - %(after)s * interval '1 second'))
+ORDER BY r.id LIMIT %(limit)s
+"""
 
 
 def hand_back(worker: str, reason: str) -> int:

@@ -299,7 +299,7 @@ WITH claimed AS (
     UPDATE workflows_noderun n SET status = '{N.RUNNING}', worker = %(worker)s, started_at = now()
     FROM unnest(%(ids)s::bigint[], %(attempts)s::int[]) AS v(id, attempt), workflows_run r, {RELAXED_COMMIT}
     WHERE n.id = ANY(%(ids)s::bigint[]) AND n.id = v.id AND n.attempt = v.attempt AND n.status || '' = '{N.QUEUED}'
-      AND r.id = n.run_id AND r.status || '' = '{R.RUNNING}'
+      AND r.id = n.run_id AND r.status || '' IN ('{R.RUNNING}', '{R.COMPENSATING}')
     RETURNING n.id, n.attempt, r.version_id, n.node_id, n.run_id, {GIVEN_INPUT} AS input
 )
 SELECT 'claim', id, attempt, version_id, node_id, run_id, input FROM claimed
@@ -340,7 +340,7 @@ WHERE r.id = ANY(%(small_runs)s::bigint[]) AND r.id IN (SELECT run_id FROM done)
 
 @performs(Cause.START, nodes={N.QUEUED: [N.RUNNING]})
 def start_attempts(worker: str, ids: list[int], attempts: list[int], upstream: list[str]) -> list[InputRow]:
-    """Move queued attempts (ids, attempts) of running runs to running on `worker`.
+    """Move queued attempts (ids, attempts) of running (or compensating) runs to running on `worker`.
 
     Return a 'claim' row per attempt started (stale, duplicate or cancelled ones are left
     out), with its input, and an 'output' row per succeeded node of their runs among `upstream`.
@@ -534,6 +534,72 @@ def wake_waits(rows: Sequence[Awake]) -> list[tuple[Any, ...]]:
 def expire_waits(rows: Sequence[Awake]) -> list[tuple[Any, ...]]:
     """Move waiting nodes whose deadline has passed on (a timer's end, a timeout's policy)."""
     return leave_wait(Cause.EXPIRE, EXPIRE_SQL, rows)
+
+
+# --------------------------------------------------------------------------- child runs
+# A workflow.run node enters `waiting` like a wait node (enter_waits, in the transaction that
+# creates its child run) and leaves it when the child run ends, in the transaction that ends
+# the child (workflows/childlinks.py), guarded by `status = 'waiting'` and the attempt.
+CHILD_SQL = DECIDE_SQL
+
+
+@performs(Cause.CHILD, nodes={N.WAITING: [N.SUCCEEDED, N.FAILED]})
+def settle_children(rows: Sequence[Awake]) -> list[tuple[Any, ...]]:
+    """Store child runs' ends as their parent nodes' results; return the rows changed."""
+    return leave_wait(Cause.CHILD, CHILD_SQL, rows)
+
+
+# --------------------------------------------------------------------------- compensation (sagas)
+# In the transaction that fails or cancels a run (workflows/sagas.py), a run with nodes to
+# undo starts compensating and its steps' rows are written pending; the steps then move as
+# tasks (claim, start, finish, retry, dead); the run's end is a conditional UPDATE too.
+
+BEGIN_COMPENSATION_SQL = f"""
+UPDATE workflows_run r SET status = '{R.COMPENSATING}', finished_at = NULL
+WHERE r.id = %(run)s AND r.status IN ('{R.FAILED}', '{R.CANCELLED}')
+RETURNING r.id
+"""
+
+CREATE_STEPS_SQL = f"""
+INSERT INTO workflows_noderun (run_id, node_id, status, attempt, tries, queue, job_id, worker, error, traceback)
+SELECT %(run)s, s.node_id, '{N.PENDING}', 0, 0, s.queue, '', '', '', ''
+FROM unnest(%(steps)s::text[], %(queues)s::text[]) AS s(node_id, queue)
+ON CONFLICT (run_id, node_id) DO NOTHING
+"""
+
+
+@performs(Cause.COMPENSATE, runs={R.FAILED: [R.COMPENSATING], R.CANCELLED: [R.COMPENSATING]})
+def begin_compensation(run_id: int) -> bool:
+    """Make a failed or cancelled run compensate; return whether it moved."""
+    return bool(execute(BEGIN_COMPENSATION_SQL, {"run": run_id}))
+
+
+@performs(Cause.CREATE, nodes={None: [N.PENDING]})
+def create_steps(run_id: int, steps: list[str], queues: list[str]) -> None:
+    """Write the pending rows of a compensating run's steps (in its transaction of begin_compensation)."""
+    execute(CREATE_STEPS_SQL, {"run": run_id, "steps": steps, "queues": queues})
+
+
+@performs(Cause.COMPENSATE, runs={R.COMPENSATING: [R.COMPENSATED, R.COMPENSATION_FAILED]})
+def end_compensations(ends: Sequence[tuple[int, str]]) -> list[tuple[int, str]]:
+    """End compensating runs as (run id, compensated or compensation_failed), with their
+    history events; return those ended."""
+    for _, status in ends:
+        if not can_move_run(Cause.COMPENSATE, R.COMPENSATING, R(status)):
+            raise ValueError(f"A compensating run cannot end {status}.")
+    rows = execute(
+        f"""WITH done AS (
+               UPDATE workflows_run r SET status = v.status, finished_at = clock_timestamp()
+               FROM unnest(%s::bigint[], %s::text[]) AS v(id, status)
+               WHERE r.id = v.id AND r.status = '{R.COMPENSATING}'
+               RETURNING r.id, r.status, r.finished_at
+           )
+           INSERT INTO workflows_runevent (run_id, kind, node_id, attempt, at, worker, data)
+           SELECT id, 'run.' || status, '', 0, finished_at, '', '{{}}' FROM done
+           RETURNING run_id, kind""",
+        [[run_id for run_id, _ in ends], [status for _, status in ends]],
+    )
+    return [(run_id, kind.removeprefix("run.")) for run_id, kind in rows]
 
 
 # --------------------------------------------------------------------------- the reconciler

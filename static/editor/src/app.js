@@ -331,6 +331,13 @@ export class Editor {
     this.change(() => (node.data = { ...node.data, handler: name, config: {} }), { panel: true });
   }
 
+  // A node's compensate handler (a saga step): a new one starts with an empty config; "" removes it.
+  changeCompensate(uid, name) {
+    const node = this.doc.nodes.get(uid);
+    if (!node || (name && !this.palette.has(name))) return;
+    this.change(() => (node.data = withPath(node.data, ["compensate"], name ? { handler: name, config: {} } : undefined)), { panel: true });
+  }
+
   editEdge(uid, when) {
     const edge = this.doc.edges.get(uid);
     if (!edge) return;

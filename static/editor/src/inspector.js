@@ -107,9 +107,12 @@ export class Inspector {
             disabled,
             onChange: edit,
             getConfig: () => app.doc.nodes.get(node.uid)?.data.config ?? {},
+            pickers: { workflow: app.config.workflows ?? [] },
           })
         : h("p", { class: "ed-muted", text: "Choose a registered handler to configure this node." }),
     );
+
+    const compensate = this.compensateSection(node, disabled);
 
     const retry = h("fieldset", { class: "ed-retry" }, h("legend", { text: "retry policy" }));
     for (const [key, label, integer, fallback, help] of RETRY_FIELDS) {
@@ -163,6 +166,7 @@ export class Inspector {
       field("handler", handlerSelect, { key: "handler", help: handler ? handler.doc : "" }),
       configSection,
       mapping,
+      compensate,
       retry,
       field("timeout (s)", timeout, { key: "timeout_seconds", help: "Each attempt is stopped after this long." }),
       field("queue", queue, { key: "queue", help: "Workers listening on this queue run the node." }),
@@ -210,6 +214,46 @@ export class Inspector {
         help: "After an item's last attempt: fail the node once all items are done (its dead letters can be replayed one by one), or let it succeed with {failed, index, error} in the item's place.",
       }),
     );
+  }
+
+  // The saga step that undoes this node when its run fails or is cancelled after it
+  // succeeded: a task handler (never a wait or a child run), its config form, its attempts.
+  compensateSection(node, disabled) {
+    const app = this.app;
+    const step = node.data.compensate && typeof node.data.compensate === "object" ? node.data.compensate : null;
+    const edit = (path, value) => app.editNode(node.uid, ["compensate", ...path], value);
+    const select = h("select", { disabled, dataset: { picker: "compensate" } });
+    select.append(h("option", { value: "", text: "(none: nothing to undo)" }));
+    for (const [name, handler] of app.palette) {
+      if (handler.kind === "task") select.append(h("option", { value: name, text: name }));
+    }
+    if (step && !app.palette.has(step.handler)) select.append(h("option", { value: step.handler, text: `${step.handler} (not registered)` }));
+    select.value = step ? step.handler : "";
+    select.addEventListener("change", () => app.changeCompensate(node.uid, select.value));
+    const handler = step ? app.palette.get(step.handler) : null;
+    const section = h(
+      "fieldset",
+      { class: "ed-config ed-compensate", dataset: { field: "compensate" } },
+      h("legend", { text: "compensate (saga)" }),
+      h("ul", { class: "ed-field-issues" }),
+      field("handler", select, {
+        key: "compensate.handler",
+        help: "Undoes this node (given its output as upstream) when the run fails or is cancelled after it succeeded; the last done is undone first.",
+      }),
+    );
+    if (handler) {
+      section.append(
+        ...configFields(handler.config_schema, step.config, {
+          disabled,
+          onChange: edit,
+          getConfig: () => app.doc.nodes.get(node.uid)?.data.compensate?.config ?? {},
+        }),
+      );
+      const attempts = numberInput(getPath(step, ["retry", "max_attempts"]), true, disabled, (v) => edit(["retry", "max_attempts"], v));
+      attempts.placeholder = "1";
+      section.append(field("undo attempts", attempts, { key: "compensate.retry.max_attempts", help: "Attempts of the undo; after the last, a dead letter and the run ends compensation_failed." }));
+    }
+    return section;
   }
 
   renderEdge(edge) {

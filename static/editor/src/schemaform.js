@@ -63,7 +63,9 @@ function jsonArea(value, { disabled, onValue, rows = 3, placeholder }) {
 }
 
 // `getConfig` returns the node's config as it is now (the form outlives single edits).
-export function configFields(schema, config, { disabled, onChange, getConfig }) {
+// `pickers` holds the choices of properties marked `"x-picker"` (workflow.run's `workflow`:
+// the other workflows, [{slug, title, paused, versions}]).
+export function configFields(schema, config, { disabled, onChange, getConfig, pickers = {} }) {
   config = config && typeof config === "object" && !Array.isArray(config) ? config : {};
   const properties = schema && typeof schema.properties === "object" ? schema.properties : null;
   if (!properties) {
@@ -72,7 +74,7 @@ export function configFields(schema, config, { disabled, onChange, getConfig }) 
   }
   const required = new Set(Array.isArray(schema.required) ? schema.required : []);
   const fields = Object.entries(properties).map(([name, prop]) =>
-    propertyField(name, prop || {}, config[name], required.has(name), { disabled, onChange }),
+    propertyField(name, prop || {}, config[name], required.has(name), { disabled, onChange, pickers }),
   );
   const known = new Set(Object.keys(properties));
   const others = Object.fromEntries(Object.entries(config).filter(([name]) => !known.has(name)));
@@ -95,7 +97,7 @@ function pick(obj, keys) {
   return Object.fromEntries(Object.entries(obj).filter(([name]) => keys.has(name)));
 }
 
-function propertyField(name, prop, value, required, { disabled, onChange }) {
+function propertyField(name, prop, value, required, { disabled, onChange, pickers }) {
   const key = fieldKey(["config", name]);
   const path = ["config", name];
   const help = [prop.description, prop.default !== undefined ? `Default: ${JSON.stringify(prop.default)}.` : ""]
@@ -103,6 +105,7 @@ function propertyField(name, prop, value, required, { disabled, onChange }) {
     .join(" ");
   const opts = { key, help, required };
   if (Array.isArray(prop.enum)) return field(name, enumSelect(prop, value, required, disabled, (v) => onChange(path, v)), opts);
+  if (prop["x-picker"] === "workflow") return field(name, workflowPicker(pickers.workflow ?? [], value, disabled, (v) => onChange(path, v)), opts);
   const type = Array.isArray(prop.type) ? null : prop.type;
   if (type === "string") {
     const long = LONG_TEXT.test(name);
@@ -159,5 +162,23 @@ function booleanSelect(prop, value, disabled, onValue) {
   select.append(h("option", { value: "false", text: "false" }));
   select.value = value === true ? "true" : value === false ? "false" : "";
   select.addEventListener("change", () => onValue(select.value === "" ? undefined : select.value === "true"));
+  return select;
+}
+
+// A select of the workflows a workflow.run node may call; a value no longer offered (deleted)
+// stays shown, so the validator's issue next to it makes sense.
+function workflowPicker(workflows, value, disabled, onValue) {
+  const select = h("select", { disabled, dataset: { picker: "workflow" } });
+  select.append(h("option", { value: "", text: "(choose a workflow)" }));
+  for (const w of workflows) {
+    const notes = [w.paused ? "paused" : "", w.versions.length ? "" : "no published version"].filter(Boolean);
+    const text = `${w.slug} — ${w.title}${notes.length ? ` (${notes.join(", ")})` : ""}`;
+    select.append(h("option", { value: w.slug, text }));
+  }
+  if (typeof value === "string" && value && !workflows.some((w) => w.slug === value)) {
+    select.append(h("option", { value, text: `${value} (not found)` }));
+  }
+  select.value = typeof value === "string" ? value : "";
+  select.addEventListener("change", () => onValue(select.value || undefined));
   return select;
 }

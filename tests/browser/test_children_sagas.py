@@ -1,0 +1,107 @@
+"""Child runs and sagas in Chromium: parent and child linked both ways on the run pages, the
+compensation steps on the run page, and the editor's child-workflow picker and compensate field."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from playwright.sync_api import Page, expect
+
+from tests.browser.editor_fixtures import open_editor, select_node
+from tests.factories import make_workflow
+from tests.integration.conftest import node, publish, wait_finished
+from tests.integration.runtime import Runtime
+from workflows import runs
+from workflows.handlers.demo import DEMO_SAGA
+from workflows.models import ChildRun, Workflow, WorkflowVersion
+
+PageAs = Callable[[str], Page]
+Screenshot = Callable[[Page, str], Path]
+
+
+def test_parent_and_child_runs_link_both_ways_and_the_child_shows_its_compensation(
+    runtime: Runtime, page_as: PageAs, live_url: str, screenshot: Screenshot
+) -> None:
+    publish("demo-order-saga", DEMO_SAGA)
+    shop = publish("shop", {"nodes": [node("order", "workflow.run", config={"workflow": "demo-order-saga"})]})
+    run, _ = runs.start_run(shop, {"order_id": "A-9", "card": "declined"})
+    assert wait_finished(run).status == "failed"
+    child = ChildRun.objects.get(parent_run=run).child
+
+    page = page_as("viewer")
+    page.goto(f"{live_url}/runs/{run.pk}/")
+    row = page.locator('#run-family tr[data-relation="child"]')
+    expect(row).to_contain_text("demo-order-saga")
+    expect(row).to_contain_text("order")
+    expect(row.locator(".badge")).to_have_text("compensated")
+    expect(page.locator('#run-nodes tr[data-node="order"] .error-cell')).to_contain_text(
+        "failed (then compensated)"
+    )
+    screenshot(page, "parent")
+
+    row.locator(f'a[href="/runs/{child.pk}/"]').click()
+    page.wait_for_url(f"{live_url}/runs/{child.pk}/")
+    expect(page.locator("[data-run-status]")).to_have_text("compensated")
+    parent = page.locator('#run-family tr[data-relation="parent"]')
+    expect(parent).to_contain_text("shop")
+    expect(parent.locator(f'a[href="/runs/{run.pk}/"]')).to_have_text(f"#{run.pk}")
+    step = page.locator('#run-compensation tr[data-step="reserve_inventory~compensate"]')
+    expect(step).to_contain_text("reserve_inventory")
+    expect(step.locator('[data-field="status"]')).to_have_text("succeeded")
+    step.click()
+    expect(page.locator("#node-detail")).to_contain_text("released")
+    screenshot(page, "child-compensated")
+
+
+def test_the_editor_picks_a_child_workflow_and_a_compensate_handler_with_inline_validation(
+    page_as: PageAs, live_url: str, screenshot: Screenshot
+) -> None:
+    make_workflow("enrich")
+    make_workflow("held")
+    Workflow.objects.filter(slug="held").update(paused=True)
+    make_workflow(
+        "triage",
+        {
+            "nodes": [
+                {"id": "call", "handler": "workflow.run", "config": {"workflow": "enrich"}},
+                {"id": "book", "handler": "core.echo"},
+            ]
+        },
+        publish=False,
+    )
+    page = page_as("editor")
+    open_editor(page, live_url, "triage")
+    select_node(page, "call")
+    picker = page.locator('select[data-picker="workflow"]')
+    expect(picker).to_have_value("enrich")
+    expect(picker.locator("option")).to_have_text(
+        ["(choose a workflow)", "enrich — Enrich", "held — Held (paused)"]
+    )
+    picker.select_option("held")
+    issue = page.locator('#ed-inspect .ed-field[data-field="config.workflow"] .ed-field-issues')
+    expect(issue).to_contain_text("workflow 'held' is paused")
+    screenshot(page, "paused-child-refused")
+    picker.select_option("enrich")
+    expect(page.locator("#ed-problems")).to_have_attribute("data-count", "0")
+
+    select_node(page, "book")
+    undo = page.locator('select[data-picker="compensate"]')
+    options = undo.locator("option").all_text_contents()
+    assert "core.echo" in options and "workflow.run" not in options and "wait.timer" not in options
+    undo.select_option("core.delay")
+    expect(page.locator("#ed-inspect fieldset.ed-compensate > .ed-field-issues")).to_contain_text(
+        "'seconds' is a required property"
+    )
+    page.locator("fieldset.ed-compensate").get_by_label("seconds").fill("1")
+    expect(page.locator("#ed-problems")).to_have_attribute("data-count", "0")
+    screenshot(page, "compensate-chosen")
+    page.click('[data-cmd="save"]')
+    expect(page.locator("#ed-status")).to_contain_text("Saved")
+    saved = WorkflowVersion.objects.filter(workflow__slug="triage").order_by("-number", "-revision").first()
+    assert saved is not None
+    nodes: dict[str, Any] = {n["id"]: n for n in saved.definition["nodes"]}
+    assert nodes["call"]["config"] == {"workflow": "enrich"}
+    assert nodes["book"]["compensate"]["handler"] == "core.delay"
+    assert nodes["book"]["compensate"]["config"] == {"seconds": 1}

@@ -1,0 +1,91 @@
+"""Workflows calling workflows (`workflow.run` nodes): what a save, a publish or an activation
+of a definition is refused for, each issue naming the node and its field.
+
+- the child workflow does not exist (or was deleted), is paused, or has no such published
+  version (a named `version`);
+- the definition would make workflows call each other in a cycle, counted over the active
+  versions of every other workflow with this definition in place of its workflow's
+  (a -> b -> a: a run would start runs of itself forever). A workflow calling itself is
+  such a cycle.
+
+What can change after publishing (a child paused or deleted later) is the node's error at
+run time (workflows/children.py); nesting depth is bounded there too (CHILD_DEPTH_LIMIT).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from workflows.core.children import calls_of, find_call_cycle
+from workflows.core.definition import Issue
+from workflows.core.graph import CHILD
+from workflows.models import Workflow, WorkflowVersion
+
+
+def call_issues(definition: Any, workflow: Workflow | None) -> list[Issue]:
+    """Return the issues of a definition's calls to other workflows (none: fine)."""
+    if not isinstance(definition, Mapping):
+        return []
+    calls = calls_of(definition)
+    if not calls:
+        return []
+    found = {w.slug: w for w in Workflow.objects.filter(slug__in={slug for _, _, slug in calls})}
+    issues = [issue for call in calls for issue in target_issues(call, definition, found)]
+    if workflow is not None:
+        issues += cycle_issues(calls, workflow)
+    return issues
+
+
+def target_issues(
+    call: tuple[int, str, str], definition: Mapping[str, Any], found: dict[str, Workflow]
+) -> list[Issue]:
+    index, node_id, slug = call
+    path = f"nodes[{index}].config"
+    workflow = found.get(slug)
+    if workflow is None:
+        return [
+            Issue(
+                f"{path}.workflow",
+                f"there is no workflow {slug!r} (node '{node_id}')",
+                "unknown_workflow",
+                node_id,
+            )
+        ]
+    if workflow.paused:
+        message = f"workflow {slug!r} is paused; resume it before calling it (node '{node_id}')"
+        return [Issue(f"{path}.workflow", message, "paused_workflow", node_id)]
+    number = (definition["nodes"][index].get("config") or {}).get("version")
+    if number is None:
+        return []
+    published = WorkflowVersion.objects.filter(
+        workflow=workflow, number=number, status=WorkflowVersion.PUBLISHED
+    ).exists()
+    if published:
+        return []
+    message = f"workflow {slug!r} has no published version {number} (node '{node_id}')"
+    return [Issue(f"{path}.version", message, "unknown_version", node_id)]
+
+
+def cycle_issues(calls: list[tuple[int, str, str]], workflow: Workflow) -> list[Issue]:
+    graph = call_graph()
+    graph[workflow.slug] = {slug for _, _, slug in calls}
+    cycle = find_call_cycle(graph, workflow.slug)
+    if cycle is None:
+        return []
+    index, node_id, _ = next(call for call in calls if call[2] == cycle[1])
+    message = (
+        "workflows would call each other in a cycle: "
+        + " -> ".join(cycle)
+        + f" (node '{node_id}'); a run would start itself without end"
+    )
+    return [Issue(f"nodes[{index}].config.workflow", message, "call_cycle", node_id, cycle=tuple(cycle))]
+
+
+def call_graph() -> dict[str, set[str]]:
+    """Slug -> the slugs the active version of each workflow calls (only those that call any)."""
+    rows = WorkflowVersion.objects.filter(
+        pk__in=Workflow.objects.filter(active_version__isnull=False).values("active_version_id"),
+        definition__contains={"nodes": [{"handler": CHILD}]},
+    ).values_list("workflow__slug", "definition")
+    return {slug: {callee for _, _, callee in calls_of(definition)} for slug, definition in rows}

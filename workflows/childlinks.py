@@ -1,0 +1,124 @@
+"""A child run's end reaching its parent: the parent node succeeds with the child's output,
+or fails naming what went wrong in the child.
+
+`settle_parents` runs inside the transaction that ends the child run (the scheduler's
+finish, an operator's cancel): the child is finished exactly when its parent node has moved
+on, so no kill -9 between the two can leave a parent waiting on a child that has ended.
+Each move is the conditional UPDATE of `transitions.settle_children` (`status = 'waiting'`
+and the link's attempt): a parent that was cancelled meanwhile, or has retried into a new
+attempt, is left alone and the link is only closed. The parents' schedulers are told after
+the commit; if that notice is lost, the reconciler's stalled-run scan advances them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from workflows.core.children import run_output
+from workflows.core.graph import COMPENSATE_SUFFIX
+from workflows.core.states import RUN_FINISHED
+from workflows.core.states import NodeStatus as N
+from workflows.core.states import RunStatus as R
+from workflows.models import ChildRun, NodeRun, Run, RunEvent
+from workflows.runtime import bus, transitions
+from workflows.runtime.transitions import Awake
+from workflows.versions import load_graph
+
+
+@dataclass(frozen=True)
+class Family:
+    """A run's parent link (None: nobody started it) and its child links, oldest first."""
+
+    parent: ChildRun | None
+    children: list[ChildRun]
+
+
+def family(run_id: int) -> Family:
+    """Read the links of a run to its parent and its children, for the API and the run page."""
+    parent = ChildRun.objects.filter(child_id=run_id).select_related("parent_run__workflow").first()
+    children = list(
+        ChildRun.objects.filter(parent_run_id=run_id).select_related("child__workflow").order_by("id")
+    )
+    return Family(parent, children)
+
+
+def settle_parents(child_ids: Collection[int]) -> list[int]:
+    """Move the parent nodes of these finished child runs on; return the parent runs moved.
+
+    Call inside the transaction that finished the children.
+    """
+    if not child_ids:
+        return []
+    links = list(
+        ChildRun.objects.filter(child_id__in=child_ids, settled_at__isnull=True).select_related(
+            "child__workflow"
+        )
+    )
+    links = [link for link in links if link.child.status in RUN_FINISHED]
+    if not links:
+        return []
+    rows = [result_of(link) for link in links]
+    moved = transitions.settle_children(rows)
+    ChildRun.objects.filter(pk__in=[link.pk for link in links]).update(settled_at=timezone.now())
+    done = {row[0]: row for row in moved}
+    RunEvent.objects.bulk_create(
+        RunEvent(
+            run_id=link.parent_run_id,
+            kind="node.child_finished",
+            node_id=link.node_id,
+            attempt=link.attempt,
+            at=timezone.now(),
+            data={"child_run": link.child_id, "status": link.child.status},
+        )
+        for link in links
+        if link.node_run_id in done
+    )
+    parents = sorted({row[1] for row in moved})
+    if parents:
+        transaction.on_commit(lambda: bus.notify(parents))
+    return parents
+
+
+def result_of(link: ChildRun) -> Awake:
+    """The parent node's result: the child's output, or an error naming the child's failure."""
+    child = link.child
+    label = f"Child run {child.pk} of workflow {child.workflow.slug!r}"
+    if child.status == R.SUCCEEDED:
+        output = child_output(child)
+        text = json.dumps(output)
+        limit = settings.SWITCHYARD["MAX_OUTPUT_BYTES"]
+        if len(text.encode()) > limit:
+            error = f"{label} succeeded, but its output is {len(text.encode())} bytes; the limit is {limit}."
+            return Awake(link.node_run_id, link.attempt, N.FAILED, None, error)
+        return Awake(link.node_run_id, link.attempt, N.SUCCEEDED, text)
+    undone = {R.COMPENSATED: " (then compensated)", R.COMPENSATION_FAILED: " (then its compensation failed)"}
+    after = undone.get(R(child.status), "")
+    failure = failure_of(child)
+    if child.status == R.CANCELLED or failure is None:
+        return Awake(link.node_run_id, link.attempt, N.FAILED, None, f"{label} was cancelled{after}.")
+    return Awake(link.node_run_id, link.attempt, N.FAILED, None, f"{label} failed{after}: {failure}")
+
+
+def child_output(child: Run) -> Any:
+    outputs = dict(NodeRun.objects.filter(run=child, status=N.SUCCEEDED).values_list("node_id", "output"))
+    return run_output(load_graph(child.version_id), outputs)
+
+
+def failure_of(child: Run) -> str | None:
+    """The child's first dead node (not a compensation step), or None when none is dead."""
+    dead = (
+        NodeRun.objects.filter(run=child, status=N.DEAD)
+        .exclude(node_id__endswith=COMPENSATE_SUFFIX)
+        .order_by("finished_at", "id")
+        .first()
+    )
+    if dead is None:
+        return None
+    return f"node {dead.node_id!r} is dead after {dead.tries} attempt(s): {dead.error[:1000]}"

@@ -1,4 +1,4 @@
-// Positions: an instant provisional layout (longest-path layers) and dagre in a Web Worker.
+// Positions: an instant provisional layout (longest-path layers) and layered.js in a Web Worker.
 import { NODE_H, NODE_W } from "./model.js";
 
 const GAP_X = 72;
@@ -51,10 +51,10 @@ export class Layouter {
     if (this.worker) return this.worker;
     this.worker = new Worker(new URL("./layout-worker.js", import.meta.url), { type: "module" });
     this.worker.onmessage = (event) => {
-      const { id, positions, ms } = event.data;
+      const { id, positions, ms, error } = event.data;
       const resolve = this.pending.get(id);
       this.pending.delete(id);
-      if (resolve) resolve({ positions: new Map(Object.entries(positions)), ms });
+      if (resolve) resolve(error ? { error } : { positions: new Map(Object.entries(positions)), ms });
     };
     this.worker.onerror = (event) => {
       for (const resolve of this.pending.values()) resolve({ error: event.message || "layout failed" });

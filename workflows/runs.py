@@ -53,7 +53,9 @@ def check_input_schema(version_id: int, run_input: dict[str, Any]) -> None:
     issues = check_run_input(load_graph(version_id).input_schema, run_input)
     if issues:
         fields = ", ".join(issue.path for issue in issues)
-        raise Invalid(f"The input does not match this workflow's input schema ({fields}); see errors.", issues)
+        raise Invalid(
+            f"The input does not match this workflow's input schema ({fields}); see errors.", issues
+        )
 
 
 def start_run(

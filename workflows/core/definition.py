@@ -560,7 +560,9 @@ def _check_input_schema(draft: _Draft) -> list[Issue]:
         jsonschema.Draft202012Validator.check_schema(draft.input_schema)
     except jsonschema.SchemaError as err:
         path = _format_path(("input_schema", *err.path))
-        return [Issue(path, f"input_schema is not a valid JSON schema: {err.message}", "invalid_input_schema")]
+        return [
+            Issue(path, f"input_schema is not a valid JSON schema: {err.message}", "invalid_input_schema")
+        ]
     return []
 
 

@@ -25,6 +25,9 @@ const LABEL_H = 16;
 const LABEL_SPOTS = [0.5, 0.38, 0.62, 0.26, 0.74, 0.14, 0.86];
 export const PALETTE_MIME = "application/x-switchyard-handler";
 
+// The width of a condition's label; the layout leaves room for it between the columns.
+export const labelWidth = (when) => (when ? Math.min(when.length, LABEL_CHARS) * LABEL_CHAR_W + 10 : 0);
+
 const clip = (text, limit) => (text.length > limit ? `${text.slice(0, limit - 1)}…` : text);
 const clamp = (value, lo, hi) => Math.min(hi, Math.max(lo, value));
 
@@ -228,7 +231,7 @@ export class Canvas {
 
   // A condition's label: text on a background, placed on the curve where it covers no node.
   placeLabel(el, source, target) {
-    const w = Math.min(el.when.length, LABEL_CHARS) * LABEL_CHAR_W + 10;
+    const w = labelWidth(el.when);
     const ends = [source.x + NODE_W, source.y + NODE_H / 2, target.x, target.y + NODE_H / 2];
     const spots = LABEL_SPOTS.map((t) => pointOnEdge(...ends, t));
     const free = spots.find(([x, y]) => !this.coversNode(x - w / 2, y - LABEL_H / 2, w, LABEL_H));

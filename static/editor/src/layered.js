@@ -11,33 +11,52 @@
 // 3. an edge spanning several ranks gets a dummy per rank between, so it has room;
 // 4. order within ranks: barycentre sweeps down and up, keeping the order with the fewest
 //    crossings (counted with an accumulator tree, Barth–Jünger–Mutzel);
-// 5. places: each node is pulled to the mean height of its neighbours, under the spacing
+// 5. columns: as far apart as `ranksep`, or as the widest condition label between them needs;
+// 6. places: each node is pulled to the mean height of its neighbours, under the spacing
 //    constraints of its rank (isotonic regression, pool-adjacent-violators), sweeping both ways.
 
 const SWEEPS = 12;
+const STALE_SWEEPS = 4;
 const PLACE_SWEEPS = 8;
 const DUMMY_GAP = 8;
+const LABEL_MARGIN = 16;
 
 export function layeredLayout(nodeIds, edgePairs, options) {
   const { width, height, nodesep = 24, ranksep = 72, margin = 24 } = options;
   const count = nodeIds.length;
   const index = new Map(nodeIds.map((id, i) => [id, i]));
   const edges = [];
-  for (const [source, target] of edgePairs) {
+  const labels = []; // [source, target, label width] of edges with a label
+  for (const [source, target, label = 0] of edgePairs) {
     const s = index.get(source);
     const t = index.get(target);
-    if (s !== undefined && t !== undefined && s !== t) edges.push([s, t]);
+    if (s === undefined || t === undefined || s === t) continue;
+    edges.push([s, t]);
+    if (label) labels.push([s, t, label]);
   }
   const topo = topologicalOrder(count, edges);
   const { rank, forward } = assignRanks(count, edges, topo);
   const graph = buildLayers(count, forward, rank);
   orderLayers(graph);
   const ys = placeInLayers(graph, height, nodesep);
+  const xs = columnPlaces(graph.layers.length, rank, labels, width, ranksep);
   const positions = {};
   for (let v = 0; v < count; v++) {
-    positions[nodeIds[v]] = [Math.round(margin + rank[v] * (width + ranksep)), Math.round(margin + ys[v] - height / 2)];
+    positions[nodeIds[v]] = [Math.round(margin + xs[rank[v]]), Math.round(margin + ys[v] - height / 2)];
   }
   return positions;
+}
+
+// The left edge of each column: a gap wide enough for the labels of the edges leaving it.
+function columnPlaces(columns, rank, labels, width, ranksep) {
+  const gaps = new Float64Array(columns).fill(ranksep);
+  for (const [s, t, label] of labels) {
+    const from = Math.min(rank[s], rank[t]);
+    gaps[from] = Math.max(gaps[from], label + 2 * LABEL_MARGIN);
+  }
+  const xs = new Float64Array(columns);
+  for (let r = 1; r < columns; r++) xs[r] = xs[r - 1] + width + gaps[r - 1];
+  return xs;
 }
 
 // Kahn's algorithm in definition order; a cycle releases its earliest remaining node.
@@ -127,14 +146,13 @@ function orderLayers(graph) {
   layers.forEach(setPositions);
   let best = layers.map((layer) => layer.slice());
   let fewest = crossings(graph, pos);
-  for (let sweep = 0; sweep < SWEEPS && fewest > 0; sweep++) {
+  const key = new Float64Array(up.length);
+  let stale = 0; // sweeps since the last improvement
+  for (let sweep = 0; sweep < SWEEPS && fewest > 0 && stale < STALE_SWEEPS; sweep++) {
     const downward = sweep % 2 === 0;
-    const order = downward ? layers.keys() : [...layers.keys()].reverse();
-    for (const r of order) {
-      if ((downward && r === 0) || (!downward && r === layers.length - 1)) continue;
-      const neighbours = downward ? up : down;
-      const layer = layers[r];
-      const key = new Float64Array(up.length);
+    const neighbours = downward ? up : down;
+    for (let i = 1; i < layers.length; i++) {
+      const layer = layers[downward ? i : layers.length - 1 - i];
       for (const v of layer) {
         const list = neighbours[v];
         if (!list.length) key[v] = pos[v];
@@ -148,8 +166,10 @@ function orderLayers(graph) {
       setPositions(layer);
     }
     const now = crossings(graph, pos);
+    stale += 1;
     if (now < fewest) {
       fewest = now;
+      stale = 0;
       best = layers.map((layer) => layer.slice());
     }
   }
@@ -165,8 +185,8 @@ function crossings({ layers, down }, pos) {
     while (size < south) size *= 2;
     const tree = new Int32Array(2 * size);
     const targets = [];
-    const sources = layers[r].slice().sort((a, b) => pos[a] - pos[b]);
-    for (const v of sources) {
+    for (const v of layers[r]) {
+      // layers[r] is in position order: every sweep sorts a layer and renumbers it.
       const ends = down[v].map((w) => pos[w]).sort((a, b) => a - b);
       for (const end of ends) targets.push(end);
     }

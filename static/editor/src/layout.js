@@ -1,4 +1,5 @@
 // Positions: an instant provisional layout (longest-path layers) and layered.js in a Web Worker.
+import { labelWidth } from "./canvas.js";
 import { NODE_H, NODE_W } from "./model.js";
 
 const GAP_X = 72;
@@ -67,7 +68,7 @@ export class Layouter {
   layout(doc) {
     const id = this.nextId++;
     const nodes = [...doc.nodes.keys()];
-    const edges = [...doc.edges.values()].map((e) => [e.source, e.target]);
+    const edges = [...doc.edges.values()].map((e) => [e.source, e.target, labelWidth(e.data.when)]);
     return new Promise((resolve) => {
       this.pending.set(id, resolve);
       this.ensureWorker().postMessage({ id, nodes, edges, width: NODE_W, height: NODE_H });

@@ -52,5 +52,9 @@ def start_run_dialog(context: template.Context) -> SafeString:
     if not may_start(context):
         return SafeString("")
     config = json_script(dialog_config(context["request"]), "start-run-config")
-    script = format_html('<script type="module" src="{}"></script>', static("editor/dist/startrun-page.js"))
-    return format_html("{}{}", config, script)
+    return format_html(
+        '<link rel="stylesheet" href="{}">{}<script type="module" src="{}"></script>',
+        static("editor/dist/startrun-page.css"),
+        config,
+        static("editor/dist/startrun-page.js"),
+    )

@@ -24,6 +24,7 @@ export class StartRunDialog {
     this.schema = null;
     this.value = {};
     this.jsonMode = false;
+    this.loads = 0; // answers to an older load (another workflow chosen since) are dropped
     this.build();
   }
 
@@ -90,6 +91,8 @@ export class StartRunDialog {
   }
 
   async load(slug) {
+    const seq = ++this.loads;
+    const current = () => seq === this.loads;
     this.slug = slug;
     this.schema = null;
     this.value = {};
@@ -98,10 +101,12 @@ export class StartRunDialog {
     this.dialog.dataset.state = "loading";
     const api = this.api(slug);
     const workflow = await api.request("GET", api.workflowUrl);
+    if (!current()) return;
     if (!workflow.ok) return this.refuse(workflow.error);
     const number = workflow.data.active_version;
     if (number === null) return this.refuse(`${workflow.data.title} has no active version: publish one first.`);
     const version = await api.version(number);
+    if (!current()) return;
     if (!version.ok) return this.refuse(version.error);
     const schema = version.data.definition.input_schema ?? null;
     this.schema = schema && typeof schema.properties === "object" ? schema : null;
@@ -187,7 +192,8 @@ export class StartRunDialog {
       const home = fields
         .filter((el) => path === el.dataset.field || path.startsWith(`${el.dataset.field}.`) || path.startsWith(`${el.dataset.field}[`))
         .sort((a, b) => b.dataset.field.length - a.dataset.field.length)[0];
-      const item = h("li", { text: home ? error.message : `${path}: ${error.message}` });
+      const exact = home && home.dataset.field === path;
+      const item = h("li", { text: exact ? error.message : `${path}: ${error.message}` });
       if (home) {
         home.classList.add("ed-invalid");
         home.querySelector(".ed-field-issues").append(item);

@@ -243,7 +243,7 @@ def normalise(data: object) -> dict[str, Any]:
     issues, draft = _read_definition(data)
     if issues:
         raise DefinitionError(issues)
-    normalised = {
+    normalised: dict[str, Any] = {
         "description": draft.description,
         "nodes": [_node_json(spec) for spec in draft.nodes.values()],
         "edges": [spec.model_dump(mode="json") for spec in draft.edges.values()],

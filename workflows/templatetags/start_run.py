@@ -43,7 +43,9 @@ def start_run_button(context: template.Context, slug: str = "", label: str = "St
     """A button opening the dialog for the workflow `slug` (or a choice of workflow)."""
     if not may_start(context):
         return SafeString("")
-    return format_html('<button type="button" class="start-run" data-start-run="{}">{}</button>', slug, label)
+    return format_html(
+        '<button type="button" class="btn start-run" data-start-run="{}">{}</button>', slug, label
+    )
 
 
 @register.simple_tag(takes_context=True)

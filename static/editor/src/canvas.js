@@ -5,7 +5,7 @@
 // single transform; below LOW_DETAIL_ZOOM the labels are hidden so thousands of nodes stay
 // smooth. Syncs are coalesced to one per animation frame.
 import { categoryOf, paintIcon } from "./categories.js";
-import { svg } from "./dom.js";
+import { oncePerFrame, svg } from "./dom.js";
 import { NODE_H, NODE_W } from "./model.js";
 
 const MIN_ZOOM = 0.03;
@@ -39,7 +39,7 @@ export class Canvas {
     this.nodeEls = new Map();
     this.edgeEls = new Map();
     this.gesture = null;
-    this.syncQueued = false;
+    this.requestSync = oncePerFrame(() => this.sync());
     this.build();
     this.bind();
     this.applyView();
@@ -102,15 +102,6 @@ export class Canvas {
   }
 
   // ------------------------------------------------------------------ drawing
-
-  requestSync() {
-    if (this.syncQueued) return;
-    this.syncQueued = true;
-    requestAnimationFrame(() => {
-      this.syncQueued = false;
-      this.sync();
-    });
-  }
 
   sync() {
     const doc = this.app.doc;

@@ -2,6 +2,7 @@
 // canvas as a frame; a click or a drag on it moves the view there. Drawn on a <canvas>
 // (2,000 rectangles take about a millisecond), at most once per animation frame.
 import { categoryOf } from "./categories.js";
+import { oncePerFrame } from "./dom.js";
 import { NODE_H, NODE_W } from "./model.js";
 
 const PAD = 6;
@@ -15,7 +16,7 @@ export class Minimap {
     this.el.setAttribute("role", "img");
     this.el.setAttribute("aria-label", "Minimap: click to move the view");
     host.append(this.el);
-    this.queued = false;
+    this.requestDraw = oncePerFrame(() => this.draw());
     this.frame = null; // world -> minimap: {minX, minY, scale}
     this.dragging = false;
     this.el.addEventListener("pointerdown", (e) => {
@@ -26,15 +27,6 @@ export class Minimap {
     });
     this.el.addEventListener("pointermove", (e) => this.dragging && this.moveViewTo(e));
     this.el.addEventListener("pointerup", () => (this.dragging = false));
-  }
-
-  requestDraw() {
-    if (this.queued) return;
-    this.queued = true;
-    requestAnimationFrame(() => {
-      this.queued = false;
-      this.draw();
-    });
   }
 
   draw() {

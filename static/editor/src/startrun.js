@@ -109,7 +109,7 @@ export class StartRunDialog {
     if (!current()) return;
     if (!version.ok) return this.refuse(version.error);
     const schema = version.data.definition.input_schema ?? null;
-    this.schema = schema && typeof schema.properties === "object" ? schema : null;
+    this.schema = schema && typeof schema.properties === "object" ? requiredFirst(schema) : null;
     this.versionNote.textContent = `${workflow.data.title}: runs v${number}, the active version.${
       this.schema ? "" : " It declares no input schema: any JSON object is accepted."
     }`;
@@ -210,4 +210,12 @@ export class StartRunDialog {
     this.submit.disabled = true;
     replaceChildren(this.errors, h("li", { text: message }));
   }
+}
+
+// The schema with its required properties first (a stored definition keeps no key order).
+function requiredFirst(schema) {
+  const required = new Set(Array.isArray(schema.required) ? schema.required : []);
+  const entries = Object.entries(schema.properties);
+  const properties = Object.fromEntries([...entries.filter(([k]) => required.has(k)), ...entries.filter(([k]) => !required.has(k))]);
+  return { ...schema, properties };
 }

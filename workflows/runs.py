@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from workflows import audit, childlinks, sagas
 from workflows.core import engine, priorities
-from workflows.core.definition import canonical_json
+from workflows.core.definition import canonical_json, check_run_input
 from workflows.core.states import NodeStatus, RunStatus
 from workflows.errors import Conflict, Invalid, NotFound
 from workflows.models import ChildRun, DeadLetter, NodeRun, Run, RunEvent, Wait, Workflow, WorkflowVersion
@@ -48,6 +48,16 @@ def check_input(value: Any) -> None:
     check_json_size(value, settings.SWITCHYARD["MAX_INPUT_BYTES"], "input")
 
 
+def check_input_schema(version_id: int, run_input: dict[str, Any]) -> None:
+    """Refuse a run input that breaks the version's ``input_schema``, naming each field."""
+    issues = check_run_input(load_graph(version_id).input_schema, run_input)
+    if issues:
+        fields = ", ".join(issue.path for issue in issues)
+        raise Invalid(
+            f"The input does not match this workflow's input schema ({fields}); see errors.", issues
+        )
+
+
 def start_run(
     workflow: Workflow,
     run_input: Any,
@@ -70,6 +80,7 @@ def start_run(
         raise Conflict(f"Workflow {workflow.slug!r} has no active version: publish one first.")
     if version is not None and not version.is_published:
         raise Conflict(f"Version {version.number} is a draft; only published versions can run.")
+    check_input_schema(version_id, run_input)
     request_hash = hashlib.sha256(canonical_json(run_input).encode()).hexdigest()
     run = create_run(workflow, version_id, run_input, idempotency_key or None, request_hash, priority)
     if run is not None:

@@ -8,8 +8,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from tests.api.conftest import assert_problem
-from tests.integration.conftest import wait_finished
+from tests.api.conftest import CHAIN, assert_problem
+from tests.integration.conftest import publish, wait_finished
 from tests.integration.runtime import Runtime
 from workflows.models import NodeRun, Run
 from workflows.runtime import bus
@@ -188,3 +188,28 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
+
+
+def test_a_start_whose_input_breaks_the_input_schema_is_refused_naming_each_field(api) -> None:
+    schema = {
+        "type": "object",
+        "properties": {"user_id": {"type": "string", "minLength": 2}, "count": {"type": "integer"}},
+        "required": ["user_id", "count"],
+    }
+    publish("typed", {**CHAIN, "input_schema": schema})
+    bad = api.post("workflows/typed/runs", {"input": {"user_id": "x"}})
+    body = assert_problem(bad, 422, "input.count", "input.user_id")
+    assert [(e["in"], e["code"], e["field"]) for e in body["errors"]] == [
+        ("body", "required", "input.count"),
+        ("body", "invalid_input", "input.user_id"),
+    ]
+    assert "input schema" in body["detail"] and Run.objects.count() == 0
+    good = api.post("workflows/typed/runs", {"input": {"user_id": "u-7", "count": 2}})
+    assert good.status_code == 201
+
+
+def test_a_version_whose_input_schema_is_not_a_schema_is_refused(api) -> None:
+    api.post("workflows", {"slug": "untyped", "title": "Untyped"})
+    definition = {**CHAIN, "input_schema": {"type": "objekt"}}
+    body = assert_problem(api.post("workflows/untyped/versions", {"definition": definition}), 422)
+    assert [e["path"] for e in body["errors"]] == ["definition.input_schema.type"]

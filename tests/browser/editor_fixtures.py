@@ -16,17 +16,23 @@ def changed(definition: dict[str, Any], node_id: str, **fields: Any) -> dict[str
     return result
 
 
-def layered_definition(count: int, width: int = 10, handler: str = "core.noop") -> dict[str, Any]:
-    """A DAG of `count` nodes in layers of `width`: each node depends on one or two nodes of
-    the layer before (a deterministic pattern, so every run measures the same graph)."""
+def layered_definition(
+    count: int, width: int = 10, handler: str = "core.noop", fan_in: int = 2
+) -> dict[str, Any]:
+    """A DAG of `count` nodes in layers of `width`: each node depends on up to `fan_in` nodes
+    of the layer before (a deterministic pattern, so every run measures the same graph;
+    2,000 nodes in layers of 10 with a fan-in of 3 make 5,970 edges)."""
     nodes = [{"id": f"n{i:04d}", "handler": handler} for i in range(count)]
     edges = []
     for i in range(width, count):
         layer_start = (i // width - 1) * width
-        edges.append({"source": f"n{layer_start + i % width:04d}", "target": f"n{i:04d}"})
-        other = layer_start + (i * 7 + 3) % width
-        if other != layer_start + i % width:
-            edges.append({"source": f"n{other:04d}", "target": f"n{i:04d}"})
+        offsets = [i % width]
+        for k in range(1, min(fan_in, width)):
+            offset = (i * (5 + 2 * k) + 3 * k) % width
+            while offset in offsets:
+                offset = (offset + 1) % width
+            offsets.append(offset)
+        edges += [{"source": f"n{layer_start + o:04d}", "target": f"n{i:04d}"} for o in sorted(offsets)]
     return {"description": f"{count} generated nodes", "nodes": nodes, "edges": edges}
 
 

@@ -72,7 +72,11 @@ RunStatus = Literal[tuple(RunStatus)]  # type: ignore[valid-type]
 LetterStatus = Literal["open", "replayed", "discarded"]
 DeliveryStatus = Literal["pending", "sending", "succeeded", "failed"]
 Definition = Annotated[
-    dict[str, Any], Field(description="A workflow definition: nodes, edges, description (see the docs page).")
+    dict[str, Any],
+    Field(
+        description="A workflow definition: nodes, edges, description and, optionally, input_schema"
+        " (the JSON schema, draft 2020-12, a run's input must match; see the docs page)."
+    ),
 ]
 
 

@@ -212,12 +212,18 @@ class EdgeSpec(BaseModel):
 
 
 class DocumentSpec(BaseModel):
-    """Validate the top level; items are validated one by one to report them all."""
+    """Validate the top level; items are validated one by one to report them all.
+
+    ``input_schema`` is the JSON schema (draft 2020-12) a run's input must match: a start
+    with other input is refused naming each field (``check_run_input``), and the start
+    dialog draws its form from it. Absent, any JSON object is accepted.
+    """
 
     model_config = _STRICT
     nodes: list[Any]
     edges: list[Any] = Field(default_factory=list)
     description: str = ""
+    input_schema: dict[str, Any] | None = None
 
 
 _SpecT = TypeVar("_SpecT", bound=BaseModel)
@@ -228,6 +234,7 @@ class _Draft:
     """Collect what could be read from a definition, valid parts and raw ids alike."""
 
     description: str = ""
+    input_schema: dict[str, Any] | None = None
     raw_nodes: list[Any] = field(default_factory=list)
     raw_edges: list[Any] = field(default_factory=list)
     nodes: dict[int, NodeSpec] = field(default_factory=dict)
@@ -271,11 +278,14 @@ def normalise(data: object) -> dict[str, Any]:
     issues, draft = _read_definition(data)
     if issues:
         raise DefinitionError(issues)
-    return {
+    normalised: dict[str, Any] = {
         "description": draft.description,
         "nodes": [_node_json(spec) for spec in draft.nodes.values()],
         "edges": [spec.model_dump(mode="json") for spec in draft.edges.values()],
     }
+    if draft.input_schema is not None:  # only when set: older definitions keep their checksums
+        normalised["input_schema"] = draft.input_schema
+    return normalised
 
 
 def canonical_json(data: object) -> str:
@@ -306,6 +316,7 @@ def _inspect(
     issues += _check_edges(draft)
     issues += _check_cycles(draft)
     issues += _check_conditions(draft)
+    issues += _check_input_schema(draft)
     if handlers is not None:
         issues += _check_handlers(draft, handlers)
     issues += _check_waits(draft)
@@ -407,6 +418,7 @@ def _read_definition(data: object) -> tuple[list[Issue], _Draft]:
         ], draft
     document, issues = _validate(DocumentSpec, data, ())
     draft.description = document.description if document else ""
+    draft.input_schema = document.input_schema if document else None
     draft.raw_nodes = _list_field(data, "nodes")
     draft.raw_edges = _list_field(data, "edges")
     if "nodes" in data and not draft.raw_nodes and isinstance(data["nodes"], list):
@@ -613,6 +625,40 @@ def _check_conditions(draft: _Draft) -> list[Issue]:
     return issues
 
 
+def _check_input_schema(draft: _Draft) -> list[Issue]:
+    """Report an ``input_schema`` that is not a draft 2020-12 JSON schema, naming where."""
+    if draft.input_schema is None:
+        return []
+    try:
+        jsonschema.Draft202012Validator.check_schema(draft.input_schema)
+    except jsonschema.SchemaError as err:
+        path = _format_path(("input_schema", *err.path))
+        return [
+            Issue(path, f"input_schema is not a valid JSON schema: {err.message}", "invalid_input_schema")
+        ]
+    return []
+
+
+def check_run_input(schema: Mapping[str, Any] | None, run_input: object) -> list[Issue]:
+    """Return how a run input breaks a definition's ``input_schema`` (paths "input.<field>").
+
+    A missing required property is reported at the property's own path, so that a form can
+    show it beside its field.
+    """
+    if schema is None:
+        return []
+    validator = jsonschema.Draft202012Validator(schema)
+    issues = []
+    for error in sorted(validator.iter_errors(run_input), key=lambda e: _format_path(e.absolute_path)):
+        path: tuple[str | int, ...] = ("input", *error.absolute_path)
+        if error.validator == "required" and isinstance(error.validator_value, list):
+            missing = [name for name in error.validator_value if name not in (error.instance or {})]
+            issues += [Issue(_format_path((*path, name)), "is required", "required") for name in missing]
+            continue
+        issues.append(Issue(_format_path(path), error.message, "invalid_input"))
+    return issues
+
+
 def _check_handlers(draft: _Draft, handlers: HandlerSchemas) -> list[Issue]:
     """Report unregistered handlers and configs that break their handler's schema (a node's
     own, and its compensate handler's: `nodes[i].compensate.handler`)."""
@@ -730,7 +776,7 @@ def _build_graph(draft: _Draft) -> Graph:
     edges = tuple(
         Edge(edge.source, edge.target, draft.conditions.get(index)) for index, edge in draft.edges.items()
     )
-    return Graph(nodes=nodes, edges=edges)
+    return Graph(nodes=nodes, edges=edges, input_schema=draft.input_schema)
 
 
 def _build_node(spec: NodeSpec) -> Node:

@@ -113,6 +113,7 @@ class Graph:
 
     nodes: dict[str, Node]
     edges: tuple[Edge, ...]
+    input_schema: dict[str, Any] | None = field(default=None, compare=False)  # see DocumentSpec
     roots: tuple[str, ...] = field(init=False, compare=False)
     order: tuple[str, ...] = field(init=False, compare=False)
     has_conditions: bool = field(init=False, compare=False)

@@ -30,6 +30,7 @@ from workflows.core.engine import JOINS
 from workflows.core.graph import DEFAULT_JOIN
 from workflows.errors import Conflict, NotFound
 from workflows.models import Workflow
+from workflows.templatetags.start_run import dialog_config
 
 View = Callable[..., HttpResponse]
 NAV = "workflows"  # highlights the top bar's Workflows link (templates/base.html)
@@ -197,5 +198,6 @@ def editor_config(request: HttpRequest, workflow: Workflow, **extra: Any) -> dic
             "workflow": reverse("api-v1:get_workflow", kwargs={"slug": slug}),
             "runs": reverse("api-v1:list_runs"),
         },
+        "startRun": dialog_config(request),
         **extra,
     }

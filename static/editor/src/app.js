@@ -2,10 +2,15 @@
 // wires the canvas and the side panel to them.
 import { Api } from "./api.js";
 import { Canvas, PALETTE_MIME } from "./canvas.js";
-import { $, debounce, download, h, isTyping, replaceChildren } from "./dom.js";
+import { CATEGORY_ORDER, category, categoryOf, paintIcon } from "./categories.js";
+import { copyFragment, pasteFragment } from "./clipboard.js";
+import { $, debounce, download, h, isTyping, replaceChildren, svg } from "./dom.js";
+import { Finder } from "./finder.js";
 import { Inspector } from "./inspector.js";
 import { Layouter, quickLayout } from "./layout.js";
+import { Minimap } from "./minimap.js";
 import { definitionFromImport, Doc, EXPORT_FORMAT, UndoStack, withPath } from "./model.js";
+import { StartRunDialog } from "./startrun.js";
 import { TestRunPanel } from "./testrun.js";
 import { PUBLISH_NOTE, VersionsPanel } from "./versions.js";
 
@@ -40,6 +45,9 @@ export class Editor {
     this.layouter = new Layouter();
     this.positionsKey = `switchyard:positions:${config.slug}`;
     this.canvas = new Canvas($("#ed-canvas", root), this);
+    this.minimap = new Minimap($("#ed-canvas", root), this);
+    this.finder = new Finder($("#ed-canvas", root), this);
+    this.clipboard = null; // a fragment (clipboard.js), kept in this page only
     this.inspector = new Inspector($("#ed-inspect", root), this);
     this.versionsPanel = new VersionsPanel($("#ed-versions", root), this);
     this.testRun = new TestRunPanel($("#ed-testrun", root), this);
@@ -77,6 +85,11 @@ export class Editor {
       export: () => this.exportJson(),
       save: () => this.save(),
       publish: () => this.version && this.publish(this.version.number),
+      find: () => this.finder.open(),
+      copy: () => this.copySelection(),
+      paste: () => this.paste(),
+      duplicate: () => this.duplicate(),
+      "start-run": () => this.openStartRun(),
     };
     this.root.addEventListener("click", (e) => {
       const button = e.target.closest("[data-cmd]");
@@ -102,6 +115,10 @@ export class Editor {
       else if (mod && key === "y") this.doRedo();
       else if (mod && key === "a") this.selectNodes([...this.doc.nodes.keys()], false);
       else if (mod && key === "s") this.save();
+      else if (mod && key === "f") this.finder.open();
+      else if (mod && key === "c" && this.selection.nodes.size) this.copySelection();
+      else if (mod && key === "v" && this.clipboard) this.paste();
+      else if (mod && key === "d") this.duplicate();
       else if (key === "escape") this.clearSelection();
       else if (key === "f" && !mod) this.canvas.fit();
       else if ((key === "+" || key === "=") && !mod) this.canvas.zoomBy(1.25);
@@ -126,35 +143,61 @@ export class Editor {
     }
   }
 
+  // The palette: one group per category (categories.js), demo handlers last; the search
+  // box hides what does not match and the groups left empty.
   renderPalette() {
     const list = $("#ed-palette-list", this.root);
     const filter = $("#ed-palette-filter", this.root);
     if (!list) return;
-    const items = [...this.palette.values()].map((handler) => {
-      const item = h(
-        "button",
-        {
-          type: "button",
-          class: "ed-palette-item",
-          draggable: "true",
-          title: handler.doc,
-          dataset: { handler: handler.name },
-          onclick: () => this.addNode(handler.name),
-          ondragstart: (e) => {
-            e.dataTransfer.setData(PALETTE_MIME, handler.name);
-            e.dataTransfer.effectAllowed = "copy";
-          },
-        },
-        h("strong", { text: handler.name }),
-        h("span", { text: handler.summary }),
-      );
-      return item;
-    });
-    replaceChildren(list, items);
+    const groups = new Map(CATEGORY_ORDER.map((key) => [key, []]));
+    for (const handler of this.palette.values()) groups.get(categoryOf(handler.name).key).push(this.paletteItem(handler));
+    const sections = [...groups].filter(([, items]) => items.length).map(([key, items]) => this.paletteGroup(category(key), items));
+    const empty = h("p", { class: "ed-palette-empty", hidden: true, text: "No handler matches." });
+    replaceChildren(list, sections, empty);
     filter?.addEventListener("input", () => {
       const text = filter.value.trim().toLowerCase();
-      for (const item of items) item.hidden = Boolean(text) && !item.textContent.toLowerCase().includes(text);
+      let shown = 0;
+      for (const section of sections) {
+        let inGroup = 0;
+        for (const item of section.querySelectorAll(".ed-palette-item")) {
+          item.hidden = Boolean(text) && !item.textContent.toLowerCase().includes(text);
+          inGroup += item.hidden ? 0 : 1;
+        }
+        section.hidden = inGroup === 0;
+        shown += inGroup;
+      }
+      empty.hidden = shown > 0;
     });
+  }
+
+  paletteGroup(cat, items) {
+    const icon = svg("path");
+    paintIcon(icon, cat);
+    const mark = svg("svg", { viewBox: "0 0 16 16", "aria-hidden": "true" });
+    mark.append(icon);
+    const section = h("section", { class: `ed-palette-group cat-${cat.key}`, dataset: { category: cat.key } }, h("h3", {}, mark, cat.label), items);
+    section.style.setProperty("--cat", cat.colour);
+    return section;
+  }
+
+  paletteItem(handler) {
+    return h(
+      "button",
+      {
+        type: "button",
+        class: "ed-palette-item",
+        draggable: "true",
+        title: handler.doc,
+        dataset: { handler: handler.name },
+        onclick: () => this.addNode(handler.name),
+        ondragstart: (e) => {
+          e.dataTransfer.setData(PALETTE_MIME, handler.name);
+          e.dataTransfer.effectAllowed = "copy";
+        },
+      },
+      h("strong", { text: handler.name }),
+      h("span", { text: handler.summary }),
+    );
   }
 
   say(text, kind = "info") {
@@ -358,6 +401,32 @@ export class Editor {
     this.clearSelection();
   }
 
+  copySelection() {
+    if (!this.selection.nodes.size) return;
+    this.clipboard = copyFragment(this.doc, this.selection.nodes);
+    const { nodes, edges } = this.clipboard;
+    this.say(`Copied ${nodes.length} nodes and ${edges.length} edges between them: Ctrl+V pastes them.`);
+    this.updateButtons();
+  }
+
+  paste(fragment = this.clipboard) {
+    if (!this.canEdit || !fragment) return;
+    let uids = [];
+    this.change(() => (uids = pasteFragment(this.doc, fragment)));
+    this.selectNodes(uids, false);
+    this.savePositionsSoon();
+    this.say(`Pasted ${uids.length} nodes with new ids.`, "ok");
+  }
+
+  duplicate() {
+    if (this.selection.nodes.size) this.paste(copyFragment(this.doc, this.selection.nodes));
+  }
+
+  openStartRun() {
+    this.startRun ??= new StartRunDialog(this.config.startRun);
+    this.startRun.open(this.config.slug);
+  }
+
   // Add an edge only if the graph core accepts it: a connection that would close a cycle
   // (or repeat an edge, or loop a node onto itself) is refused and the cycle highlighted.
   async connect(sourceUid, targetUid) {
@@ -445,6 +514,7 @@ export class Editor {
 
   selectionChanged() {
     this.canvas.requestSync();
+    this.minimap.requestDraw();
     this.inspector.render();
     this.updateButtons();
     const { nodes, edges } = this.selection;
@@ -642,6 +712,9 @@ export class Editor {
     set("undo", !this.canEdit || !this.undo.past.length);
     set("redo", !this.canEdit || !this.undo.future.length);
     set("delete", !this.canEdit || !(this.selection.nodes.size + this.selection.edges.size));
+    set("duplicate", !this.canEdit || !this.selection.nodes.size);
+    set("copy", !this.selection.nodes.size);
+    set("paste", !this.canEdit || !this.clipboard);
     const saveBlock = this.busy
       ? "Working…"
       : !this.dirty

@@ -4,7 +4,8 @@
 // shows changes (a cheap signature per item, compared on every sync). Pan and zoom change a
 // single transform; below LOW_DETAIL_ZOOM the labels are hidden so thousands of nodes stay
 // smooth. Syncs are coalesced to one per animation frame.
-import { svg } from "./dom.js";
+import { categoryOf, paintIcon } from "./categories.js";
+import { oncePerFrame, svg } from "./dom.js";
 import { NODE_H, NODE_W } from "./model.js";
 
 const MIN_ZOOM = 0.03;
@@ -14,10 +15,18 @@ const LOW_DETAIL_ZOOM = 0.45;
 // the painting, and a blur of lines at that zoom); they come back when the drag ends.
 const FAST_PAN_EDGES = 1000;
 const DRAG_THRESHOLD = 3;
-const ID_CHARS = 24;
-const HANDLER_CHARS = 28;
+const ID_CHARS = 20;
+const HANDLER_CHARS = 23;
 const LABEL_CHARS = 28;
+const LABEL_CHAR_W = 6.7; // 11px monospace
+const LABEL_H = 16;
+// Where along an edge its condition label may sit (fractions of the curve), best first:
+// the first spot whose box covers no node is taken.
+const LABEL_SPOTS = [0.5, 0.38, 0.62, 0.26, 0.74, 0.14, 0.86];
 export const PALETTE_MIME = "application/x-switchyard-handler";
+
+// The width of a condition's label; the layout leaves room for it between the columns.
+export const labelWidth = (when) => (when ? Math.min(when.length, LABEL_CHARS) * LABEL_CHAR_W + 10 : 0);
 
 const clip = (text, limit) => (text.length > limit ? `${text.slice(0, limit - 1)}…` : text);
 const clamp = (value, lo, hi) => Math.min(hi, Math.max(lo, value));
@@ -30,7 +39,7 @@ export class Canvas {
     this.nodeEls = new Map();
     this.edgeEls = new Map();
     this.gesture = null;
-    this.syncQueued = false;
+    this.requestSync = oncePerFrame(() => this.sync());
     this.build();
     this.bind();
     this.applyView();
@@ -56,10 +65,12 @@ export class Canvas {
     this.viewport = svg("g", { class: "ed-viewport" });
     this.edgeLayer = svg("g", { class: "ed-edges" });
     this.nodeLayer = svg("g", { class: "ed-nodes" });
+    // Condition labels go above the nodes, so that a label is never hidden under one.
+    this.labelLayer = svg("g", { class: "ed-labels" });
     this.overlay = svg("g", { class: "ed-overlay" });
     this.draftEdge = svg("path", { class: "ed-draft-edge", visibility: "hidden" });
     this.overlay.append(this.draftEdge);
-    this.viewport.append(this.edgeLayer, this.nodeLayer, this.overlay);
+    this.viewport.append(this.edgeLayer, this.nodeLayer, this.labelLayer, this.overlay);
     this.marquee = svg("rect", { class: "ed-marquee", visibility: "hidden" });
     this.svg.append(defs, this.viewport, this.marquee);
     this.host.append(this.svg);
@@ -92,15 +103,6 @@ export class Canvas {
 
   // ------------------------------------------------------------------ drawing
 
-  requestSync() {
-    if (this.syncQueued) return;
-    this.syncQueued = true;
-    requestAnimationFrame(() => {
-      this.syncQueued = false;
-      this.sync();
-    });
-  }
-
   sync() {
     const doc = this.app.doc;
     for (const [uid, el] of this.nodeEls) {
@@ -112,11 +114,13 @@ export class Canvas {
     for (const [uid, el] of this.edgeEls) {
       if (!doc.edges.has(uid)) {
         el.g.remove();
+        el.tag?.remove();
         this.edgeEls.delete(uid);
       }
     }
     for (const node of doc.nodes.values()) this.syncNode(node);
     for (const edge of doc.edges.values()) this.syncEdge(edge);
+    this.app.minimap?.requestDraw();
   }
 
   syncNode(node) {
@@ -126,7 +130,7 @@ export class Canvas {
       this.nodeEls.set(node.uid, el);
       this.nodeLayer.append(el.g);
     }
-    const cls = `ed-node ${this.app.nodeClass(node)}`;
+    const cls = `ed-node cat-${categoryOf(node.data.handler).key} ${this.app.nodeClass(node)}`;
     if (el.cls !== cls) {
       el.g.setAttribute("class", (el.cls = cls));
       if (!el.badge && cls.includes("has-issue")) el.badge = this.addBadge(el.g);
@@ -144,6 +148,9 @@ export class Canvas {
       el.idText.textContent = clip(id, ID_CHARS);
       el.handlerText.textContent = clip(handler, HANDLER_CHARS);
       el.title.textContent = `${id}\n${handler}`;
+      const cat = categoryOf(handler);
+      paintIcon(el.icon, cat);
+      el.g.style.setProperty("--cat", cat.colour);
       el.g.dataset.id = id;
     }
   }
@@ -152,12 +159,14 @@ export class Canvas {
     const g = svg("g", { "data-uid": node.uid });
     const title = svg("title");
     const box = svg("rect", { class: "ed-node-box", width: NODE_W, height: NODE_H, rx: 7 });
-    const idText = svg("text", { class: "ed-node-id", x: 14, y: 22 });
-    const handlerText = svg("text", { class: "ed-node-handler", x: 14, y: 40 });
+    const stripe = svg("path", { class: "ed-node-stripe", d: `M 7 0 H 0 V ${NODE_H} H 7 Z` });
+    const icon = svg("path", { class: "ed-node-icon", transform: `translate(14 ${NODE_H / 2 - 8})` });
+    const idText = svg("text", { class: "ed-node-id", x: 38, y: 22 });
+    const handlerText = svg("text", { class: "ed-node-handler", x: 38, y: 40 });
     const portIn = svg("circle", { class: "ed-port ed-port-in", cx: 0, cy: NODE_H / 2, r: 7 });
     const portOut = svg("circle", { class: "ed-port ed-port-out", cx: NODE_W, cy: NODE_H / 2, r: 7 });
-    g.append(title, box, idText, handlerText, portIn, portOut);
-    return { g, title, idText, handlerText, badge: null, cls: null, x: null, y: null, data: null };
+    g.append(title, box, stripe, icon, idText, handlerText, portIn, portOut);
+    return { g, title, icon, idText, handlerText, badge: null, cls: null, x: null, y: null, data: null };
   }
 
   // The "!" badge of a node with issues, created the first time it has any (shown by CSS).
@@ -180,7 +189,10 @@ export class Canvas {
       this.edgeLayer.append(el.g);
     }
     const cls = `ed-edge ${this.app.edgeClass(edge)}`;
-    if (el.cls !== cls) el.g.setAttribute("class", (el.cls = cls));
+    if (el.cls !== cls) {
+      el.g.setAttribute("class", (el.cls = cls));
+      el.tag?.setAttribute("class", `ed-edge-tag ${cls.slice("ed-edge ".length)}`);
+    }
     if (el.sourceData !== source.data || el.targetData !== target.data) {
       el.sourceData = source.data;
       el.targetData = target.data;
@@ -193,18 +205,40 @@ export class Canvas {
       const d = edgePath(source.x + NODE_W, source.y + NODE_H / 2, target.x, target.y + NODE_H / 2);
       el.line.setAttribute("d", d);
       el.hit.setAttribute("d", d);
-      el.label?.setAttribute("x", String((source.x + NODE_W + target.x) / 2));
-      el.label?.setAttribute("y", String((source.y + target.y + NODE_H) / 2 - 6));
+      el.labelAt = null;
     }
     const when = typeof edge.data.when === "string" ? edge.data.when : "";
     if (el.when !== when) {
       el.when = when;
-      if (when && !el.label) this.addEdgeLabel(el, source, target);
-      if (el.label) {
+      el.labelAt = null;
+      if (when && !el.tag) this.addEdgeLabel(el, edge);
+      if (el.tag) {
+        el.tag.setAttribute("visibility", when ? "visible" : "hidden");
         el.label.textContent = clip(when, LABEL_CHARS);
         el.title.textContent = when ? `when ${when}` : "";
       }
     }
+    if (el.tag && el.when && el.labelAt === null) this.placeLabel(el, source, target);
+  }
+
+  // A condition's label: text on a background, placed on the curve where it covers no node.
+  placeLabel(el, source, target) {
+    const w = labelWidth(el.when);
+    const ends = [source.x + NODE_W, source.y + NODE_H / 2, target.x, target.y + NODE_H / 2];
+    const spots = LABEL_SPOTS.map((t) => pointOnEdge(...ends, t));
+    const free = spots.find(([x, y]) => !this.coversNode(x - w / 2, y - LABEL_H / 2, w, LABEL_H));
+    const [x, y] = free ?? spots[0];
+    el.labelAt = [x, y];
+    el.tag.setAttribute("transform", `translate(${x} ${y})`);
+    el.labelBox.setAttribute("x", String(-w / 2));
+    el.labelBox.setAttribute("width", String(w));
+  }
+
+  coversNode(x, y, w, h) {
+    for (const n of this.app.doc.nodes.values()) {
+      if (n.x < x + w && n.x + NODE_W > x && n.y < y + h && n.y + NODE_H > y) return true;
+    }
+    return false;
   }
 
   // Most edges have no condition: their label and tooltip are only created when one is set
@@ -214,16 +248,16 @@ export class Canvas {
     const hit = svg("path", { class: "ed-edge-hit" });
     const line = svg("path", { class: "ed-edge-line" });
     g.append(hit, line);
-    return { g, hit, line, label: null, title: null, cls: null, geometry: null, when: null };
+    return { g, hit, line, tag: null, label: null, title: null, cls: null, geometry: null, when: null };
   }
 
-  addEdgeLabel(el, source, target) {
+  addEdgeLabel(el, edge) {
+    el.tag = svg("g", { class: "ed-edge-tag", "data-uid": edge.uid });
     el.title = svg("title");
-    el.label = svg("text", { class: "ed-edge-label", "text-anchor": "middle" });
-    el.label.setAttribute("x", String((source.x + NODE_W + target.x) / 2));
-    el.label.setAttribute("y", String((source.y + target.y + NODE_H) / 2 - 6));
-    el.g.prepend(el.title);
-    el.g.append(el.label);
+    el.labelBox = svg("rect", { class: "ed-edge-label-box", y: -LABEL_H / 2, height: LABEL_H, rx: 4 });
+    el.label = svg("text", { class: "ed-edge-label", "text-anchor": "middle", y: 4 });
+    el.tag.append(el.title, el.labelBox, el.label);
+    this.labelLayer.append(el.tag);
   }
 
   nodeElement(uid) {
@@ -237,6 +271,14 @@ export class Canvas {
     this.viewport.setAttribute("transform", `translate(${x} ${y}) scale(${k})`);
     this.svg.classList.toggle("ed-low-detail", k < LOW_DETAIL_ZOOM);
     this.svg.dataset.zoom = k.toFixed(3);
+    this.app.minimap?.requestDraw();
+  }
+
+  // The part of the world the canvas shows now.
+  visibleWorld() {
+    const rect = this.svg.getBoundingClientRect();
+    const { x, y, k } = this.view;
+    return { x: -x / k, y: -y / k, width: rect.width / k, height: rect.height / k };
   }
 
   setView(x, y, k) {
@@ -309,10 +351,12 @@ export class Canvas {
 
   centerOn(uid) {
     const node = this.app.doc.nodes.get(uid);
-    if (!node) return;
+    if (node) this.centerOnPoint(node.x + NODE_W / 2, node.y + NODE_H / 2, Math.max(this.view.k, 0.7));
+  }
+
+  centerOnPoint(worldX, worldY, k = this.view.k) {
     const rect = this.svg.getBoundingClientRect();
-    const k = Math.max(this.view.k, 0.7);
-    this.setView(rect.width / 2 - (node.x + NODE_W / 2) * k, rect.height / 2 - (node.y + NODE_H / 2) * k, k);
+    this.setView(rect.width / 2 - worldX * k, rect.height / 2 - worldY * k, k);
   }
 
   // A free spot for a node added by a palette click: right of `after` (the selected node,
@@ -353,7 +397,7 @@ export class Canvas {
     this.svg.focus({ preventScroll: true });
     const target = e.target;
     const nodeEl = target.closest(".ed-node");
-    const edgeEl = target.closest(".ed-edge");
+    const edgeEl = target.closest(".ed-edge, .ed-edge-tag");
     const start = { x: e.clientX, y: e.clientY };
     if (e.button === 1) {
       this.gesture = { kind: "pan", start, view: { ...this.view }, moved: false };
@@ -476,11 +520,25 @@ export class Canvas {
   }
 }
 
-// A cubic curve from an output port to an input port; an edge that goes backwards (target
-// left of its source, as a cycle-closing one does) loops below instead of crossing itself.
-function edgePath(sx, sy, tx, ty) {
+// The point at parameter t of the curve edgePath draws.
+function pointOnEdge(sx, sy, tx, ty, t) {
+  const [c1x, c1y, c2x, c2y] = controlPoints(sx, sy, tx, ty);
+  const u = 1 - t;
+  const x = u * u * u * sx + 3 * u * u * t * c1x + 3 * u * t * t * c2x + t * t * t * tx;
+  const y = u * u * u * sy + 3 * u * u * t * c1y + 3 * u * t * t * c2y + t * t * t * ty;
+  return [x, y];
+}
+
+function controlPoints(sx, sy, tx, ty) {
   const backwards = tx < sx + 20;
   const dx = backwards ? 80 : Math.max(40, Math.abs(tx - sx) / 2);
   const dy = backwards ? NODE_H + Math.min(240, Math.abs(sx - tx) * 0.15) : 0;
-  return `M ${sx} ${sy} C ${sx + dx} ${sy + dy}, ${tx - dx} ${ty + dy}, ${tx} ${ty}`;
+  return [sx + dx, sy + dy, tx - dx, ty + dy];
+}
+
+// A cubic curve from an output port to an input port; an edge that goes backwards (target
+// left of its source, as a cycle-closing one does) loops below instead of crossing itself.
+function edgePath(sx, sy, tx, ty) {
+  const [c1x, c1y, c2x, c2y] = controlPoints(sx, sy, tx, ty);
+  return `M ${sx} ${sy} C ${c1x} ${c1y}, ${c2x} ${c2y}, ${tx} ${ty}`;
 }

@@ -63,6 +63,19 @@ export function debounce(fn, ms) {
   return debounced;
 }
 
+// Wrap `fn` so that any number of calls within one animation frame run it once, next frame.
+export function oncePerFrame(fn) {
+  let queued = false;
+  return () => {
+    if (queued) return;
+    queued = true;
+    requestAnimationFrame(() => {
+      queued = false;
+      fn();
+    });
+  };
+}
+
 export function download(filename, text) {
   const url = URL.createObjectURL(new Blob([text], { type: "application/json" }));
   const link = h("a", { href: url, download: filename });

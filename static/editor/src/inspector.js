@@ -62,6 +62,7 @@ export class Inspector {
         h("p", { text: "Drag from a node's right port to another node to connect them." }),
         h("p", { text: "Shift-click or shift-drag to select several; drag the background to pan; wheel to zoom." }),
         h("p", { text: "Delete removes the selection; Ctrl+Z / Ctrl+Shift+Z undo and redo; F fits the view." }),
+        h("p", { text: "Ctrl+C / Ctrl+V copy and paste nodes (with the edges between them); Ctrl+D duplicates; Ctrl+F finds a node." }),
       ),
     );
   }
@@ -71,9 +72,15 @@ export class Inspector {
       this.root,
       h("h3", { text: "Selection" }),
       h("p", { text: `${nodeCount} nodes and ${edgeCount} edges selected.` }),
-      this.app.canEdit
-        ? h("button", { type: "button", class: "ed-danger", onclick: () => this.app.deleteSelection(), text: "Delete selection" })
-        : null,
+      h(
+        "div",
+        { class: "ed-row" },
+        nodeCount ? h("button", { type: "button", onclick: () => this.app.copySelection(), text: "Copy" }) : null,
+        this.app.canEdit && nodeCount ? h("button", { type: "button", onclick: () => this.app.duplicate(), text: "Duplicate" }) : null,
+        this.app.canEdit
+          ? h("button", { type: "button", class: "ed-danger", onclick: () => this.app.deleteSelection(), text: "Delete selection" })
+          : null,
+      ),
     );
   }
 

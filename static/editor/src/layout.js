@@ -1,4 +1,5 @@
-// Positions: an instant provisional layout (longest-path layers) and dagre in a Web Worker.
+// Positions: an instant provisional layout (longest-path layers) and layered.js in a Web Worker.
+import { labelWidth } from "./canvas.js";
 import { NODE_H, NODE_W } from "./model.js";
 
 const GAP_X = 72;
@@ -51,10 +52,10 @@ export class Layouter {
     if (this.worker) return this.worker;
     this.worker = new Worker(new URL("./layout-worker.js", import.meta.url), { type: "module" });
     this.worker.onmessage = (event) => {
-      const { id, positions, ms } = event.data;
+      const { id, positions, ms, error } = event.data;
       const resolve = this.pending.get(id);
       this.pending.delete(id);
-      if (resolve) resolve({ positions: new Map(Object.entries(positions)), ms });
+      if (resolve) resolve(error ? { error } : { positions: new Map(Object.entries(positions)), ms });
     };
     this.worker.onerror = (event) => {
       for (const resolve of this.pending.values()) resolve({ error: event.message || "layout failed" });
@@ -67,7 +68,7 @@ export class Layouter {
   layout(doc) {
     const id = this.nextId++;
     const nodes = [...doc.nodes.keys()];
-    const edges = [...doc.edges.values()].map((e) => [e.source, e.target]);
+    const edges = [...doc.edges.values()].map((e) => [e.source, e.target, labelWidth(e.data.when)]);
     return new Promise((resolve) => {
       this.pending.set(id, resolve);
       this.ensureWorker().postMessage({ id, nodes, edges, width: NODE_W, height: NODE_H });

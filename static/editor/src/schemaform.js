@@ -62,19 +62,20 @@ function jsonArea(value, { disabled, onValue, rows = 3, placeholder }) {
   return area;
 }
 
-// `getConfig` returns the node's config as it is now (the form outlives single edits).
+// `getConfig` returns the node's config as it is now (the form outlives single edits);
+// `root` is the name the value goes by in paths ("config" of a node, "input" of a run).
 // `pickers` holds the choices of properties marked `"x-picker"` (workflow.run's `workflow`:
 // the other workflows, [{slug, title, paused, versions}]).
-export function configFields(schema, config, { disabled, onChange, getConfig, pickers = {} }) {
+export function configFields(schema, config, { disabled, onChange, getConfig, root = "config", pickers = {} }) {
   config = config && typeof config === "object" && !Array.isArray(config) ? config : {};
   const properties = schema && typeof schema.properties === "object" ? schema.properties : null;
   if (!properties) {
-    const area = jsonArea(config, { disabled, rows: 5, onValue: (v) => onChange(["config"], v ?? {}) });
-    return [field("config (JSON)", area, { key: "config", help: "This handler takes any JSON object." })];
+    const area = jsonArea(config, { disabled, rows: 5, onValue: (v) => onChange([root], v ?? {}) });
+    return [field(`${root} (JSON)`, area, { key: root, help: "Any JSON object." })];
   }
   const required = new Set(Array.isArray(schema.required) ? schema.required : []);
   const fields = Object.entries(properties).map(([name, prop]) =>
-    propertyField(name, prop || {}, config[name], required.has(name), { disabled, onChange, pickers }),
+    propertyField(name, prop || {}, config[name], required.has(name), { disabled, onChange, root, pickers }),
   );
   const known = new Set(Object.keys(properties));
   const others = Object.fromEntries(Object.entries(config).filter(([name]) => !known.has(name)));
@@ -82,13 +83,13 @@ export function configFields(schema, config, { disabled, onChange, getConfig, pi
     const area = jsonArea(Object.keys(others).length ? others : undefined, {
       disabled,
       placeholder: schema.additionalProperties === false ? "" : '{"key": "value"}',
-      onValue: (value) => onChange(["config"], { ...pick(getConfig(), known), ...(value ?? {}) }),
+      onValue: (value) => onChange([root], { ...pick(getConfig(), known), ...(value ?? {}) }),
     });
     const help =
       schema.additionalProperties === false
-        ? "This handler accepts none of these keys: remove them."
+        ? "None of these keys is accepted: remove them."
         : "Keys the form above does not list, as a JSON object.";
-    fields.push(field("other keys (JSON)", area, { key: "config", help }));
+    fields.push(field("other keys (JSON)", area, { key: root, help }));
   }
   return fields;
 }
@@ -97,9 +98,9 @@ function pick(obj, keys) {
   return Object.fromEntries(Object.entries(obj).filter(([name]) => keys.has(name)));
 }
 
-function propertyField(name, prop, value, required, { disabled, onChange, pickers }) {
-  const key = fieldKey(["config", name]);
-  const path = ["config", name];
+function propertyField(name, prop, value, required, { disabled, onChange, root, pickers }) {
+  const key = fieldKey([root, name]);
+  const path = [root, name];
   const help = [prop.description, prop.default !== undefined ? `Default: ${JSON.stringify(prop.default)}.` : ""]
     .filter(Boolean)
     .join(" ");

@@ -24,6 +24,7 @@ from django.utils import timezone
 
 from workflows.core import engine
 from workflows.core.graph import Graph
+from workflows.core.signatures import error_signature
 from workflows.core.states import NodeStatus, RunStatus
 from workflows.models import DeadLetter, NodeRun, RunEvent
 from workflows.runs import event
@@ -191,6 +192,7 @@ def dead_letter(node: NodeRun, given: dict[str, Any]) -> DeadLetter:
         error=node.error,
         traceback=node.traceback,
         input_snapshot=given,
+        signature=error_signature(node.error),
     )
 
 

@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from django import template
+from django.http import QueryDict
 from django.utils import timezone
 
 from controlplane import access
@@ -109,3 +110,15 @@ def gist(value: Any, limit: int = 90) -> str:
     else:
         text = value if isinstance(value, str) else json.dumps(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+@register.filter
+def lookup(mapping: Any, key: Any) -> Any:
+    """`mapping[key]`, or None: a dict of the view's keyed by the row's id."""
+    return mapping.get(key) if hasattr(mapping, "get") else None
+
+
+@register.filter
+def query_fields(query: str) -> list[tuple[str, str]]:
+    """The (name, value) pairs of a query string: a filter as a form's hidden fields."""
+    return list(QueryDict(query).items())

@@ -59,6 +59,7 @@ class Cause(StrEnum):
     DECIDE = "decide"  # a person approves or rejects a waiting approval
     EVENT = "event"  # an event posted on a waiting node's key wakes it
     EXPIRE = "expire"  # a waiting node's deadline passes: a timer fires, an approval times out
+    RERUN = "rerun"  # an operator re-runs a finished run from a node: it and all below it
 
 
 N = NodeStatus
@@ -95,6 +96,8 @@ NODE_MOVES: Moves = {
     Cause.DECIDE: {N.WAITING: frozenset({N.SUCCEEDED})},
     Cause.EVENT: {N.WAITING: frozenset({N.SUCCEEDED})},
     Cause.EXPIRE: {N.WAITING: frozenset({N.SUCCEEDED, N.FAILED})},
+    # Re-run from a node (a finished run): the node and every node below it start over.
+    Cause.RERUN: {s: frozenset({N.PENDING}) for s in (N.SUCCEEDED, N.DEAD, N.SKIPPED, N.UPSTREAM_FAILED)},
 }
 
 # The run table, likewise.
@@ -105,6 +108,7 @@ RUN_MOVES: RunMoves = {
     Cause.CANCEL: {R.RUNNING: frozenset({R.CANCELLED}), R.WAITING: frozenset({R.CANCELLED})},
     # A replayed run runs again; still running when other branches went on (all_done).
     Cause.REPLAY: {s: frozenset({R.RUNNING}) for s in (R.RUNNING, R.FAILED, R.SUCCEEDED)},
+    Cause.RERUN: {R.FAILED: frozenset({R.RUNNING}), R.SUCCEEDED: frozenset({R.RUNNING})},
 }
 
 

@@ -14,6 +14,7 @@ from controlplane import access
 from workflows.core.states import NodeStatus, RunStatus
 from workflows.models import DeadLetter, NodeRun, Run, RunEvent, Wait
 
+TRACE_KINDS = ("node.attempt", "node.retry_scheduled", "node.replayed", "run.rerun")
 FRAGMENTS = {
     "run-header": "monitoring/fragments/run_header.html",
     "run-nodes": "monitoring/fragments/run_nodes.html",
@@ -29,9 +30,9 @@ def load(run: Run, user: Any, after_span: int = 0) -> dict[str, Any]:
     nodes = list(run.nodes.order_by("id"))
     attach_waits(run, nodes)
     spans = list(
-        RunEvent.objects.filter(run=run, kind="node.attempt", id__gt=after_span)
+        RunEvent.objects.filter(run=run, kind__in=TRACE_KINDS, id__gt=after_span)
         .order_by("id")
-        .values("id", "node_id", "attempt", "started_at", "at", "worker", "data")
+        .values("id", "kind", "node_id", "attempt", "started_at", "at", "worker", "data")
     )
     letters = list(DeadLetter.objects.filter(run=run).order_by("-id").values("id", "node_id", "status"))
     return {
@@ -40,6 +41,7 @@ def load(run: Run, user: Any, after_span: int = 0) -> dict[str, Any]:
         "letters": letters,
         "spans": spans,
         "can_cancel": access.can(user, "cancel_run") and run.status in (RunStatus.RUNNING, RunStatus.WAITING),
+        "can_rerun": access.can(user, "rerun_node"),
         "finished": run.status not in (RunStatus.RUNNING, RunStatus.WAITING),
     }
 
@@ -68,22 +70,37 @@ def live_data(ctx: dict[str, Any]) -> dict[str, Any]:
                 "status": n.status,
                 "attempt": n.attempt,
                 "started": epoch(n.started_at) if n.status == NodeStatus.RUNNING else None,
+                "queued": epoch(n.queued_at) if n.status in (NodeStatus.QUEUED, NodeStatus.RUNNING) else None,
+                "due": epoch(n.due_at) if n.status == NodeStatus.RETRYING else None,
             }
             for n in ctx["nodes"]
         },
-        "spans": [
-            {
-                "id": s["id"],
-                "node": s["node_id"],
-                "attempt": s["attempt"],
-                "start": epoch(s["started_at"]),
-                "end": epoch(s["at"]),
-                "status": (s["data"] or {}).get("status", ""),
-                "worker": s["worker"],
-            }
-            for s in ctx["spans"]
-        ],
+        "spans": [trace_item(s) for s in ctx["spans"]],
     }
+
+
+def trace_item(s: dict[str, Any]) -> dict[str, Any]:
+    """One history event as the trace draws it: an attempt, a backoff, or a reset (replay, re-run).
+
+    A retry's backoff runs from the failed attempt's end to when the retry is available
+    (scheduled at + delay); the queue wait before an attempt is drawn by the page from the
+    moment the node became ready (its predecessors' ends, the backoff's end, a reset).
+    """
+    data = s["data"] or {}
+    item = {"id": s["id"], "node": s["node_id"], "attempt": s["attempt"], "end": epoch(s["at"])}
+    if s["kind"] == "node.attempt":
+        return {
+            **item,
+            "kind": "attempt",
+            "start": epoch(s["started_at"]),
+            "status": data.get("status", ""),
+            "worker": s["worker"],
+            "log": bool(data.get("log")),
+        }
+    if s["kind"] == "node.retry_scheduled":
+        at = epoch(s["at"]) or 0.0
+        return {**item, "kind": "backoff", "start": at, "end": at + float(data.get("delay_seconds") or 0)}
+    return {**item, "kind": "reset", "start": epoch(s["at"]), "nodes": data.get("nodes") or [s["node_id"]]}
 
 
 def render(ctx: dict[str, Any]) -> dict[str, str]:

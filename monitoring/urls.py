@@ -20,9 +20,13 @@ urlpatterns = [
     path("deadletters/", RedirectView.as_view(pattern_name="deadletters", query_string=True)),
     path("dead-letters/bulk/", views_letters.deadletters_bulk, name="deadletters_bulk"),
     path("dead-letters/<int:letter_id>/", views_letters.deadletter_detail, name="deadletter_detail"),
-    path("dead-letters/<int:letter_id>/outcome/", views_letters.deadletter_outcome, name="deadletter_outcome"),
+    path(
+        "dead-letters/<int:letter_id>/outcome/", views_letters.deadletter_outcome, name="deadletter_outcome"
+    ),
     path("dead-letters/<int:letter_id>/replay/", views_letters.deadletter_replay, name="deadletter_replay"),
-    path("dead-letters/<int:letter_id>/discard/", views_letters.deadletter_discard, name="deadletter_discard"),
+    path(
+        "dead-letters/<int:letter_id>/discard/", views_letters.deadletter_discard, name="deadletter_discard"
+    ),
     path("inbox/", views_inbox.inbox, name="inbox"),
     path("inbox/count/", views_inbox.inbox_count, name="inbox_count"),
     path("inbox/bulk/", views_inbox.inbox_bulk, name="inbox_bulk"),

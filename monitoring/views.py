@@ -17,12 +17,10 @@ from django.views.decorators.http import require_GET, require_POST
 
 from monitoring import runstate, snapshots
 from monitoring.guards import requires
-from workflows import deadletters, runs
+from workflows import runs
 from workflows.errors import DomainError
 from workflows.models import AuditEntry, NodeRun, Run, RunEvent, Workflow
 
-PAGE_SIZE = 50
-MAX_BULK = deadletters.MAX_BULK
 OVERVIEW_FRAGMENTS = {
     "workflows": "monitoring/fragments/overview_workflows.html",
     "system": "monitoring/fragments/overview_system.html",
@@ -112,6 +110,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         **ctx,
         "graph": graph_of(run.version.definition),
         "live": runstate.live_data(ctx),
+        "output": runs.run_output(run),
         "audit": audit,
         "nav": "runs",
     }

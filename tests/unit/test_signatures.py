@@ -23,7 +23,9 @@ def test_signature_normalises_numbers_ids_times_and_quoted_values(error: str, si
 
 
 def test_two_occurrences_of_one_failure_share_a_signature() -> None:
-    assert error_signature("timeout after 30.1 s on run 7") == error_signature("timeout after 29.9 s on run 8")
+    assert error_signature("timeout after 30.1 s on run 7") == error_signature(
+        "timeout after 29.9 s on run 8"
+    )
 
 
 def test_signature_is_bounded() -> None:

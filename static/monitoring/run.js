@@ -20,25 +20,47 @@
     }
   }
 
+  // Zoom keeps the time under its anchor (the view's centre, the mouse, a node's first
+  // segment) where it was, so a run of hours can be read down to its millisecond steps.
   let zoom = 1;
-  function drawTimeline() {
+  let scale = null;
+  function drawTimeline(anchorTime, anchorPx) {
     const scroll = timeline.scrollLeft;
-    window.SyTrace.draw(timeline, state, graph, rowOrder, zoom);
-    timeline.scrollLeft = scroll;
+    scale = window.SyTrace.draw(timeline, state, graph, rowOrder, zoom);
+    timeline.scrollLeft = scale && anchorTime !== undefined ? scale.x(anchorTime) - anchorPx : scroll;
+  }
+
+  function zoomTo(factor, anchorPx) {
+    if (!scale) return;
+    const px = anchorPx === undefined ? timeline.clientWidth / 2 : anchorPx;
+    const time = scale.time(timeline.scrollLeft + px);
+    zoom = Math.min(4096, Math.max(1, factor));
+    drawTimeline(time, px);
   }
 
   for (const button of document.querySelectorAll("[data-zoom]")) {
     button.addEventListener("click", () => {
       const how = button.dataset.zoom;
-      zoom = how === "fit" ? 1 : Math.min(256, Math.max(1, how === "in" ? zoom * 2 : zoom / 2));
-      drawTimeline();
+      if (how === "fit") zoomTo(1, 0);
+      else zoomTo(how === "in" ? zoom * 2 : zoom / 2);
     });
   }
   timeline.addEventListener("wheel", (event) => {
     if (!event.ctrlKey) return;
     event.preventDefault();
-    zoom = Math.min(256, Math.max(1, event.deltaY < 0 ? zoom * 1.5 : zoom / 1.5));
-    drawTimeline();
+    const px = event.clientX - timeline.getBoundingClientRect().left;
+    zoomTo(event.deltaY < 0 ? zoom * 1.5 : zoom / 1.5, px);
+  });
+  // A click on a node's name zooms to its segments.
+  timeline.addEventListener("click", (event) => {
+    const id = event.target.closest && event.target.closest("[data-node-label]")?.dataset.nodeLabel;
+    if (!id || !scale) return;
+    const mine = scale.segments.filter((s) => s.node === id);
+    const from = Math.min(...mine.map((s) => s.start));
+    const to = Math.max(...mine.map((s) => s.end));
+    const whole = scale.end - scale.start;
+    zoom = Math.min(4096, Math.max(1, (whole / Math.max(to - from, whole / 4096)) * 0.8));
+    drawTimeline(from, 180);
   });
 
   function draw() {

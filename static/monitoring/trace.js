@@ -61,7 +61,10 @@
       out.push({ node: a.node, kind: "attempt", start: a.start, end: a.end, status: a.status, label: `${a.node} #${a.attempt} ${a.status}` });
     }
     for (const b of backoffs) {
-      out.push({ node: b.node, kind: "backoff", start: b.start, end: Math.min(b.end, now), label: `${b.node} backoff after #${b.attempt}` });
+      // From the failed attempt's end (failed -> retry available), not from when it was scheduled.
+      const failed = attempts.find((a) => a.node === b.node && a.attempt === b.attempt);
+      const start = failed ? Math.min(failed.end, b.start) : b.start;
+      out.push({ node: b.node, kind: "backoff", start, end: Math.min(b.end, now), label: `${b.node} backoff after #${b.attempt}` });
     }
     for (const [id, n] of Object.entries(state.nodes)) {
       if (n.status === "running" && n.started) {
@@ -85,6 +88,8 @@
   }
 
   // Draw into `box` (replacing what it held); `zoom` multiplies the drawing's width.
+  // The node names stay in a column of their own (sticky) while the plot scrolls under them;
+  // positions returned by the scale are in the scrolling box's coordinates.
   function draw(box, state, graph, order, zoom) {
     const now = Date.now() / 1000;
     const segs = segments(state, graph, now);
@@ -92,21 +97,25 @@
     const rows = order.filter((id) => segs.some((s) => s.node === id));
     if (!rows.length) {
       box.textContent = "No attempt has started yet.";
-      return;
+      return null;
     }
     const start = Math.min(state.run.created, ...segs.map((s) => s.start));
     const end = Math.max(state.run.finished || now, ...segs.map((s) => s.end), start + 0.001);
-    const W = Math.max(600, (box.clientWidth || 1000) * zoom);
+    const P = Math.max(400, ((box.clientWidth || 1000) - LABEL) * zoom);
     const H = 30 + rows.length * ROW;
-    const svg = el("svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, class: "timeline-svg", "data-zoom": zoom }, box);
-    const x = (t) => LABEL + ((t - start) / (end - start)) * (W - LABEL - 12);
-    for (const t of ticks(start, end, W - LABEL)) {
+    const names = el("svg", { width: LABEL, height: H, class: "tl-names" }, box);
+    const svg = el("svg", { width: P, height: H, viewBox: `0 0 ${P} ${H}`, class: "timeline-svg", "data-zoom": zoom }, box);
+    const x = (t) => 4 + ((t - start) / (end - start)) * (P - 16);
+    const scale = { x: (t) => LABEL + x(t), time: (px) => start + ((px - LABEL - 4) / (P - 16)) * (end - start), start, end };
+    for (const t of ticks(start, end, P)) {
       el("line", { x1: x(start + t), x2: x(start + t), y1: 18, y2: H, class: "tl-grid" }, svg);
       el("text", { x: x(start + t) + 2, y: 12, class: "tl-tick" }, svg).textContent = duration(t);
     }
     rows.forEach((id, i) => {
       const y = 22 + i * ROW;
-      el("text", { x: 4, y: y + 14, class: "tl-label" }, svg).textContent = id.length > 22 ? id.slice(0, 21) + "…" : id;
+      const label = el("text", { x: 4, y: y + 14, class: "tl-label", "data-node-label": id }, names);
+      label.textContent = id.length > 22 ? id.slice(0, 21) + "…" : id;
+      el("title", {}, label).textContent = `${id}: click to zoom to this node`;
       for (const s of segs.filter((s) => s.node === id)) {
         const w = Math.max(MIN_PX, x(s.end) - x(s.start));
         const h = s.kind === "attempt" ? ROW - 8 : ROW - 16;
@@ -115,6 +124,7 @@
         el("title", {}, r).textContent = `${s.label}: ${duration(s.end - s.start)}`;
       }
     });
+    return { ...scale, segments: segs };
   }
 
   window.SyTrace = { segments, draw, duration };

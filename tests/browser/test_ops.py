@@ -182,7 +182,13 @@ def test_run_page_draws_trace_segments_shows_logs_and_reruns_from_a_node(
     expect(trace.locator("[data-segment=backoff][data-node=flaky]")).to_have_count(1)
     expect(trace.locator("[data-segment=queue]").first).to_be_attached()
     page.click("[data-zoom=in]")
-    expect(trace.locator("svg")).to_have_attribute("data-zoom", "2")
+    expect(trace.locator("svg.timeline-svg")).to_have_attribute("data-zoom", "2")
+    page.click("[data-node-label=flaky]")  # zooms to the node's segments, scrolled into view
+    zoomed = trace.locator("[data-segment=attempt][data-node=flaky]").first
+    expect(zoomed).to_be_in_viewport()
+    screenshot(page, "trace-node-zoom")
+    page.click("[data-zoom=fit]")
+    expect(trace.locator("svg.timeline-svg")).to_have_attribute("data-zoom", "1")
     expect(page.locator("[data-field=output]")).to_contain_text("last")
     screenshot(page, "trace")
 

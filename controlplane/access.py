@@ -63,6 +63,11 @@ def can(user: Any, action: str) -> bool:
     return has_role(user, ACTIONS[action][0])
 
 
+def role_can(role: str | None, action: str) -> bool:
+    """Return whether a holder of `role` (None: no role) may perform `action`."""
+    return role is not None and ROLES.index(role) >= ROLES.index(ACTIONS[action][0])
+
+
 def key_can(scopes: list[str] | tuple[str, ...], action: str) -> bool:
     """Return whether an API key with these scopes may perform `action`; admin implies all."""
     needed = ACTIONS[action][1]

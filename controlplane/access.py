@@ -5,7 +5,7 @@ admins); roles are ordered, each includes the ones before it. API keys carry sco
 instead. Every action names the least role and the scope it needs.
 
     viewer    see workflows, runs, traces, dead letters, metrics
-    operator  + start, cancel runs; replay and discard dead letters; post events
+    operator  + start, cancel runs; re-run from a node; replay and discard dead letters; post events
     (anyone with a role may decide the approvals their node names them for: approvals.can_decide)
     editor    + create and change versions, publish, activate (roll back)
     admin     + API keys, users, workflow deletion, webhook triggers and subscriptions,
@@ -34,6 +34,7 @@ ACTIONS: dict[str, tuple[str, str]] = {
     "cancel_run": (OPERATOR, "operate"),
     "replay": (OPERATOR, "operate"),
     "discard": (OPERATOR, "operate"),
+    "rerun_node": (OPERATOR, "operate"),
     "pause_workflow": (OPERATOR, "operate"),
     "edit": (EDITOR, "edit"),
     "publish": (EDITOR, "edit"),
@@ -66,6 +67,11 @@ def has_role(user: Any, least: str) -> bool:
 def can(user: Any, action: str) -> bool:
     """Return whether a person may perform `action` (a key of ACTIONS)."""
     return has_role(user, ACTIONS[action][0])
+
+
+def role_can(role: str | None, action: str) -> bool:
+    """Return whether a holder of `role` (None: no role) may perform `action`."""
+    return role is not None and ROLES.index(role) >= ROLES.index(ACTIONS[action][0])
 
 
 def key_can(scopes: list[str] | tuple[str, ...], action: str) -> bool:

@@ -16,3 +16,5 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", include("monitoring.urls")),
 ]
+
+handler500 = "controlplane.errorpages.server_error"

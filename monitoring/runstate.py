@@ -19,6 +19,7 @@ from workflows.llm import usage
 from workflows.models import DeadLetter, LLMCall, NodeRun, Run, RunEvent, Wait
 from workflows.versions import load_graph
 
+TRACE_KINDS = ("node.attempt", "node.retry_scheduled", "node.replayed", "run.rerun")
 FRAGMENTS = {
     "run-header": "monitoring/fragments/run_header.html",
     "run-nodes": "monitoring/fragments/run_nodes.html",
@@ -36,9 +37,9 @@ def load(run: Run, user: Any, after_span: int = 0) -> dict[str, Any]:
     attach_waits(run, nodes)
     attach_progress(nodes)
     spans = list(
-        RunEvent.objects.filter(run=run, kind="node.attempt", id__gt=after_span)
+        RunEvent.objects.filter(run=run, kind__in=TRACE_KINDS, id__gt=after_span)
         .order_by("id")
-        .values("id", "node_id", "attempt", "started_at", "at", "worker", "data")
+        .values("id", "kind", "node_id", "attempt", "started_at", "at", "worker", "data")
     )
     letters = list(DeadLetter.objects.filter(run=run).order_by("-id").values("id", "node_id", "status"))
     return {
@@ -48,6 +49,7 @@ def load(run: Run, user: Any, after_span: int = 0) -> dict[str, Any]:
         "letters": letters,
         "spans": spans,
         "can_cancel": access.can(user, "cancel_run") and run.status in (RunStatus.RUNNING, RunStatus.WAITING),
+        "can_rerun": access.can(user, "rerun_node"),
         "finished": run.status not in (RunStatus.RUNNING, RunStatus.WAITING, RunStatus.COMPENSATING),
         "llm": usage.run_totals(run.pk),
     }
@@ -100,22 +102,37 @@ def live_data(ctx: dict[str, Any]) -> dict[str, Any]:
                 "attempt": n.attempt,
                 "started": epoch(n.started_at) if n.status == NodeStatus.RUNNING else None,
                 "items": getattr(n, "progress", None),
+                "queued": epoch(n.queued_at) if n.status in (NodeStatus.QUEUED, NodeStatus.RUNNING) else None,
+                "due": epoch(n.due_at) if n.status == NodeStatus.RETRYING else None,
             }
             for n in ctx["nodes"]
         },
-        "spans": [
-            {
-                "id": s["id"],
-                "node": s["node_id"],
-                "attempt": s["attempt"],
-                "start": epoch(s["started_at"]),
-                "end": epoch(s["at"]),
-                "status": (s["data"] or {}).get("status", ""),
-                "worker": s["worker"],
-            }
-            for s in ctx["spans"]
-        ],
+        "spans": [trace_item(s) for s in ctx["spans"]],
     }
+
+
+def trace_item(s: dict[str, Any]) -> dict[str, Any]:
+    """One history event as the trace draws it: an attempt, a backoff, or a reset (replay, re-run).
+
+    A retry's backoff runs from the failed attempt's end to when the retry is available
+    (scheduled at + delay); the queue wait before an attempt is drawn by the page from the
+    moment the node became ready (its predecessors' ends, the backoff's end, a reset).
+    """
+    data = s["data"] or {}
+    item = {"id": s["id"], "node": s["node_id"], "attempt": s["attempt"], "end": epoch(s["at"])}
+    if s["kind"] == "node.attempt":
+        return {
+            **item,
+            "kind": "attempt",
+            "start": epoch(s["started_at"]),
+            "status": data.get("status", ""),
+            "worker": s["worker"],
+            "log": bool(data.get("log")),
+        }
+    if s["kind"] == "node.retry_scheduled":
+        at = epoch(s["at"]) or 0.0
+        return {**item, "kind": "backoff", "start": at, "end": at + float(data.get("delay_seconds") or 0)}
+    return {**item, "kind": "reset", "start": epoch(s["at"]), "nodes": data.get("nodes") or [s["node_id"]]}
 
 
 def render(ctx: dict[str, Any]) -> dict[str, str]:

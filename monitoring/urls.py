@@ -1,8 +1,17 @@
 from __future__ import annotations
 
 from django.urls import path
+from django.views.generic import RedirectView
 
-from monitoring import metrics, views, views_inbox, views_retention, views_schedules
+from monitoring import (
+    metrics,
+    views,
+    views_inbox,
+    views_letters,
+    views_retention,
+    views_runs,
+    views_schedules,
+)
 
 urlpatterns = [
     path("", views.overview, name="overview"),
@@ -16,17 +25,25 @@ urlpatterns = [
         views_schedules.schedule_action,
         name="schedule_action",
     ),
-    path("runs/", views.runs_list, name="runs"),
+    path("runs/", views_runs.runs_list, name="runs"),
+    path("runs/bulk/", views_runs.runs_bulk, name="runs_bulk"),
     path("runs/<int:run_id>/", views.run_detail, name="run_detail"),
     path("runs/<int:run_id>/nodes/<str:node_id>/", views.run_node, name="run_node"),
     path("runs/<int:run_id>/nodes/<str:node_id>/steps/", views.run_node_steps, name="run_node_steps"),
     path("runs/<int:run_id>/nodes/<str:node_id>/items/", views.run_node_items, name="run_node_items"),
     path("runs/<int:run_id>/cancel/", views.run_cancel, name="run_cancel"),
-    path("dead-letters/", views.deadletters_list, name="deadletters"),
-    path("dead-letters/bulk/", views.deadletters_bulk, name="deadletters_bulk"),
-    path("dead-letters/<int:letter_id>/", views.deadletter_detail, name="deadletter_detail"),
-    path("dead-letters/<int:letter_id>/replay/", views.deadletter_replay, name="deadletter_replay"),
-    path("dead-letters/<int:letter_id>/discard/", views.deadletter_discard, name="deadletter_discard"),
+    path("runs/<int:run_id>/rerun/", views_runs.run_rerun, name="run_rerun"),
+    path("dead-letters/", views_letters.deadletters_list, name="deadletters"),
+    path("deadletters/", RedirectView.as_view(pattern_name="deadletters", query_string=True)),
+    path("dead-letters/bulk/", views_letters.deadletters_bulk, name="deadletters_bulk"),
+    path("dead-letters/<int:letter_id>/", views_letters.deadletter_detail, name="deadletter_detail"),
+    path(
+        "dead-letters/<int:letter_id>/outcome/", views_letters.deadletter_outcome, name="deadletter_outcome"
+    ),
+    path("dead-letters/<int:letter_id>/replay/", views_letters.deadletter_replay, name="deadletter_replay"),
+    path(
+        "dead-letters/<int:letter_id>/discard/", views_letters.deadletter_discard, name="deadletter_discard"
+    ),
     path("inbox/", views_inbox.inbox, name="inbox"),
     path("inbox/count/", views_inbox.inbox_count, name="inbox_count"),
     path("inbox/bulk/", views_inbox.inbox_bulk, name="inbox_bulk"),

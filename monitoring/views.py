@@ -11,24 +11,17 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from controlplane import access
 from monitoring import runstate, snapshots
-from monitoring.filters import LetterFilter, RunFilter
 from monitoring.guards import requires
-from workflows import childlinks, deadletters, mapitems, runs, schedules, texts
-from workflows.core.states import RunStatus
-from workflows.errors import DomainError, Invalid, NotFound
+from workflows import childlinks, mapitems, runs, schedules
+from workflows.errors import DomainError, NotFound
 from workflows.llm import usage
-from workflows.models import AuditEntry, DeadLetter, NodeRun, Run, RunEvent, Workflow
+from workflows.models import AuditEntry, NodeRun, Run, RunEvent, Workflow
 
-PAGE_SIZE = 50
-MAX_BULK = deadletters.MAX_BULK
 OVERVIEW_FRAGMENTS = {
     "workflows": "monitoring/fragments/overview_workflows.html",
     "system": "monitoring/fragments/overview_system.html",
@@ -121,22 +114,6 @@ def graph_of(definition: dict[str, Any]) -> dict[str, Any]:
 
 @require_GET
 @requires("view")
-def runs_list(request: HttpRequest) -> HttpResponse:
-    flt = RunFilter.parse(request.GET)
-    rows = list(flt.apply(Run.objects.select_related("workflow", "version")).order_by("-id")[: PAGE_SIZE + 1])
-    context = {
-        "runs": rows[:PAGE_SIZE],
-        "older": rows[PAGE_SIZE - 1].pk if len(rows) > PAGE_SIZE else None,
-        "filter": flt,
-        "statuses": tuple(RunStatus),
-        "workflows": Workflow.objects.order_by("slug").values_list("slug", flat=True),
-        "nav": "runs",
-    }
-    return fragment_or_page(request, "monitoring/runs.html", "monitoring/fragments/runs_list.html", context)
-
-
-@require_GET
-@requires("view")
 def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
     run = get_object_or_404(Run.objects.select_related("workflow", "version"), pk=run_id)
     ctx = runstate.load(run, request.user)
@@ -145,6 +122,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         **ctx,
         "graph": graph_of(run.version.definition),
         "live": runstate.live_data(ctx),
+        "output": runs.run_output(run),
         "audit": audit,
         "family": childlinks.family(run.pk),
         "nav": "runs",
@@ -200,126 +178,3 @@ def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
     except DomainError as exc:
         messages.error(request, str(exc))
     return redirect("run_detail", run_id=run_id)
-
-
-# --------------------------------------------------------------------------- dead letters
-
-
-def letters_query(flt: LetterFilter) -> Any:
-    return flt.apply(DeadLetter.objects.select_related("run__workflow", "resolved_by"))
-
-
-@require_GET
-@requires("view")
-def deadletters_list(request: HttpRequest) -> HttpResponse:
-    flt = LetterFilter.parse(request.GET)
-    rows = list(letters_query(flt).order_by("-id")[: PAGE_SIZE + 1])
-    context = {
-        "letters": rows[:PAGE_SIZE],
-        "older": rows[PAGE_SIZE - 1].pk if len(rows) > PAGE_SIZE else None,
-        "matching": letters_query(flt).count() if flt.is_open_only else None,
-        "filter": flt,
-        "workflows": Workflow.objects.order_by("slug").values_list("slug", flat=True),
-        "nav": "deadletters",
-    }
-    return fragment_or_page(
-        request, "monitoring/deadletters.html", "monitoring/fragments/deadletters_list.html", context
-    )
-
-
-@require_GET
-@requires("view")
-def deadletter_detail(request: HttpRequest, letter_id: int) -> HttpResponse:
-    letter = get_object_or_404(
-        DeadLetter.objects.select_related("run__workflow", "node_run", "resolved_by"), pk=letter_id
-    )
-    attempts = RunEvent.objects.filter(run_id=letter.run_id, node_id=letter.node_id).order_by("id")
-    audit = AuditEntry.objects.filter(target_type="deadletter", target_id=str(letter.pk)).order_by("-id")
-    context = {"letter": letter, "attempts": attempts, "audit": audit, "nav": "deadletters"}
-    return render(request, "monitoring/deadletter.html", context)
-
-
-@require_POST
-@requires("replay")
-def deadletter_replay(request: HttpRequest, letter_id: int) -> HttpResponse:
-    """Replay as is, or with the edited input of the form's `input` field (JSON) if sent."""
-    try:
-        edited = edited_input(request.POST.get("input"))
-        run = runs.replay_dead_letter(letter_id, request.user, edited)
-        how = "with edited input" if edited is not None else "replayed"
-        messages.success(request, f"Dead letter {letter_id} {how}: run {run.pk} is running again.")
-    except DomainError as exc:
-        messages.error(request, str(exc))
-    return redirect("deadletter_detail", letter_id=letter_id)
-
-
-def edited_input(text: str | None) -> Any:
-    """The JSON of a replay form's input field; None when the field was not sent."""
-    if text is None:
-        return None
-    try:
-        value = texts.parse_json(text)
-    except ValueError as exc:  # nesting past the recursion limit included
-        raise Invalid(f"input is not valid JSON: {exc}; nothing was replayed.") from None
-    bad = texts.first_bad_text(value)
-    if bad is not None:
-        where = texts.loc_path(("input", *bad))
-        raise Invalid(
-            f"{where} must not contain NUL characters or unpaired surrogates; nothing was replayed."
-        )
-    return value
-
-
-@require_POST
-@requires("discard")
-def deadletter_discard(request: HttpRequest, letter_id: int) -> HttpResponse:
-    try:
-        runs.discard_dead_letter(letter_id, request.POST.get("reason", "")[:1000], request.user)
-        messages.success(request, f"Dead letter {letter_id} discarded.")
-    except DomainError as exc:
-        messages.error(request, str(exc))
-    return redirect("deadletter_detail", letter_id=letter_id)
-
-
-@require_POST
-@requires("replay")
-def deadletters_bulk(request: HttpRequest) -> HttpResponse:
-    """Replay or discard the selected letters, or every open letter matching the filter.
-
-    "Matching" first answers with a confirmation page showing how many letters match; only
-    the confirmed POST (which carries that count) acts, and it acts on at most MAX_BULK.
-    """
-    action = request.POST.get("action")
-    if action not in ("replay", "discard"):
-        return HttpResponse("action must be replay or discard.", status=400)
-    if not access.can(request.user, action):
-        raise PermissionDenied(f"Your role may not {action} dead letters.")
-    reason = request.POST.get("reason", "").strip()[:1000]
-    flt = LetterFilter.parse(request.POST)
-    back = reverse("deadletters") + "?" + flt.query()
-    if action == "discard" and not reason:
-        messages.error(request, "Discarding needs a reason: say why these dead letters are dropped.")
-        return redirect(back)
-    if request.POST.get("scope") == "matching":
-        letters: deadletters.LetterFilter | list[int] = letter_filter(flt)
-        count = deadletters.matching(letters).count()
-        if request.POST.get("confirmed") != str(count):
-            context = {"action": action, "count": count, "filter": flt, "reason": reason, "max": MAX_BULK}
-            return render(request, "monitoring/deadletters_confirm.html", {**context, "nav": "deadletters"})
-    else:
-        letters = [int(i) for i in request.POST.getlist("ids") if i.isdigit()][:MAX_BULK]
-    result = deadletters.act_on_letters(action, letters, request.user, reason)
-    if result.done:
-        messages.success(
-            request, f"{'Replayed' if action == 'replay' else 'Discarded'} {len(result.done)} dead letter(s)."
-        )
-    for refusal in result.refused[:5]:
-        messages.error(request, refusal["reason"])
-    if not (result.done or result.refused):
-        messages.info(request, "No dead letter was selected.")
-    return redirect(back)
-
-
-def letter_filter(flt: LetterFilter) -> deadletters.LetterFilter:
-    """The open letters the page's filter shows, on every page of the list."""
-    return deadletters.LetterFilter(workflow=flt.workflow or None, run=flt.run, node_id=flt.node or None)

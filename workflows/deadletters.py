@@ -17,11 +17,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
-from django.db.models import QuerySet
+from django.db.models import Count, Max, Min, QuerySet
 
 from workflows import runs
+from workflows.core.states import NODE_TERMINAL
 from workflows.errors import DomainError, Invalid
-from workflows.models import DeadLetter
+from workflows.models import DeadLetter, NodeRun, RunEvent
 
 MAX_BULK = 1000
 Action = Literal["replay", "discard"]
@@ -38,6 +39,8 @@ class LetterFilter:
     node_id: str | None = None
     created_after: datetime | None = None
     created_before: datetime | None = None
+    signature: str | None = None
+    error: str | None = None  # text the error contains, any case
 
     def apply(self, letters: QuerySet[DeadLetter]) -> QuerySet[DeadLetter]:
         lookups = {
@@ -47,6 +50,8 @@ class LetterFilter:
             "node_id": self.node_id,
             "created_at__gt": self.created_after,
             "created_at__lt": self.created_before,
+            "signature": self.signature,
+            "error__icontains": self.error,
         }
         return letters.filter(**{k: v for k, v in lookups.items() if v is not None})
 
@@ -58,6 +63,43 @@ class BulkResult:
     done: list[int] = field(default_factory=list)
     refused: list[dict[str, Any]] = field(default_factory=list)
     sample: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Group:
+    """Letters of one workflow's node failing the same way: how many, first and last seen."""
+
+    workflow: str
+    node_id: str
+    signature: str
+    count: int
+    first_seen: datetime
+    last_seen: datetime
+    latest: int  # the id of the newest letter, to show one
+
+
+def groups(letter_filter: LetterFilter, limit: int = 100) -> list[Group]:
+    """The letters a filter selects, grouped by (workflow, node, signature), biggest first."""
+    rows = (
+        letter_filter.apply(DeadLetter.objects.all())
+        .values("run__workflow__slug", "node_id", "signature")
+        .annotate(
+            count=Count("id"), first_seen=Min("created_at"), last_seen=Max("created_at"), latest=Max("id")
+        )
+        .order_by("-count", "-last_seen")[:limit]
+    )
+    return [
+        Group(
+            r["run__workflow__slug"],
+            r["node_id"],
+            r["signature"],
+            r["count"],
+            r["first_seen"],
+            r["last_seen"],
+            r["latest"],
+        )
+        for r in rows
+    ]
 
 
 def matching(letter_filter: LetterFilter) -> QuerySet[DeadLetter]:
@@ -118,3 +160,30 @@ def act_on_letter(action: Action, letter_id: int, actor: Any, reason: str) -> No
         runs.replay_dead_letter(letter_id, actor)
     else:
         runs.discard_dead_letter(letter_id, reason, actor)
+
+
+@dataclass(frozen=True)
+class ReplayOutcome:
+    """What became of a replayed letter's node: its status now, the attempts since, a new letter."""
+
+    node_status: str
+    attempts: list[dict[str, Any]]
+    new_letter: DeadLetter | None
+
+    @property
+    def is_settled(self) -> bool:
+        return self.node_status in NODE_TERMINAL
+
+
+def replay_outcome(letter: DeadLetter) -> ReplayOutcome:
+    """Follow a letter's node after it was replayed (or re-run): attempts after the letter's."""
+    node = NodeRun.objects.only("status").get(pk=letter.node_run_id)
+    attempts = list(
+        RunEvent.objects.filter(
+            run_id=letter.run_id, node_id=letter.node_id, kind="node.attempt", attempt__gt=letter.attempt
+        )
+        .order_by("id")
+        .values("id", "attempt", "started_at", "at", "worker", "data")
+    )
+    newer = DeadLetter.objects.filter(node_run_id=letter.node_run_id, id__gt=letter.pk).order_by("id").first()
+    return ReplayOutcome(node.status, attempts, newer)

@@ -10,6 +10,7 @@ import uuid
 
 from django.conf import settings
 from django.contrib.postgres.fields import ArrayField
+from django.contrib.postgres.indexes import GinIndex
 from django.db import models
 from django.db.models import Q
 
@@ -110,6 +111,8 @@ class Run(models.Model):
             ),
             # Runs undoing their work (sagas.py): the reconciler's probe reads only these.
             models.Index(fields=["id"], condition=Q(status="compensating"), name="run_compensating_idx"),
+            # Runs searched by input values (`input @> '{"customer": "acme"}'`): ops/issue 16.
+            GinIndex(fields=["input"], opclasses=["jsonb_path_ops"], name="run_input_gin_idx"),
         ]
 
     def __str__(self) -> str:
@@ -268,10 +271,15 @@ class DeadLetter(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     reason = models.TextField(blank=True)
+    # The error with numbers and ids normalised (core.signatures), written when filed: groups.
+    signature = models.CharField(max_length=200, blank=True, db_default="")
 
     class Meta:
         ordering = ["-id"]
-        indexes = [models.Index(fields=["status", "-created_at"], name="deadletter_status_idx")]
+        indexes = [
+            models.Index(fields=["status", "-created_at"], name="deadletter_status_idx"),
+            models.Index(fields=["status", "node_id", "signature"], name="deadletter_group_idx"),
+        ]
 
     def __str__(self) -> str:
         return f"dead letter {self.pk} ({self.node_id} of run {self.run_id})"

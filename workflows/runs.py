@@ -382,3 +382,12 @@ def resolve_letter(letter: DeadLetter, status: str, user: Any, reason: str = "")
     letter.status, letter.resolved_at, letter.reason = status, timezone.now(), reason
     letter.resolved_by = user if getattr(user, "is_authenticated", False) else None
     letter.save(update_fields=["status", "resolved_at", "resolved_by", "reason"])
+
+
+def run_output(run: Run) -> dict[str, Any]:
+    """A run's output: the outputs of its final nodes (those with no successor) that succeeded."""
+    graph = load_graph(run.version_id)
+    finals = [n for n in graph.order if not graph.successors(n)]
+    rows = NodeRun.objects.filter(run=run, node_id__in=finals, status=NodeStatus.SUCCEEDED)
+    outputs = dict(rows.values_list("node_id", "output"))
+    return {n: outputs[n] for n in finals if n in outputs}

@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from django import template
+from django.http import QueryDict
 from django.utils import timezone
 
 from controlplane import access
@@ -14,16 +15,30 @@ from controlplane import access
 register = template.Library()
 
 
+def page_role(user: Any) -> str | None:
+    """The user's role, read once per user object: a page asks a dozen times (one query each).
+
+    Pages render with the request's user, an object of that request alone; fragments pushed
+    over websockets (whose user lives as long as the socket) do not ask, so a demotion is
+    never hidden behind this memo.
+    """
+    if user is None or not getattr(user, "is_authenticated", False):
+        return None
+    if "_page_role" not in user.__dict__:
+        user.__dict__["_page_role"] = access.role_of(user)
+    return user.__dict__["_page_role"]  # type: ignore[no-any-return]
+
+
 @register.filter
 def role(user: Any) -> str:
     """The user's highest role, or an empty string."""
-    return access.role_of(user) or ""
+    return page_role(user) or ""
 
 
 @register.filter
 def can(user: Any, action: str) -> bool:
     """Whether the user may perform an action (a key of access.ACTIONS)."""
-    return access.can(user, action)
+    return access.role_can(page_role(user), action)
 
 
 @register.filter
@@ -109,3 +124,15 @@ def gist(value: Any, limit: int = 90) -> str:
     else:
         text = value if isinstance(value, str) else json.dumps(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+@register.filter
+def lookup(mapping: Any, key: Any) -> Any:
+    """`mapping[key]`, or None: a dict of the view's keyed by the row's id."""
+    return mapping.get(key) if hasattr(mapping, "get") else None
+
+
+@register.filter
+def query_fields(query: str) -> list[tuple[str, str]]:
+    """The (name, value) pairs of a query string: a filter as a form's hidden fields."""
+    return list(QueryDict(query).items())

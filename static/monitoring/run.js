@@ -5,20 +5,12 @@
   const box = document.getElementById("run-graph");
   const timeline = document.getElementById("run-timeline");
   const live = document.getElementById("live");
-  if (!box || !window.SyDag) return;
-  const NS = "http://www.w3.org/2000/svg";
+  if (!box || !window.SyDag || !window.SyTrace) return;
   const graph = JSON.parse(document.getElementById("graph-data").textContent);
   const topic = live.dataset.topics;
   let state = JSON.parse(document.getElementById("run-data").textContent);
   const dag = window.SyDag.render(box, graph, (id) => window.SyDag.loadDetail(box.dataset.nodeUrl, id));
   const rowOrder = dag.layers.flat();
-
-  function el(name, attrs, parent) {
-    const node = document.createElementNS(NS, name);
-    for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
-    if (parent) parent.appendChild(node);
-    return node;
-  }
 
   function drawGraph() {
     for (const id of dag.ids) {
@@ -29,48 +21,58 @@
     }
   }
 
-  function drawTimeline() {
-    const now = Date.now() / 1000;
-    const start = state.run.created;
-    const bars = state.spans.map((s) => ({ node: s.node, start: s.start, end: s.end, cls: s.status, label: `${s.node} #${s.attempt}` }));
-    for (const [id, n] of Object.entries(state.nodes)) {
-      if (n.status === "running" && n.started) bars.push({ node: id, start: n.started, end: now, cls: "running", label: `${id} #${n.attempt} (running)` });
-    }
-    const end = Math.max(state.run.finished || now, ...bars.map((b) => b.end), start + 0.001);
+  // Zoom keeps the time under its anchor (the view's centre, the mouse, a node's first
+  // segment) where it was, so a run of hours can be read down to its millisecond steps.
+  let zoom = 1;
+  let scale = null;
+  function drawTimeline(anchorTime, anchorPx) {
+    const scroll = timeline.scrollLeft;
     // Compensation steps (`<node>~compensate`) are not in the graph: their rows come last.
-    const steps = Object.keys(state.nodes).filter((id) => !rowOrder.includes(id));
-    const rows = rowOrder.concat(steps).filter((id) => bars.some((b) => b.node === id));
-    const W = 1000;
-    const LABEL = 170;
-    const ROW = 24;
-    const H = 30 + rows.length * ROW;
-    timeline.replaceChildren();
-    if (!rows.length) {
-      timeline.textContent = "No attempt has started yet.";
-      return;
-    }
-    const svg = el("svg", { viewBox: `0 0 ${W} ${H}`, class: "timeline-svg" }, timeline);
-    const x = (t) => LABEL + ((t - start) / (end - start)) * (W - LABEL - 10);
-    for (let i = 0; i <= 4; i++) {
-      const t = start + ((end - start) * i) / 4;
-      el("line", { x1: x(t), x2: x(t), y1: 18, y2: H, class: "tl-grid" }, svg);
-      el("text", { x: x(t), y: 12, class: "tl-tick", "text-anchor": i === 0 ? "start" : i === 4 ? "end" : "middle" }, svg).textContent = ((t - start) * 1000 < 10000 ? Math.round((t - start) * 1000) + " ms" : (t - start).toFixed(1) + " s");
-    }
-    rows.forEach((id, i) => {
-      const y = 22 + i * ROW;
-      el("text", { x: 4, y: y + 14, class: "tl-label" }, svg).textContent = id.length > 22 ? id.slice(0, 21) + "…" : id;
-      for (const b of bars.filter((b) => b.node === id)) {
-        const r = el("rect", { x: x(b.start), y, width: Math.max(2, x(b.end) - x(b.start)), height: ROW - 6, rx: 3, class: "tl-bar " + b.cls }, svg);
-        el("title", {}, r).textContent = `${b.label}: ${Math.round((b.end - b.start) * 1000)} ms, ${b.cls}`;
-      }
+    const rows = rowOrder.concat(Object.keys(state.nodes).filter((id) => !rowOrder.includes(id)));
+    scale = window.SyTrace.draw(timeline, state, graph, rows, zoom);
+    timeline.scrollLeft = scale && anchorTime !== undefined ? scale.x(anchorTime) - anchorPx : scroll;
+  }
+
+  function zoomTo(factor, anchorPx) {
+    if (!scale) return;
+    const px = anchorPx === undefined ? timeline.clientWidth / 2 : anchorPx;
+    const time = scale.time(timeline.scrollLeft + px);
+    zoom = Math.min(4096, Math.max(1, factor));
+    drawTimeline(time, px);
+  }
+
+  for (const button of document.querySelectorAll("[data-zoom]")) {
+    button.addEventListener("click", () => {
+      const how = button.dataset.zoom;
+      if (how === "fit") zoomTo(1, 0);
+      else zoomTo(how === "in" ? zoom * 2 : zoom / 2);
     });
   }
+  timeline.addEventListener("wheel", (event) => {
+    if (!event.ctrlKey) return;
+    event.preventDefault();
+    const px = event.clientX - timeline.getBoundingClientRect().left;
+    zoomTo(event.deltaY < 0 ? zoom * 1.5 : zoom / 1.5, px);
+  });
+  // A click on a node's name zooms to its segments.
+  timeline.addEventListener("click", (event) => {
+    const id = event.target.closest && event.target.closest("[data-node-label]")?.dataset.nodeLabel;
+    if (!id || !scale) return;
+    const mine = scale.segments.filter((s) => s.node === id);
+    const from = Math.min(...mine.map((s) => s.start));
+    const to = Math.max(...mine.map((s) => s.end));
+    const whole = scale.end - scale.start;
+    zoom = Math.min(4096, Math.max(1, (whole / Math.max(to - from, whole / 4096)) * 0.8));
+    drawTimeline(from, 180);
+  });
 
   function draw() {
     drawGraph();
     drawTimeline();
     const cancel = document.getElementById("run-cancel");
     if (cancel) cancel.hidden = !["running", "waiting"].includes(state.run.status);
+    const rerun = document.getElementById("run-rerun");
+    if (rerun) rerun.hidden = !["succeeded", "failed"].includes(state.run.status);
   }
 
   document.addEventListener("sy:message", (event) => {
@@ -80,9 +82,12 @@
     state = { run: msg.data.run, nodes: msg.data.nodes, spans };
     draw();
   });
-  // Running bars grow between messages.
+  // Running and queued bars grow between messages.
   setInterval(() => {
-    if (Object.values(state.nodes).some((n) => n.status === "running")) drawTimeline();
+    if (Object.values(state.nodes).some((n) => n.status === "running" || n.status === "queued")) drawTimeline();
   }, 250);
+  // A link to a node (?node=ID, from a dead letter's attempts) opens its panel.
+  const wanted = new URLSearchParams(location.search).get("node");
+  if (wanted && dag.ids.includes(wanted)) window.SyDag.loadDetail(box.dataset.nodeUrl, wanted);
   draw();
 })();

@@ -113,7 +113,7 @@ def test_dead_letter_appears_live_then_replay_from_its_page_finishes_the_run(
         },
     )
     page = page_as("operator")
-    page.goto(f"{live_url}/dead-letters/")
+    page.goto(f"{live_url}/dead-letters/?view=list")
     expect(page.locator("#live-status")).to_have_text("live")
     expect(page.locator("tr[data-letter]")).to_have_count(0)
     mark_page(page)
@@ -150,7 +150,7 @@ def test_viewer_sees_no_replay_button_and_the_server_refuses_the_replay(
     dead = NodeRun.objects.get(run=run, node_id="boom")
     letter = DeadLetter.objects.create(run=run, node_run=dead, node_id="boom", attempt=1, error="drill")
     page = page_as("viewer")
-    page.goto(f"{live_url}/dead-letters/")
+    page.goto(f"{live_url}/dead-letters/?view=list")
     expect(page.locator(f'tr[data-letter="{letter.pk}"]')).to_be_visible()
     expect(page.locator("input[name=ids], [data-action]")).to_have_count(0)
     page.goto(f"{live_url}/dead-letters/{letter.pk}/")

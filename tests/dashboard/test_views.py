@@ -50,7 +50,7 @@ def test_live_fragments_answer_htmx_requests_alone(dead_letter: DeadLetter, clie
     fragment = client.get("/?fragment=workflows", headers={"HX-Request": "true"})
     assert fragment.status_code == 200
     assert b"<html" not in fragment.content and b'data-workflow="drill"' in fragment.content
-    rows = client.get("/dead-letters/?status=open", headers={"HX-Request": "true"})
+    rows = client.get("/dead-letters/?status=open&view=list", headers={"HX-Request": "true"})
     assert b"<html" not in rows.content and f'data-letter="{dead_letter.pk}"'.encode() in rows.content
 
 

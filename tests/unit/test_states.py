@@ -62,10 +62,11 @@ def test_the_table_refuses_moves_no_statement_may_make(cause: Cause, source: N |
     assert not can_move_node(cause, source, target)
 
 
-def test_no_cause_moves_a_node_out_of_a_terminal_status_but_replay() -> None:
+def test_no_cause_moves_a_node_out_of_a_terminal_status_but_replay_and_rerun() -> None:
     for cause, moves in NODE_MOVES.items():
         left = {source for source in moves if source in NODE_TERMINAL}
-        assert not left or cause == Cause.REPLAY, (cause, left)
+        assert not left or cause in (Cause.REPLAY, Cause.RERUN), (cause, left)
+    assert N.CANCELLED not in NODE_MOVES[Cause.RERUN]  # a cancel is final
 
 
 def test_cancel_reaches_every_unfinished_node_and_only_those() -> None:

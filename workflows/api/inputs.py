@@ -253,6 +253,11 @@ class RunQuery(Page):
     version: Number | None = Field(None, description="Version number; needs `workflow`.")
     created_after: Moment | None = None
     created_before: Moment | None = None
+    input: str | None = Field(
+        None, max_length=500, description="Input values, `field=value` (dotted paths, space-separated)."
+    )
+    error: str | None = Field(None, max_length=200, description="Text a dead letter's error contains.")
+    node_id: str | None = Field(None, max_length=64, description="A node that died in the run.")
 
 
 class EventQuery(Query):
@@ -381,3 +386,19 @@ class EventIn(Body):
     )
     payload: Any = Field(default_factory=dict, description="The woken nodes' output.")
     source: str = Field("", max_length=200)
+
+
+# --------------------------------------------------------------------------- runs: re-run, groups
+
+
+class RerunIn(Body):
+    node_id: str = Field(min_length=1, max_length=64, description="The node to re-run from.")
+
+
+class GroupQuery(Query):
+    status: LetterStatus | None = "open"
+    workflow: Slug | None = None
+    node_id: str | None = Field(None, max_length=64)
+    error: str | None = Field(None, max_length=200)
+    created_after: Moment | None = None
+    created_before: Moment | None = None

@@ -743,3 +743,27 @@ def approval(w: Any, context: dict[str, Any], now: datetime) -> ApprovalOut:
         "context": context,
         "result": w.result,
     }
+
+
+class AttemptOut(SpanOut):
+    log: str
+
+
+def attempt(e: RunEvent) -> AttemptOut:
+    data = e.data if isinstance(e.data, dict) else {}
+    return {**span(e), "log": str(data.get("log", ""))}  # type: ignore[typeddict-item]
+
+
+class RerunOut(TypedDict):
+    run: RunSummary
+    nodes: list[str]
+
+
+class LetterGroupOut(TypedDict):
+    workflow: str
+    node_id: str
+    signature: str
+    count: int
+    first_seen: datetime
+    last_seen: datetime
+    latest: int

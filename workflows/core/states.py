@@ -67,6 +67,7 @@ class Cause(StrEnum):
     GATHER = "gather"  # a map node's items have all finished (or its list could not be computed)
     CHILD = "child"  # a workflow.run node's child run ends, or cannot start
     COMPENSATE = "compensate"  # a failed or cancelled run starts undoing its nodes; its undoing ends
+    RERUN = "rerun"  # an operator re-runs a finished run from a node: it and all below it
 
 
 N = NodeStatus
@@ -118,6 +119,8 @@ NODE_MOVES: Moves = {
     # succeeded with the child's output, or failed (the child failed or was cancelled, or it
     # could not start); the engine's retry (a new child) or dead letter then apply.
     Cause.CHILD: {N.WAITING: frozenset({N.SUCCEEDED, N.FAILED})},
+    # Re-run from a node (a finished run): the node and every node below it start over.
+    Cause.RERUN: {s: frozenset({N.PENDING}) for s in (N.SUCCEEDED, N.DEAD, N.SKIPPED, N.UPSTREAM_FAILED)},
 }
 # A compensation step is a node row of its own (`<node>~compensate`), created pending (CREATE)
 # when its run starts compensating, then claimed, run, retried or killed as a task.
@@ -138,6 +141,7 @@ RUN_MOVES: RunMoves = {
         R.CANCELLED: frozenset({R.COMPENSATING}),
         R.COMPENSATING: frozenset({R.COMPENSATED, R.COMPENSATION_FAILED}),
     },
+    Cause.RERUN: {R.FAILED: frozenset({R.RUNNING}), R.SUCCEEDED: frozenset({R.RUNNING})},
 }
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import logging
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -27,6 +28,8 @@ import httpx
 import jsonschema
 
 from workflows.handlers.registry import HandlerError, NodeContext, node
+
+log = logging.getLogger(__name__)
 
 FALLBACK_SETTINGS: dict[str, Any] = {
     "HTTP_TIMEOUT_SECONDS": 30.0,
@@ -163,6 +166,7 @@ FLAKY_SCHEMA: dict[str, Any] = {
 def flaky(ctx: NodeContext) -> dict[str, Any]:
     """Fail until attempt `succeed_on_attempt`, then return the attempt number."""
     target = int(ctx.config.get("succeed_on_attempt", 2))
+    log.info("core.flaky: attempt %d of node %s; attempt %d succeeds", ctx.attempt, ctx.node_id, target)
     if ctx.attempt < target:
         raise HandlerError(f"core.flaky: attempt {ctx.attempt} fails on purpose; attempt {target} succeeds.")
     return {"attempt": ctx.attempt}

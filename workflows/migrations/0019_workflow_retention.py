@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('workflows', '0015_child_runs_b_sagas'),
+        ('workflows', '0017_ops_search'),
     ]
 
     operations = [

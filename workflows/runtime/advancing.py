@@ -26,6 +26,7 @@ from workflows import childlinks, sagas
 from workflows.core import engine, priorities
 from workflows.core.compensation import advance_steps, given_by, step_node, steps_to_run
 from workflows.core.graph import Graph
+from workflows.core.signatures import error_signature
 from workflows.core.states import NodeStatus, RunStatus
 from workflows.models import DeadLetter, NodeRun, RunEvent
 from workflows.runs import event
@@ -198,6 +199,7 @@ def dead_letter(node: NodeRun, given: dict[str, Any]) -> DeadLetter:
         error=node.error,
         traceback=node.traceback,
         input_snapshot=given,
+        signature=error_signature(node.error),
     )
 
 

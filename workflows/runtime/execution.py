@@ -18,7 +18,7 @@ import json
 import logging
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
@@ -32,7 +32,7 @@ from workflows.core.graph import Node
 from workflows.core.states import NodeStatus
 from workflows.errors import Invalid
 from workflows.runs import check_json_size
-from workflows.runtime import bus, kinds, transitions
+from workflows.runtime import attemptlog, bus, kinds, transitions
 from workflows.runtime.jobs import Given, Item
 from workflows.runtime.limits import NodeTimeout, time_limit
 from workflows.versions import load_graph
@@ -57,6 +57,7 @@ class Outcome:
     output: str | None = None  # JSON text
     error: str = ""
     traceback: str = ""
+    log: str = ""  # what the handler logged and printed (attemptlog), size-limited
 
 
 FLUSH_AFTER_SECONDS = 0.02
@@ -76,6 +77,8 @@ class Result:
         }
         if self.outcome.error:
             span["error"] = self.outcome.error[:500]
+        if self.outcome.log:
+            span["log"] = self.outcome.log
         return span
 
     def row(self) -> dict[str, Any]:
@@ -160,6 +163,13 @@ def given_claims(items: list[Item], given: Given, upstream: dict[int, dict[str, 
 
 
 def execute(c: Claim, outputs: dict[str, Any]) -> tuple[Outcome, datetime, datetime]:
+    """Run one attempt's handler under its time limit, capturing what it logs; never raises."""
+    with attemptlog.captured() as capture:
+        outcome, started, finished = run_handler(c, outputs)
+    return replace(outcome, log=capture.text()), started, finished
+
+
+def run_handler(c: Claim, outputs: dict[str, Any]) -> tuple[Outcome, datetime, datetime]:
     """Run one attempt's handler under its time limit; never raises."""
     node = step_node(load_graph(c.version_id), c.node_id)  # a node, or a compensation step
     upstream = {p: outputs[p] for p in given_by(load_graph(c.version_id), c.node_id) if p in outputs}

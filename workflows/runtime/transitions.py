@@ -945,5 +945,32 @@ def replay_item(run: Run, item_id: int, resets: list[str], edits: dict[str, Any]
         status=R.RUNNING, finished_at=None, epoch=run.epoch + 1
     ):
         return False
+
+
+RERUNNABLE = (N.SUCCEEDED, N.DEAD, N.SKIPPED, N.UPSTREAM_FAILED)  # a finished run's nodes
+
+
+@performs(
+    Cause.RERUN,
+    nodes={s: [N.PENDING] for s in RERUNNABLE},
+    runs={R.FAILED: [R.RUNNING], R.SUCCEEDED: [R.RUNNING]},
+)
+def rerun_nodes(run: Run, node_ids: list[str]) -> bool:
+    """Put finished nodes `node_ids` of a finished run (locked by the caller) back to pending
+    with a fresh retry budget and no result, and the run running at a new epoch.
+
+    Return whether the run was finished and every one of the nodes was; nothing changes
+    otherwise (the caller's transaction is undone).
+    """
+    finished = [R.FAILED, R.SUCCEEDED]
+    if not Run.objects.filter(pk=run.pk, status__in=finished).update(
+        status=R.RUNNING, finished_at=None, epoch=run.epoch + 1
+    ):
+        return False
+    changed = NodeRun.objects.filter(run=run, node_id__in=node_ids, status__in=RERUNNABLE).update(
+        status=N.PENDING, tries=0, output=None, error="", traceback="", finished_at=None, due_at=None
+    )
+    if changed != len(node_ids):
+        return False
     run.status, run.finished_at, run.epoch = R.RUNNING, None, run.epoch + 1
     return True

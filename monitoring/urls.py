@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from monitoring import metrics, views, views_inbox
+from monitoring import metrics, views, views_inbox, views_manage
 
 urlpatterns = [
     path("", views.overview, name="overview"),
@@ -23,5 +23,37 @@ urlpatterns = [
     path("inbox/bulk/", views_inbox.inbox_bulk, name="inbox_bulk"),
     path("inbox/<int:approval_id>/", views_inbox.approval_detail, name="inbox_detail"),
     path("inbox/<int:approval_id>/decide/", views_inbox.approval_decide, name="inbox_decide"),
+    path("keys/", views_manage.api_keys, name="api_keys"),
+    path("keys/<int:key_id>/revoke/", views_manage.api_key_revoke, name="api_key_revoke"),
+    path("workflows/<slug:slug>/pause/", views_manage.workflow_pause, name="workflow_pause"),
+    path("workflows/<slug:slug>/resume/", views_manage.workflow_resume, name="workflow_resume"),
+    path("workflows/<slug:slug>/webhooks/", views_manage.workflow_webhooks, name="workflow_webhooks"),
+    path("workflows/<slug:slug>/webhooks/triggers/", views_manage.trigger_create, name="trigger_create"),
+    path(
+        "workflows/<slug:slug>/webhooks/triggers/<uuid:trigger_id>/rotate/",
+        views_manage.trigger_rotate,
+        name="trigger_rotate",
+    ),
+    path(
+        "workflows/<slug:slug>/webhooks/triggers/<uuid:trigger_id>/delete/",
+        views_manage.trigger_delete,
+        name="trigger_delete",
+    ),
+    path("workflows/<slug:slug>/webhooks/subscriptions/", views_manage.subscription_create, name="subscription_create"),
+    path(
+        "workflows/<slug:slug>/webhooks/subscriptions/<int:subscription_id>/",
+        views_manage.subscription_detail,
+        name="subscription_detail",
+    ),
+    path(
+        "workflows/<slug:slug>/webhooks/subscriptions/<int:subscription_id>/delete/",
+        views_manage.subscription_delete,
+        name="subscription_delete",
+    ),
+    path(
+        "workflows/<slug:slug>/webhooks/subscriptions/<int:subscription_id>/deliveries/<int:delivery_id>/resend/",
+        views_manage.delivery_resend,
+        name="delivery_resend",
+    ),
     path("metrics", metrics.metrics, name="metrics"),
 ]

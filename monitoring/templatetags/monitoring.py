@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django import template
 from django.utils import timezone
+from django.utils.html import format_html
+from django.utils.safestring import mark_safe
 
 from controlplane import access
 
@@ -109,3 +111,36 @@ def gist(value: Any, limit: int = 90) -> str:
     else:
         text = value if isinstance(value, str) else json.dumps(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+ABSOLUTE = "%Y-%m-%d %H:%M:%S UTC"
+
+
+def relative(moment: datetime, now: datetime) -> str:
+    """Say how long ago (or how far ahead) `moment` is: just now, 3 min ago, in 2 h, 4 d ago."""
+    seconds = int((now - moment).total_seconds())
+    size = abs(seconds)
+    if size < 10:
+        return "just now"
+    for unit, span in (("d", 86400), ("h", 3600), ("min", 60), ("s", 1)):
+        if size >= span:
+            amount = f"{size // span} {unit}"
+            return f"{amount} ago" if seconds > 0 else f"in {amount}"
+    return "just now"
+
+
+@register.filter
+def when(value: datetime | None) -> str:
+    """One date format everywhere: relative text, the absolute UTC time in the title.
+
+    static/monitoring/time.js keeps the relative text fresh from the `datetime` attribute.
+    """
+    if not value:
+        return mark_safe('<span class="muted">–</span>')
+    moment = value.astimezone(UTC)
+    return format_html(
+        '<time datetime="{}" title="{}">{}</time>',
+        moment.isoformat(),
+        moment.strftime(ABSOLUTE),
+        relative(moment, timezone.now()),
+    )

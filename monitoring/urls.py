@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from monitoring import metrics, views, views_inbox, views_manage
+from monitoring import metrics, views, views_charts, views_inbox, views_manage
 
 urlpatterns = [
     path("", views.overview, name="overview"),
@@ -55,5 +55,6 @@ urlpatterns = [
         views_manage.delivery_resend,
         name="delivery_resend",
     ),
+    path("charts/<str:name>.json", views_charts.chart_data, name="chart_data"),
     path("metrics", metrics.metrics, name="metrics"),
 ]

@@ -39,6 +39,7 @@ WINDOWS = {
     "24h": Window(timedelta(hours=24), timedelta(minutes=15)),
     "7d": Window(timedelta(days=7), timedelta(hours=1)),
 }
+WINDOW_LABELS = {"15m": "15 min", "1h": "1 h", "6h": "6 h", "24h": "24 h", "7d": "7 d"}
 TOP_WORKFLOWS = 5  # duration lines on the overview: the busiest workflows of the window
 
 BUCKETS = """

@@ -18,7 +18,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from controlplane import access
-from monitoring import runstate, snapshots
+from monitoring import charts, runstate, snapshots
 from monitoring.filters import LetterFilter, RunFilter
 from monitoring.guards import requires
 from workflows import deadletters, runs, texts
@@ -54,7 +54,8 @@ def overview(request: HttpRequest) -> HttpResponse:
     name = OVERVIEW_FRAGMENTS.get(request.GET.get("fragment", ""))
     if request.htmx and name:
         return render(request, name, {"snap": message["data"]})
-    return render(request, "monitoring/overview.html", {"snap": message["data"], "nav": "overview"})
+    context = {"snap": message["data"], "chart_windows": charts.WINDOW_LABELS.items(), "nav": "overview"}
+    return render(request, "monitoring/overview.html", context)
 
 
 @require_GET
@@ -77,7 +78,14 @@ def workflow_live(request: HttpRequest, slug: str) -> HttpResponse:
     version = workflow.active_version
     graph = graph_of(version.definition) if version else {"nodes": [], "edges": []}
     stats = snapshots.current(f"workflow:{workflow.pk}")["data"] if version else {"nodes": {}}
-    context = {"workflow": workflow, "version": version, "graph": graph, "stats": stats, "nav": "workflows"}
+    context = {
+        "workflow": workflow,
+        "version": version,
+        "graph": graph,
+        "stats": stats,
+        "chart_windows": charts.WINDOW_LABELS.items(),
+        "nav": "workflows",
+    }
     return render(request, "monitoring/workflow_live.html", context)
 
 

@@ -8,7 +8,8 @@ instead. Every action names the least role and the scope it needs.
     operator  + start, cancel runs; replay and discard dead letters; post events
     (anyone with a role may decide the approvals their node names them for: approvals.can_decide)
     editor    + create and change versions, publish, activate (roll back)
-    admin     + API keys, users, workflow deletion, webhook triggers and subscriptions
+    admin     + API keys, users, workflow deletion, webhook triggers and subscriptions,
+              draining and pausing workers
 
 An API key acts for its owner: it may do what its scopes allow *and* its owner's role allows
 (`api_key_can`), so a key never outlives a demotion or does more than the person holding it.
@@ -37,6 +38,7 @@ ACTIONS: dict[str, tuple[str, str]] = {
     "manage_keys": (ADMIN, "admin"),
     "delete_workflow": (ADMIN, "admin"),
     "manage_webhooks": (ADMIN, "admin"),
+    "manage_workers": (ADMIN, "admin"),
 }
 SCOPES = ("read", "run", "edit", "operate", "admin")
 

@@ -7,6 +7,8 @@ from monitoring import metrics, views, views_charts, views_inbox, views_manage
 urlpatterns = [
     path("", views.overview, name="overview"),
     path("workers/", views.workers, name="workers"),
+    path("workers/drain/", views_manage.worker_drain, name="worker_drain"),
+    path("workers/pause/", views_manage.workers_pause, name="workers_pause"),
     path("workflows/<slug:slug>/live/", views.workflow_live, name="workflow_live"),
     path("workflows/<slug:slug>/live/nodes/<str:node_id>/", views.workflow_node, name="workflow_node"),
     path("runs/", views.runs_list, name="runs"),

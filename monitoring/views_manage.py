@@ -1,5 +1,6 @@
 """Pages that manage what used to live only in the Django admin: API keys, inbound
-triggers, outbound webhook subscriptions (with their delivery log), workflow pause/resume.
+triggers, outbound webhook subscriptions (with their delivery log), workflow pause/resume,
+draining and pausing workers.
 
 Thin views: authorize with the same actions as the API (controlplane.access), one call into
 the domain module the API calls (workflows.keys, workflows.webhooks, workflows.runs), which
@@ -23,7 +24,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from controlplane import access
 from monitoring.guards import requires
-from workflows import keys, runs, webhooks
+from workflows import keys, runs, webhooks, workers
 from workflows.errors import DomainError, Invalid
 from workflows.models import ApiKey, Trigger, WebhookDelivery, WebhookSubscription, Workflow
 
@@ -213,3 +214,28 @@ def workflow_resume(request: HttpRequest, slug: str) -> HttpResponse:
     return redirect("workflow_live", slug=slug)
 
 
+
+
+# --------------------------------------------------------------------------- workers
+
+
+@require_POST
+@requires("manage_workers")
+def worker_drain(request: HttpRequest) -> HttpResponse:
+    """Drain (`action=drain`) or let go (`action=undrain`) the worker named in the form."""
+    name = request.POST.get("worker", "")[:200]
+    if request.POST.get("action") == "undrain":
+        call, done = partial(workers.undrain_worker, name, request.user), f"{name} takes jobs again."
+    else:
+        call = partial(workers.drain_worker, name, request.user)
+        done = f"{name} is draining: it finishes its current job and takes no new one."
+    return act(request, call, done, "workers")
+
+
+@require_POST
+@requires("manage_workers")
+def workers_pause(request: HttpRequest) -> HttpResponse:
+    if request.POST.get("action") == "resume":
+        return act(request, partial(workers.resume_workers, request.user), "Workers resumed.", "workers")
+    done = "Workers paused: each finishes its current job, then waits until resumed."
+    return act(request, partial(workers.pause_workers, request.user), done, "workers")

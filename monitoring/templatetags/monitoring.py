@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django import template
@@ -144,3 +144,12 @@ def when(value: datetime | None) -> str:
         moment.strftime(ABSOLUTE),
         relative(moment, timezone.now()),
     )
+
+
+@register.filter
+def seconds(value: float | None) -> str:
+    """A length of time given in seconds, short: 40 s, 12 min, 3 h 5 min, 2 d 4 h."""
+    if value is None:
+        return "–"
+    start = datetime.fromtimestamp(0, UTC)
+    return between(start, start + timedelta(seconds=float(value)))

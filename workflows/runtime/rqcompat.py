@@ -34,6 +34,11 @@ Assumptions about RQ 3.0, and why each is needed:
    commands on `pipe`: all the jobs of a claim reach Redis in one round trip at
    `pipe.execute()` (RQ's fixed cost per job is about 60 Redis commands and 4 ms of worker
    CPU, measured; paying it in one round trip per claim is what `jobs.enqueue` relies on).
+7. For the drain (worker.py): `dequeue_job_and_maintain_ttl` loops, calling `heartbeat()`
+   with no argument at the top of each turn, before it pops, and lets an exception from it
+   out; it calls `reorder_queues(reference_queue=queue)` right after a pop that returned a
+   job; it blocks at most `dequeue_timeout` seconds per turn (a property NodeWorker
+   shortens). RQ's `suspend`/`resume` (rq.suspension) hold every worker at its loop's top.
 """
 
 from __future__ import annotations
@@ -69,7 +74,14 @@ return {}
 """
 
 # RQ's worker methods NodeWorker overrides (assumption 5).
-OVERRIDDEN = ("work", "dequeue_job_and_maintain_ttl", "execute_job", "heartbeat", "set_state")
+OVERRIDDEN = (
+    "work",
+    "dequeue_job_and_maintain_ttl",
+    "execute_job",
+    "heartbeat",
+    "set_state",
+    "reorder_queues",
+)
 
 
 def queue_key(name: str) -> str:

@@ -22,6 +22,14 @@ statement per flush). Idle, the call finds nothing and RQ's blocking pop takes t
 job. RQ's own worker heartbeat, which RQ writes around every job, is written by the
 heartbeat thread once a second instead, and its state only when it changes.
 
+Draining (the workers page): while `bus.drain_key(name)` exists the worker finishes what it
+holds and takes no new job, alive and beating, in state `drained`, until the key goes. The
+heartbeat thread reads the key with RQ's beat, once a second, into `drain_requested`: no
+command on a job's path. An idle worker blocks in RQ's pop for at most DRAIN_POLL_SECONDS
+(RQ's default is 405 s) and checks the flag at every wake-up, so a drain asked of an idle
+worker holds within that time, and the job popped meanwhile is never dropped. Pausing all
+workers is RQ's own suspension (`rq suspend` / `rq resume` work too).
+
 Everything this relies on in RQ beyond its public API (the methods overridden here, the
 queue and job layout the take reads, the intermediate list) is reached through, and
 listed in, `rqcompat`.
@@ -33,6 +41,7 @@ import atexit
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 from functools import cached_property
 from typing import Any
@@ -44,7 +53,7 @@ from redis.commands.core import Script
 from rq import Queue, SimpleWorker
 from rq.job import Job
 
-from workflows.runtime import bus, execution, jobs, pgsession, rqcompat
+from workflows.runtime import bus, execution, jobs, pgsession, rqcompat, tally
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +77,8 @@ def start_heartbeat(name: str, also: Callable[[], None] | None = None) -> None:
 
 
 def beat(name: str) -> None:
-    bus.beat_worker(name, settings.SWITCHYARD["WORKER_LOST_AFTER_SECONDS"], {"pid": os.getpid()})
+    fields = {"pid": os.getpid(), **tally.snapshot()}
+    bus.beat_worker(name, settings.SWITCHYARD["WORKER_LOST_AFTER_SECONDS"], fields)
 
 
 def beat_forever(name: str, also: Callable[[], None] | None) -> None:
@@ -83,6 +93,13 @@ def beat_forever(name: str, also: Callable[[], None] | None) -> None:
             continue  # Redis away: the next beat may land
 
 
+DRAIN_POLL_SECONDS = 2  # longest block in RQ's pop: how soon an idle worker sees a drain
+
+
+class DrainRequested(Exception):
+    """Raised inside RQ's pop loop, before it pops, to leave it while a drain is asked."""
+
+
 TAKE_AT_MOST = 16  # jobs taken in one step, each of up to jobs.MAX_BATCH nodes
 
 
@@ -95,6 +112,12 @@ class NodeWorker(SimpleWorker):
     """Execute jobs in-process and announce liveness from the moment the worker starts."""
 
     companions: tuple[Job, ...] = ()  # batchable jobs taken with the one RQ popped
+    drain_requested = False  # written by the heartbeat thread (beat_rq)
+    listening = False  # inside RQ's pop loop and nothing popped yet
+
+    @property
+    def dequeue_timeout(self) -> int:
+        return min(super().dequeue_timeout, DRAIN_POLL_SECONDS)
 
     def work(self, *args: Any, **kwargs: Any) -> bool:
         pgsession.plan_generically()
@@ -113,11 +136,26 @@ class NodeWorker(SimpleWorker):
         """
         if timeout is not None or pipeline is not None:
             super().heartbeat(timeout, pipeline)
+        elif self.listening and self.drain_requested:
+            raise DrainRequested  # at the top of RQ's pop loop: nothing was popped
+
+    def reorder_queues(self, reference_queue: Queue) -> None:
+        self.listening = False  # RQ popped a job: from here on it must run
+        super().reorder_queues(reference_queue)
 
     def beat_rq(self) -> None:
         with self.connection.pipeline() as pipe:
             super().heartbeat(pipeline=pipe)
-            pipe.execute()
+            pipe.exists(bus.drain_key(self.name))
+            self.drain_requested = bool(pipe.execute()[-1])
+
+    def wait_while_drained(self) -> None:
+        if not self.drain_requested:
+            return
+        log.info("worker %s: drained, taking no job until the drain is lifted", self.name)
+        self.set_state("drained")
+        while self.drain_requested:
+            time.sleep(0.2)
 
     def set_state(self, state: str, pipeline: Any = None) -> None:
         if pipeline is None and state == self.get_state():
@@ -130,9 +168,18 @@ class NodeWorker(SimpleWorker):
         The take never blocks: on an idle system it finds nothing and RQ's blocking pop
         waits for the next job, which then runs alone.
         """
-        taken = rqcompat.take_head(self, self.take_batchable, TAKE_AT_MOST, jobs.BATCHABLE_PREFIX)
-        if taken is None:
-            return super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
+        while True:
+            self.wait_while_drained()
+            taken = rqcompat.take_head(self, self.take_batchable, TAKE_AT_MOST, jobs.BATCHABLE_PREFIX)
+            if taken is not None:
+                break
+            self.listening = True
+            try:
+                return super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
+            except DrainRequested:
+                continue
+            finally:
+                self.listening = False
         batch, queue = taken
         self.companions = tuple(batch[1:])
         return batch[0], queue

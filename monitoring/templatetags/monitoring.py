@@ -8,6 +8,7 @@ from typing import Any
 
 from django import template
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html
 from django.utils.safestring import mark_safe
 
@@ -51,6 +52,12 @@ def span_ms(start: datetime | None, end: datetime | None) -> str:
 @register.filter
 def pretty_json(value: Any) -> str:
     return json.dumps(value, indent=2, sort_keys=True, default=str)
+
+
+@register.filter
+def compact_json(value: Any) -> str:
+    """JSON on one line (audit details, schema fragments): never Python's repr of a dict."""
+    return json.dumps(value, ensure_ascii=False, default=str, separators=(", ", ": "))
 
 
 @register.filter
@@ -135,6 +142,8 @@ def when(value: datetime | None) -> str:
 
     static/monitoring/time.js keeps the relative text fresh from the `datetime` attribute.
     """
+    if isinstance(value, str):
+        value = parse_datetime(value)
     if not value:
         return mark_safe('<span class="muted">–</span>')
     moment = value.astimezone(UTC)

@@ -119,7 +119,13 @@ ORDER BY n.queue, b.t
 
 
 def params(window: Window, now: datetime, workflow_id: int | None) -> dict[str, Any]:
-    return {"step": window.step, "start": now - window.span, "end": now, "wf": workflow_id, "top": TOP_WORKFLOWS}
+    return {
+        "step": window.step,
+        "start": now - window.span,
+        "end": now,
+        "wf": workflow_id,
+        "top": TOP_WORKFLOWS,
+    }
 
 
 def query(sql: str, args: dict[str, Any]) -> list[tuple[Any, ...]]:
@@ -176,7 +182,9 @@ def answer(window: Window, times: list[datetime], series: list[tuple[str, list[A
     return {
         "step": int(window.step.total_seconds()),
         "t": [int(t.timestamp()) for t in times],
-        "series": [{"label": label, "values": [none_or_number(v) for v in values]} for label, values in series],
+        "series": [
+            {"label": label, "values": [none_or_number(v) for v in values]} for label, values in series
+        ],
     }
 
 
@@ -187,9 +195,15 @@ def none_or_number(value: Any) -> float | int | None:
 CHARTS = {"runs": runs, "durations": durations, "deadletters": dead_letters, "backlog": backlog}
 
 
-def chart(name: str, window_name: str, workflow_id: int | None = None, now: datetime | None = None) -> dict[str, Any]:
+def chart(
+    name: str, window_name: str, workflow_id: int | None = None, now: datetime | None = None
+) -> dict[str, Any]:
     """One chart's data; KeyError names an unknown chart or window (the view answers 400)."""
-    return {"chart": name, "window": window_name, **CHARTS[name](WINDOWS[window_name], now or timezone.now(), workflow_id)}
+    return {
+        "chart": name,
+        "window": window_name,
+        **CHARTS[name](WINDOWS[window_name], now or timezone.now(), workflow_id),
+    }
 
 
 # --------------------------------------------------------------------------- sampling

@@ -41,7 +41,11 @@ urlpatterns = [
         views_manage.trigger_delete,
         name="trigger_delete",
     ),
-    path("workflows/<slug:slug>/webhooks/subscriptions/", views_manage.subscription_create, name="subscription_create"),
+    path(
+        "workflows/<slug:slug>/webhooks/subscriptions/",
+        views_manage.subscription_create,
+        name="subscription_create",
+    ),
     path(
         "workflows/<slug:slug>/webhooks/subscriptions/<int:subscription_id>/",
         views_manage.subscription_detail,

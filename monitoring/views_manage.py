@@ -10,9 +10,9 @@ never stored in the session or a message.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from functools import partial
-from collections.abc import Callable
 from typing import Any
 
 from django.contrib import messages
@@ -49,7 +49,11 @@ def api_keys(request: HttpRequest) -> HttpResponse:
         scopes = request.POST.getlist("scopes")
         expires = parse_expiry(request.POST.get("expires_at", ""))
         key, plaintext = keys.create_key(
-            request.user, request.POST.get("name", "").strip()[:100] or "unnamed", scopes, expires, request.user
+            request.user,
+            request.POST.get("name", "").strip()[:100] or "unnamed",
+            scopes,
+            expires,
+            request.user,
         )
     except DomainError as exc:
         return render(request, "monitoring/keys.html", keys_context(error=str(exc)), status=400)
@@ -73,7 +77,9 @@ def api_key_revoke(request: HttpRequest, key_id: int) -> HttpResponse:
     return act(request, call, "API key revoked: it is refused from the next request on.", "api_keys")
 
 
-def act(request: HttpRequest, call: Callable[[], Any], done: str, back: str, **back_args: Any) -> HttpResponse:
+def act(
+    request: HttpRequest, call: Callable[[], Any], done: str, back: str, **back_args: Any
+) -> HttpResponse:
     """Carry out one domain call; say what happened (or why not) and go back."""
     try:
         call()
@@ -145,7 +151,9 @@ def trigger_delete(request: HttpRequest, slug: str, trigger_id: str) -> HttpResp
     workflow = get_object_or_404(Workflow, slug=slug)
     target = owned_trigger(workflow, trigger_id)
     call = partial(webhooks.delete_trigger, target, actor=request.user)
-    return act(request, call, "Trigger deleted: its URL answers 404 from now on.", "workflow_webhooks", slug=slug)
+    return act(
+        request, call, "Trigger deleted: its URL answers 404 from now on.", "workflow_webhooks", slug=slug
+    )
 
 
 @require_POST
@@ -212,8 +220,6 @@ def workflow_resume(request: HttpRequest, slug: str) -> HttpResponse:
     except DomainError as exc:
         messages.error(request, str(exc))
     return redirect("workflow_live", slug=slug)
-
-
 
 
 # --------------------------------------------------------------------------- workers

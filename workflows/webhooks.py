@@ -277,7 +277,9 @@ def resend_delivery(delivery_id: int, actor: Any = None) -> WebhookDelivery:
         )
         delivery = get_delivery(delivery_id)
         if sent_again != 1:
-            raise Conflict(f"Delivery {delivery_id} is {delivery.status}: only a finished delivery is sent again.")
+            raise Conflict(
+                f"Delivery {delivery_id} is {delivery.status}: only a finished delivery is sent again."
+            )
         audit.record(actor, "delivery.resend", delivery, subscription=delivery.subscription_id)
         transaction.on_commit(lambda: enqueue_jobs([delivery_id]))
     return delivery

@@ -5,12 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.test import Client
+from django.contrib.auth.models import User
 from django.utils import timezone
 
 from tests.integration.conftest import node, publish
-from workflows import keys, webhooks
+from workflows import keys, webhooks, workers
 from workflows.models import ApiKey, AuditEntry, Trigger, WebhookDelivery, WebhookSubscription, Workflow
+from workflows.runtime import bus
 
 
 @pytest.fixture
@@ -50,9 +51,7 @@ def admin_posts(workflow: Workflow, delivery: WebhookDelivery) -> list[str]:
     ]
 
 
-def make_owner() -> Any:
-    from django.contrib.auth.models import User
-
+def make_owner() -> User:
     return User.objects.create(username="owner", is_superuser=True)
 
 
@@ -61,15 +60,26 @@ def test_only_admins_manage_keys_and_webhooks(
     workflow: Workflow, delivery: WebhookDelivery, client_as: Any, role: str | None
 ) -> None:
     client = client_as(role)
-    for url in ["/keys/", f"/workflows/shop/webhooks/", f"/workflows/shop/webhooks/subscriptions/{delivery.subscription_id}/"]:
+    for url in [
+        "/keys/",
+        "/workflows/shop/webhooks/",
+        f"/workflows/shop/webhooks/subscriptions/{delivery.subscription_id}/",
+    ]:
         assert client.get(url).status_code == 403, url
     for url in admin_posts(workflow, delivery):
-        assert client.post(url, {"name": "x", "scopes": ["read"], "url": "http://x.test/", "events": ["run.failed"]}).status_code == 403, url
+        assert (
+            client.post(
+                url, {"name": "x", "scopes": ["read"], "url": "http://x.test/", "events": ["run.failed"]}
+            ).status_code
+            == 403
+        ), url
     assert not AuditEntry.objects.filter(actor__username=role or "nobody").exists()
 
 
 @pytest.mark.parametrize("role", [None, "viewer"])
-def test_pause_and_resume_are_refused_below_operator(workflow: Workflow, client_as: Any, role: str | None) -> None:
+def test_pause_and_resume_are_refused_below_operator(
+    workflow: Workflow, client_as: Any, role: str | None
+) -> None:
     client = client_as(role)
     assert client.post("/workflows/shop/pause/").status_code == 403
     assert client.post("/workflows/shop/resume/").status_code == 403
@@ -116,7 +126,10 @@ def test_an_admin_creates_rotates_and_deletes_a_trigger(workflow: Workflow, clie
     client = client_as("admin")
     created = client.post("/workflows/shop/webhooks/triggers/", {"name": "orders"})
     trigger = Trigger.objects.get(name="orders")
-    assert trigger.secret.encode() in created.content and f"/api/v1/hooks/{trigger.pk}".encode() in created.content
+    assert (
+        trigger.secret.encode() in created.content
+        and f"/api/v1/hooks/{trigger.pk}".encode() in created.content
+    )
     rotated = client.post(f"/workflows/shop/webhooks/triggers/{trigger.pk}/rotate/")
     fresh = Trigger.objects.get(pk=trigger.pk).secret
     assert fresh != trigger.secret and fresh.encode() in rotated.content
@@ -129,24 +142,72 @@ def test_an_admin_creates_rotates_and_deletes_a_trigger(workflow: Workflow, clie
 def test_a_trigger_of_another_workflow_is_not_found(workflow: Workflow, client_as: Any) -> None:
     other = publish("other", {"nodes": [node("a", "core.echo")]})
     trigger = webhooks.create_trigger(other, "theirs")
-    assert client_as("admin").post(f"/workflows/shop/webhooks/triggers/{trigger.pk}/delete/").status_code == 404
+    assert (
+        client_as("admin").post(f"/workflows/shop/webhooks/triggers/{trigger.pk}/delete/").status_code == 404
+    )
     assert Trigger.objects.filter(pk=trigger.pk).exists()
 
 
-def test_a_subscription_with_a_bad_url_is_refused_naming_the_field(workflow: Workflow, client_as: Any) -> None:
+def test_a_subscription_with_a_bad_url_is_refused_naming_the_field(
+    workflow: Workflow, client_as: Any
+) -> None:
     client = client_as("admin")
-    answer = client.post("/workflows/shop/webhooks/subscriptions/", {"url": "ftp://x", "events": ["run.failed"]}, follow=True)
+    answer = client.post(
+        "/workflows/shop/webhooks/subscriptions/", {"url": "ftp://x", "events": ["run.failed"]}, follow=True
+    )
     assert b"url: must start with http" in answer.content
     assert not WebhookSubscription.objects.exists()
 
 
 def test_send_again_resets_a_finished_delivery_once(delivery: WebhookDelivery, client_as: Any) -> None:
     client = client_as("admin")
-    url = f"/workflows/shop/webhooks/subscriptions/{delivery.subscription_id}/deliveries/{delivery.pk}/resend/"
-    assert b'data-action="resend"' in client.get(f"/workflows/shop/webhooks/subscriptions/{delivery.subscription_id}/").content
+    url = (
+        f"/workflows/shop/webhooks/subscriptions/{delivery.subscription_id}/deliveries/{delivery.pk}/resend/"
+    )
+    assert (
+        b'data-action="resend"'
+        in client.get(f"/workflows/shop/webhooks/subscriptions/{delivery.subscription_id}/").content
+    )
     client.post(url)
     again = WebhookDelivery.objects.get(pk=delivery.pk)
     assert (again.status, again.attempts) == ("pending", 0)
     second = client.post(url, follow=True)
     assert b"only a finished delivery is sent again" in second.content
     assert AuditEntry.objects.filter(action="delivery.resend").count() == 1
+
+
+@pytest.fixture
+def known_worker(redis_clean: None) -> str:
+    bus.beat_worker("worker-x", 30, {})
+    return "worker-x"
+
+
+@pytest.mark.parametrize("role", [None, "viewer", "operator", "editor"])
+def test_only_admins_drain_or_pause_workers(known_worker: str, client_as: Any, role: str | None) -> None:
+    client = client_as(role)
+    assert client.post("/workers/drain/", {"worker": known_worker, "action": "drain"}).status_code == 403
+    assert client.post("/workers/pause/", {"action": "pause"}).status_code == 403
+    assert workers.drained([known_worker]) == set() and not workers.are_paused()
+    if role is not None:
+        assert b'data-action="drain"' not in client.get("/workers/").content
+
+
+def test_an_admin_drains_and_lets_go_a_worker_audited(known_worker: str, client_as: Any) -> None:
+    client = client_as("admin")
+    client.post("/workers/drain/", {"worker": known_worker, "action": "drain"})
+    assert workers.drained([known_worker]) == {known_worker}
+    client.post("/workers/drain/", {"worker": known_worker, "action": "undrain"})
+    assert workers.drained([known_worker]) == set()
+    unknown = client.post("/workers/drain/", {"worker": "nobody", "action": "drain"}, follow=True)
+    assert b"No worker named" in unknown.content
+    actions = list(AuditEntry.objects.order_by("id").values_list("action", "target_id"))
+    assert actions == [("worker.drain", known_worker), ("worker.undrain", known_worker)]
+
+
+def test_an_admin_pauses_and_resumes_every_worker(known_worker: str, client_as: Any) -> None:
+    client = client_as("admin")
+    client.post("/workers/pause/", {"action": "pause"})
+    assert workers.are_paused()
+    client.post("/workers/pause/", {"action": "resume"})
+    assert not workers.are_paused()
+    assert {"workers.pause", "workers.resume"} == set(AuditEntry.objects.values_list("action", flat=True))

@@ -185,7 +185,7 @@ def history(workflow: Workflow) -> None:
     charts.sample_backlog({"default": 7}, {workflow.pk: 3}, end)
 
 
-@pytest.mark.parametrize("where", ["/", "/workflows/shop/live/"])
+@pytest.mark.parametrize("where", ["/", "/workflows/shop/live/"], ids=["overview", "live"])
 def test_charts_are_drawn_with_data_for_every_window(
     page_as: Any, live_url: str, screenshot: Any, where: str
 ) -> None:
@@ -292,9 +292,10 @@ def test_every_page_is_free_of_console_errors_and_fits(page_as: Any, live_url: s
     page.set_viewport_size({"width": width, "height": 900})
     errors = watch_console(page)
     for path in PAGES:
-        page.goto(f"{live_url}{path}")
-        page.wait_for_load_state("networkidle")
+        page.goto(f"{live_url}{path}", wait_until="domcontentloaded", timeout=60_000)
+        page.wait_for_load_state("load", timeout=60_000)
         overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
         assert overflow <= 0, f"{path} is {overflow} px wider than {width} px"
-        screenshot(page, f"{width}-{path.strip('/').replace('/', '-') or 'overview'}")
+        if width == 800 and "docs" not in path:  # the API docs page is too long for a full-page PNG
+            screenshot(page, path.strip("/").replace("/", "-") or "overview")
     assert errors == []

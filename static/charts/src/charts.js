@@ -19,27 +19,42 @@ function colourFor(label, index) {
   return cssVar(PALETTE[index % PALETTE.length]);
 }
 
-function seriesOf(data, unit) {
+// Durations and backlog samples have gaps (no run finished, no sample taken): joined, with
+// their points drawn, so a single sample still shows.
+const SPARSE = new Set(["durations", "backlog"]);
+
+function formatMs(v) {
+  if (v == null) return "–";
+  return v >= 1000 ? `${(v / 1000).toFixed(v >= 10000 ? 0 : 1)} s` : `${Math.round(v)} ms`;
+}
+
+function formatTime(ts, withDay) {
+  const iso = new Date(ts * 1000).toISOString(); // UTC, as every absolute time on the pages
+  return withDay ? `${iso.slice(5, 10)} ${iso.slice(11, 16)}` : iso.slice(11, 16);
+}
+
+function seriesOf(data, unit, sparse) {
   return data.series.map((s, i) => ({
     label: s.label,
     stroke: colourFor(s.label, i),
     width: 2,
     dash: s.label.endsWith(" p50") ? [6, 4] : undefined,
-    spanGaps: unit === "ms",
-    value: (u, v) => (v == null ? "–" : unit === "ms" ? `${v.toFixed(0)} ms` : String(v)),
+    spanGaps: sparse,
+    points: sparse ? { show: true, size: 5, fill: colourFor(s.label, i) } : undefined,
+    value: (u, v) => (unit === "ms" ? formatMs(v) : v == null ? "–" : String(v)),
   }));
 }
 
-function options(el, data, unit) {
+function options(el, data, unit, sparse) {
   const ink = cssVar("--muted");
   const grid = { stroke: cssVar("--line"), width: 1 };
   return {
     width: Math.max(240, el.clientWidth),
     height: 180,
-    series: [{}, ...seriesOf(data, unit)],
+    series: [{ value: (u, ts) => (ts == null ? "–" : `${formatTime(ts, true)} UTC`) }, ...seriesOf(data, unit, sparse)],
     axes: [
-      { stroke: ink, grid, ticks: grid },
-      { stroke: ink, grid, ticks: grid, size: 56, values: (u, vals) => vals.map((v) => (unit === "ms" ? `${v} ms` : v)) },
+      { stroke: ink, grid, ticks: grid, values: (u, splits) => splits.map((ts) => formatTime(ts, data.step >= 3600)) },
+      { stroke: ink, grid, ticks: grid, size: 64, values: (u, vals) => vals.map((v) => (unit === "ms" ? formatMs(v) : v)) },
     ],
     scales: { y: { range: (u, min, max) => [0, Math.max(1, max)] } },
     legend: { live: true },
@@ -80,7 +95,7 @@ class Chart {
     if (empty) empty.hidden = points > 0;
     if (this.plot) this.plot.destroy();
     this.el.replaceChildren();
-    this.plot = new uPlot(options(this.el, data, this.unit), columns, this.el);
+    this.plot = new uPlot(options(this.el, data, this.unit, SPARSE.has(this.name)), columns, this.el);
     this.el.dataset.state = "drawn";
   }
 

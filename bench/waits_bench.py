@@ -13,7 +13,6 @@ Figures only; nothing here is asserted.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import statistics
@@ -22,10 +21,11 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
+from bench import servers  # noqa: E402 - the repository is on the path from here
+
 BIN = REPO / ".venv" / "bin"
 DATA = REPO / ".data" / "bench-waits"
 DB_NAME = "switchyard_waitsbench"
@@ -40,28 +40,7 @@ def log(message: str) -> None:
 
 
 def service_urls() -> tuple[str, str]:
-    if os.environ.get("DATABASE_URL") and os.environ.get("REDIS_URL"):
-        db, redis_url = os.environ["DATABASE_URL"], os.environ["REDIS_URL"]
-    else:
-        spec = importlib.util.spec_from_file_location("services", REPO / "scripts" / "services.py")
-        assert spec and spec.loader
-        services = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(services)
-        urls = services.up(DATA)
-        db, redis_url = urls["DATABASE_URL"], urls["REDIS_URL"]
-    return (
-        urlunsplit(urlsplit(db)._replace(path=f"/{DB_NAME}")),
-        urlunsplit(urlsplit(redis_url)._replace(path=f"/{REDIS_DB}")),
-    )
-
-
-def recreate_database(url: str) -> None:
-    import psycopg
-
-    admin = urlunsplit(urlsplit(url)._replace(path="/postgres"))
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {DB_NAME}")
+    return servers.service_urls(DATA, DB_NAME, REDIS_DB)
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -91,7 +70,7 @@ EVENT = {
 
 def main() -> None:
     db_url, redis_url = service_urls()
-    recreate_database(db_url)
+    servers.recreate_database(db_url)
     env = {
         **os.environ,
         "DATABASE_URL": db_url,

@@ -74,14 +74,17 @@ DURATIONS_SQL = (
     AND status IN ('succeeded', 'failed') {scope}
 ), top AS (
   SELECT workflow_id FROM finished GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT %(top)s
+), agg AS (
+  SELECT workflow_id, t,
+         percentile_cont(0.5) WITHIN GROUP (ORDER BY ms) AS p50,
+         percentile_cont(0.95) WITHIN GROUP (ORDER BY ms) AS p95
+  FROM finished WHERE workflow_id IN (SELECT workflow_id FROM top)
+  GROUP BY 1, 2
 )
-SELECT w.slug, b.t,
-       percentile_cont(0.5) WITHIN GROUP (ORDER BY f.ms),
-       percentile_cont(0.95) WITHIN GROUP (ORDER BY f.ms)
+SELECT w.slug, b.t, a.p50, a.p95
 FROM top JOIN workflows_workflow w ON w.id = top.workflow_id
 CROSS JOIN buckets b
-LEFT JOIN finished f ON f.workflow_id = top.workflow_id AND f.t = b.t
-GROUP BY w.slug, b.t
+LEFT JOIN agg a ON a.workflow_id = top.workflow_id AND a.t = b.t
 ORDER BY w.slug, b.t
 """
 )

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 from bench import servers  # noqa: E402 - the repository is on the path from here
+from bench.harness import log  # noqa: E402
 
 BIN = REPO / ".venv" / "bin"
 DATA = REPO / ".data" / "bench-charts"
@@ -63,15 +63,6 @@ UNION ALL
 SELECT t, '', w.id, (random() * 200)::int
 FROM generate_series(now() - interval '7 days', now(), interval '30 seconds') t, workflows_workflow w
 """
-
-
-def log(message: str) -> None:
-    print(time.strftime("%H:%M:%S"), message, file=sys.stderr, flush=True)
-
-
-def pct(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
 def fill() -> None:
@@ -143,7 +134,7 @@ def measure() -> list[dict[str, Any]]:
                         "window": window,
                         "scope": scope,
                         "p50": statistics.median(times),
-                        "p95": pct(times, 0.95),
+                        "p95": statistics.quantiles(times, n=20)[-1],
                         "indexes": indexes_read(name, window, workflow_id),
                     }
                 )
@@ -151,19 +142,7 @@ def measure() -> list[dict[str, Any]]:
 
 
 def main() -> None:
-    db_url, redis_url = servers.service_urls(DATA, DB_NAME, REDIS_DB)
-    servers.recreate_database(db_url)
-    env = {
-        **os.environ,
-        "DATABASE_URL": db_url,
-        "REDIS_URL": redis_url,
-        "DJANGO_SETTINGS_MODULE": "controlplane.settings",
-    }
-    os.environ.update(env)
-    subprocess.run([str(BIN / "python"), "manage.py", "migrate", "-v", "0"], cwd=REPO, env=env, check=True)
-    import django
-
-    django.setup()
+    servers.fresh_django(DATA, DB_NAME, REDIS_DB)
     fill()
     rows = measure()
     print(f"\nCharts' queries, {RUNS:,} runs and {LETTERS:,} dead letters, {REPEAT} tries each (ms)\n")

@@ -37,3 +37,24 @@ def recreate_database(url: str) -> None:
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
         conn.execute(f"CREATE DATABASE {name}")
+
+
+def fresh_django(data: Path, db_name: str, redis_db: int) -> dict[str, str]:
+    """Point this process at a freshly created, migrated database and set Django up; return the env."""
+    import subprocess
+
+    db_url, redis_url = service_urls(data, db_name, redis_db)
+    recreate_database(db_url)
+    env = {
+        **os.environ,
+        "DATABASE_URL": db_url,
+        "REDIS_URL": redis_url,
+        "DJANGO_SETTINGS_MODULE": "controlplane.settings",
+    }
+    os.environ.update(env)
+    python = str(REPO / ".venv" / "bin" / "python")
+    subprocess.run([python, "manage.py", "migrate", "-v", "0"], cwd=REPO, env=env, check=True)
+    import django
+
+    django.setup()
+    return env

@@ -39,10 +39,6 @@ def log(message: str) -> None:
     print(time.strftime("%H:%M:%S"), message, file=sys.stderr, flush=True)
 
 
-def service_urls() -> tuple[str, str]:
-    return servers.service_urls(DATA, DB_NAME, REDIS_DB)
-
-
 def pct(xs: list[float], q: float) -> float:
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
@@ -69,19 +65,7 @@ EVENT = {
 
 
 def main() -> None:
-    db_url, redis_url = service_urls()
-    servers.recreate_database(db_url)
-    env = {
-        **os.environ,
-        "DATABASE_URL": db_url,
-        "REDIS_URL": redis_url,
-        "DJANGO_SETTINGS_MODULE": "controlplane.settings",
-    }
-    os.environ.update(env)
-    subprocess.run([str(BIN / "python"), "manage.py", "migrate", "-v", "0"], cwd=REPO, env=env, check=True)
-    import django
-
-    django.setup()
+    env = servers.fresh_django(DATA, DB_NAME, REDIS_DB)
     import psutil
     from django.contrib.auth.models import User
     from django.db import connection

@@ -214,12 +214,9 @@ def workflow_pause(request: HttpRequest, slug: str) -> HttpResponse:
 @requires("pause_workflow")
 def workflow_resume(request: HttpRequest, slug: str) -> HttpResponse:
     workflow = get_object_or_404(Workflow, slug=slug)
-    try:
-        started = runs.resume_workflow(workflow, request.user)
-        messages.success(request, f"{workflow.slug} resumed: {started} waiting run(s) started.")
-    except DomainError as exc:
-        messages.error(request, str(exc))
-    return redirect("workflow_live", slug=slug)
+    call = partial(runs.resume_workflow, workflow, request.user)
+    done = f"{workflow.slug} resumed: {{}} waiting run(s) started.".format
+    return act(request, call, done, "workflow_live", slug=slug)
 
 
 # --------------------------------------------------------------------------- workers

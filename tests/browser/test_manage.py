@@ -38,10 +38,14 @@ def watch_console(page: Page) -> list[str]:
 
 
 def quick_workflow(slug: str = "shop") -> Workflow:
-    return publish(slug, {"nodes": [node("a", "core.echo"), node("b")], "edges": [{"source": "a", "target": "b"}]})
+    return publish(
+        slug, {"nodes": [node("a", "core.echo"), node("b")], "edges": [{"source": "a", "target": "b"}]}
+    )
 
 
-def test_a_key_is_created_copied_and_used_against_the_api(page_as: Any, live_url: str, screenshot: Any) -> None:
+def test_a_key_is_created_copied_and_used_against_the_api(
+    page_as: Any, live_url: str, screenshot: Any
+) -> None:
     page = page_as("admin")
     page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=live_url)
     errors = watch_console(page)
@@ -73,7 +77,9 @@ def test_a_key_is_created_copied_and_used_against_the_api(page_as: Any, live_url
     assert errors == []
 
 
-def test_a_trigger_is_created_and_its_curl_example_starts_a_run(page_as: Any, live_url: str, screenshot: Any) -> None:
+def test_a_trigger_is_created_and_its_curl_example_starts_a_run(
+    page_as: Any, live_url: str, screenshot: Any
+) -> None:
     quick_workflow()
     page = page_as("admin")
     errors = watch_console(page)
@@ -178,7 +184,9 @@ def history(workflow: Workflow) -> None:
     for n, status in enumerate(["succeeded"] * 4 + ["failed"]):
         run, _ = runs.start_run(workflow, {"n": n})
         Run.objects.filter(pk=run.pk).update(
-            status=status, created_at=end - timedelta(seconds=n + 1), finished_at=end + timedelta(seconds=n * 20)
+            status=status,
+            created_at=end - timedelta(seconds=n + 1),
+            finished_at=end + timedelta(seconds=n * 20),
         )
     first = NodeRun.objects.filter(run=run, node_id="a").get()
     DeadLetter.objects.create(run=run, node_run=first, node_id="a", attempt=1, error="x")
@@ -252,7 +260,9 @@ def test_the_dark_theme_follows_the_system_setting(page_as: Any, live_url: str, 
     assert page.evaluate("getComputedStyle(document.body).backgroundColor") == "rgb(244, 246, 249)"
 
 
-def test_question_mark_lists_the_shortcuts_and_g_r_goes_to_runs(page_as: Any, live_url: str, screenshot: Any) -> None:
+def test_question_mark_lists_the_shortcuts_and_g_r_goes_to_runs(
+    page_as: Any, live_url: str, screenshot: Any
+) -> None:
     page = page_as("viewer")
     errors = watch_console(page)
     page.keyboard.press("?")
@@ -286,7 +296,9 @@ PAGES = [
 
 
 @pytest.mark.parametrize("width", [1400, 800])
-def test_every_page_is_free_of_console_errors_and_fits(page_as: Any, live_url: str, screenshot: Any, width: int) -> None:
+def test_every_page_is_free_of_console_errors_and_fits(
+    page_as: Any, live_url: str, screenshot: Any, width: int
+) -> None:
     history(quick_workflow())
     page = page_as("admin")
     page.set_viewport_size({"width": width, "height": 900})
@@ -294,7 +306,9 @@ def test_every_page_is_free_of_console_errors_and_fits(page_as: Any, live_url: s
     for path in PAGES:
         page.goto(f"{live_url}{path}", wait_until="domcontentloaded", timeout=60_000)
         page.wait_for_load_state("load", timeout=60_000)
-        overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        overflow = page.evaluate(
+            "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+        )
         assert overflow <= 0, f"{path} is {overflow} px wider than {width} px"
         if width == 800 and "docs" not in path:  # the API docs page is too long for a full-page PNG
             screenshot(page, path.strip("/").replace("/", "-") or "overview")

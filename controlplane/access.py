@@ -12,6 +12,7 @@ instead. Every action names the least role and the scope it needs.
               LLM providers and prices
     editor    + create and change versions, publish, activate (roll back); schedules
     admin     + API keys, users, workflow deletion, webhook triggers and subscriptions
+              draining and pausing workers
 
 An API key acts for its owner: it may do what its scopes allow *and* its owner's role allows
 (`api_key_can`), so a key never outlives a demotion or does more than the person holding it.
@@ -44,6 +45,7 @@ ACTIONS: dict[str, tuple[str, str]] = {
     "manage_webhooks": (ADMIN, "admin"),
     "manage_retention": (ADMIN, "admin"),
     "manage_llm": (ADMIN, "admin"),  # LLM providers (their keys) and the price table
+    "manage_workers": (ADMIN, "admin"),
 }
 SCOPES = ("read", "run", "edit", "operate", "admin")
 

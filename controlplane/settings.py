@@ -247,6 +247,9 @@ MONITOR = {
     # OpenTelemetry: spans of every node attempt are exported here (OTLP over HTTP) when set.
     "OTLP_ENDPOINT": env_str("OTEL_EXPORTER_OTLP_ENDPOINT", ""),
     "OTEL_SERVICE_NAME": env_str("OTEL_SERVICE_NAME", "switchyard"),
+    # The backlog chart's history: queue depths sampled this often, kept this many days.
+    "BACKLOG_SAMPLE_SECONDS": env_float("SWITCHYARD_BACKLOG_SAMPLE_SECONDS", 30.0),
+    "BACKLOG_KEEP_DAYS": env_int("SWITCHYARD_BACKLOG_KEEP_DAYS", 8),
 }
 
 SESSION_COOKIE_HTTPONLY = True

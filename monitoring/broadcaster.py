@@ -22,6 +22,7 @@ import json
 import logging
 import time
 from collections import deque
+from datetime import UTC, datetime
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -29,7 +30,7 @@ from django.conf import settings
 from django.db import close_old_connections
 from django.template.loader import render_to_string
 
-from monitoring import counters, events, livetext, snapshots, sources, tracing
+from monitoring import charts, counters, events, livetext, snapshots, sources, tracing
 from monitoring.stats import Windows
 from workflows.outages import STORES_AWAY, Outage
 from workflows.runtime import bus
@@ -79,6 +80,7 @@ class Broadcaster:
         self.moved: set[tuple[int, str, int]] = set()
         self.history: deque[tuple[float, dict[str, int]]] = deque(maxlen=64)
         self.slow_at = 0.0
+        self.sampled_at = 0.0
         self.slow: dict[str, Any] = {}
         self.exporter = tracing.exporter()
         self.texts = livetext.LiveTexts()
@@ -170,6 +172,7 @@ class Broadcaster:
             "waits": self.slow["waits"],
         }
         self.history.append((now, state["depths"]))
+        self.sample_backlog(now, state["depths"], in_flight, workflows)
         letters = dict(sources.rows(sources.OPEN_LETTERS_SQL))
         runs = sources.rows(sources.RUNS_IN_FLIGHT_SQL)
         overview = snapshots.build_overview(
@@ -200,6 +203,20 @@ class Broadcaster:
         if letters_changed:
             messages.append(self.stamp("deadletters", {"at": now, "open": sum(letters.values())}, now))
         return messages
+
+    def sample_backlog(
+        self, now: float, depths: dict[str, int], in_flight: dict[int, Any], workflows: list[dict[str, Any]]
+    ) -> None:
+        """Write the backlog chart's sample once every BACKLOG_SAMPLE_SECONDS."""
+        if now - self.sampled_at < settings.MONITOR["BACKLOG_SAMPLE_SECONDS"]:
+            return
+        self.sampled_at = now
+        queued = {
+            wf["id"]: sum(node.get("queued", 0) for node in in_flight.get(wf["id"], {}).values())
+            for wf in workflows
+            if wf["active_version_id"]
+        }
+        charts.sample_backlog(depths, queued, datetime.fromtimestamp(now, UTC))
 
     def refresh_slow(self, now: float) -> None:
         """Read schedulers, RQ's worker registry and running attempts at most once a second."""

@@ -163,6 +163,11 @@ def build_workers(
                 "state": rq.get("state", "unknown"),
                 "running": attempts.get(name, [])[:5],
                 "running_count": len(attempts.get(name, [])),
+                "processed": rq.get("processed", 0),
+                "failed": rq.get("failed", 0),
+                "per_second": rq.get("per_second", 0.0),
+                "uptime_s": round(now - rq["birth"]) if rq.get("birth") else None,
+                "drained": rq.get("drained", False),
             }
         )
     schedulers = [
@@ -182,6 +187,7 @@ def build_workers(
         "schedulers": schedulers,
         "queues": queues,
         "notices": redis_state["notices"],
+        "paused": redis_state.get("paused", False),
     }
 
 

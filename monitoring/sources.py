@@ -18,7 +18,9 @@ import redis
 from django.conf import settings
 from django.db import connection
 from rq import Worker
+from rq.suspension import WORKERS_SUSPENDED
 
+from workflows import workers
 from workflows.models import Workflow
 from workflows.runtime import bus, rqcompat
 
@@ -162,14 +164,17 @@ def workflows() -> list[dict[str, Any]]:
 
 
 def queues_and_roster() -> dict[str, Any]:
-    """Queue depths and the workers' roster (name -> time of last beat), in one round trip."""
+    """Queue depths, the workers' roster (name -> time of last beat) and whether RQ's
+    workers are suspended (paused), in one round trip."""
     queues = settings.SWITCHYARD_QUEUES
     pipe = bus.client().pipeline(transaction=False)
     for name in queues:
         pipe.llen(rqcompat.queue_key(name))
     pipe.zrange(bus.WORKERS_ROSTER, 0, -1, withscores=True)
+    pipe.exists(WORKERS_SUSPENDED)
     replies = pipe.execute()
-    return {"depths": dict(zip(queues, replies[:-1], strict=True)), "roster": replies[-1]}
+    depths = dict(zip(queues, replies[:-2], strict=True))
+    return {"depths": depths, "roster": replies[-2], "paused": bool(replies[-1])}
 
 
 def redis_state() -> dict[str, Any]:
@@ -213,10 +218,19 @@ def notice_backlog() -> dict[str, float]:
 
 
 def rq_workers() -> list[dict[str, Any]]:
-    """Every worker RQ knows of: its queues, state and RQ's own heartbeat."""
+    """Every worker RQ knows of: its queues, state, RQ's heartbeat, and what it has done.
+
+    The counts (node attempts run and failed, the last minute's rate) are those the worker
+    publishes with its own heartbeat (runtime/tally.py); RQ's job counts cover the other
+    jobs (webhook deliveries), which go through RQ's full path.
+    """
     conn = django_rq.get_connection(settings.SWITCHYARD_QUEUES[0])
     found = []
-    for worker in Worker.all(connection=conn):
+    rq_found = Worker.all(connection=conn)
+    beats = worker_beats([w.name for w in rq_found])
+    drained = workers.drained([w.name for w in rq_found])
+    for worker in rq_found:
+        beat = beats.get(worker.name, {})
         found.append(
             {
                 "name": worker.name,
@@ -224,6 +238,18 @@ def rq_workers() -> list[dict[str, Any]]:
                 "state": str(worker.get_state()),
                 "birth": worker.birth_date.timestamp() if worker.birth_date else None,
                 "rq_heartbeat": worker.last_heartbeat.timestamp() if worker.last_heartbeat else None,
+                "processed": beat.get("processed", 0) + worker.successful_job_count,
+                "failed": beat.get("failed", 0) + worker.failed_job_count,
+                "per_second": beat.get("per_second", 0.0),
+                "drained": worker.name in drained,
             }
         )
     return found
+
+
+def worker_beats(names: list[str]) -> dict[str, dict[str, Any]]:
+    """What each worker published with its last beat (runtime/worker.beat), by name."""
+    if not names:
+        return {}
+    values = bus.client().mget([bus.worker_key(n) for n in names])
+    return {name: json.loads(v) for name, v in zip(names, values, strict=True) if v}

@@ -6,8 +6,10 @@ from django.views.generic import RedirectView
 from monitoring import (
     metrics,
     views,
+    views_charts,
     views_inbox,
     views_letters,
+    views_manage,
     views_retention,
     views_runs,
     views_schedules,
@@ -16,6 +18,8 @@ from monitoring import (
 urlpatterns = [
     path("", views.overview, name="overview"),
     path("workers/", views.workers, name="workers"),
+    path("workers/drain/", views_manage.worker_drain, name="worker_drain"),
+    path("workers/pause/", views_manage.workers_pause, name="workers_pause"),
     path("workflows/<slug:slug>/live/", views.workflow_live, name="workflow_live"),
     path("workflows/<slug:slug>/live/nodes/<str:node_id>/", views.workflow_node, name="workflow_node"),
     path("workflows/<slug:slug>/schedules/", views_schedules.workflow_schedules, name="workflow_schedules"),
@@ -51,5 +55,42 @@ urlpatterns = [
     path("inbox/<int:approval_id>/decide/", views_inbox.approval_decide, name="inbox_decide"),
     path("retention/", views_retention.retention_page, name="retention"),
     path("retention/workflows/<slug:slug>/", views_retention.workflow_retention, name="workflow_retention"),
+    path("keys/", views_manage.api_keys, name="api_keys"),
+    path("keys/<int:key_id>/revoke/", views_manage.api_key_revoke, name="api_key_revoke"),
+    path("workflows/<slug:slug>/pause/", views_manage.workflow_pause, name="workflow_pause"),
+    path("workflows/<slug:slug>/resume/", views_manage.workflow_resume, name="workflow_resume"),
+    path("workflows/<slug:slug>/webhooks/", views_manage.workflow_webhooks, name="workflow_webhooks"),
+    path("workflows/<slug:slug>/webhooks/triggers/", views_manage.trigger_create, name="trigger_create"),
+    path(
+        "workflows/<slug:slug>/webhooks/triggers/<uuid:trigger_id>/rotate/",
+        views_manage.trigger_rotate,
+        name="trigger_rotate",
+    ),
+    path(
+        "workflows/<slug:slug>/webhooks/triggers/<uuid:trigger_id>/delete/",
+        views_manage.trigger_delete,
+        name="trigger_delete",
+    ),
+    path(
+        "workflows/<slug:slug>/webhooks/subscriptions/",
+        views_manage.subscription_create,
+        name="subscription_create",
+    ),
+    path(
+        "workflows/<slug:slug>/webhooks/subscriptions/<int:subscription_id>/",
+        views_manage.subscription_detail,
+        name="subscription_detail",
+    ),
+    path(
+        "workflows/<slug:slug>/webhooks/subscriptions/<int:subscription_id>/delete/",
+        views_manage.subscription_delete,
+        name="subscription_delete",
+    ),
+    path(
+        "workflows/<slug:slug>/webhooks/subscriptions/<int:subscription_id>/deliveries/<int:delivery_id>/resend/",
+        views_manage.delivery_resend,
+        name="delivery_resend",
+    ),
+    path("charts/<str:name>.json", views_charts.chart_data, name="chart_data"),
     path("metrics", metrics.metrics, name="metrics"),
 ]

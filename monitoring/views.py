@@ -15,7 +15,7 @@ from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from monitoring import runstate, snapshots
+from monitoring import charts, runstate, snapshots
 from monitoring.guards import requires
 from workflows import childlinks, mapitems, runs, schedules
 from workflows.errors import DomainError, NotFound
@@ -48,7 +48,8 @@ def overview(request: HttpRequest) -> HttpResponse:
     name = OVERVIEW_FRAGMENTS.get(request.GET.get("fragment", ""))
     if request.htmx and name:
         return render(request, name, {"snap": message["data"]})
-    context = {"snap": message["data"], "nav": "overview", **usage.card_context()}
+    context = {"snap": message["data"], "chart_windows": charts.WINDOW_LABELS.items(), "nav": "overview"}
+    context |= usage.card_context()
     return render(request, "monitoring/overview.html", context)
 
 
@@ -78,6 +79,7 @@ def workflow_live(request: HttpRequest, slug: str) -> HttpResponse:
         "graph": graph,
         "stats": stats,
         "rows": schedules.overview(workflow),
+        "chart_windows": charts.WINDOW_LABELS.items(),
         "nav": "workflows",
     }
     return render(request, "monitoring/workflow_live.html", {**context, **usage.card_context(workflow)})

@@ -102,6 +102,14 @@ class Run(models.Model):
         indexes = [
             models.Index(fields=["status", "id"], name="run_status_idx"),
             models.Index(fields=["workflow", "-created_at"], name="run_workflow_created_idx"),
+            # The charts' bucketed counts and durations over a window of finish times
+            # (monitoring/charts.py), index-only; written once per run, when it finishes.
+            models.Index(fields=["finished_at"], include=["status", "created_at"], name="run_finished_idx"),
+            models.Index(
+                fields=["workflow", "finished_at"],
+                include=["status", "created_at"],
+                name="run_workflow_finished_idx",
+            ),
             # The reconciler's stalled-run scan reads only running runs with no waiting node,
             # so runs waiting on a person or an event for days cost it nothing.
             models.Index(
@@ -279,6 +287,7 @@ class DeadLetter(models.Model):
         indexes = [
             models.Index(fields=["status", "-created_at"], name="deadletter_status_idx"),
             models.Index(fields=["status", "node_id", "signature"], name="deadletter_group_idx"),
+            models.Index(fields=["created_at"], name="deadletter_created_idx"),  # charts: opened per bucket
         ]
 
     def __str__(self) -> str:
@@ -745,3 +754,29 @@ class ChildRun(models.Model):
 
     def __str__(self) -> str:
         return f"run {self.parent_run_id} {self.node_id}#{self.attempt} -> run {self.child_id}"
+
+
+# --- charts ---
+
+
+class BacklogSample(models.Model):
+    """Jobs waiting, sampled by the broadcaster once a BACKLOG_SAMPLE_SECONDS: a queue's depth
+    in Redis (`queue` set, no workflow) or a workflow's queued nodes (`workflow` set).
+
+    Queue depth lives only in Redis, now; the backlog chart needs its history, so it is
+    written here, a row per queue and workflow per sample, kept BACKLOG_KEEP_DAYS.
+    """
+
+    at = models.DateTimeField()
+    queue = models.CharField(max_length=40, blank=True)
+    workflow = models.ForeignKey(Workflow, null=True, blank=True, on_delete=models.CASCADE, db_index=False)
+    depth = models.PositiveIntegerField()
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["at"], name="backlog_at_idx"),
+            models.Index(fields=["workflow", "at"], name="backlog_workflow_at_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"backlog {self.queue or self.workflow_id} {self.depth} at {self.at}"

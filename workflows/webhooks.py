@@ -50,7 +50,7 @@ from django.utils import timezone
 from workflows import audit, tracecontext
 from workflows.catalog import person_of
 from workflows.core.backoff import backoff_delay
-from workflows.errors import DomainError, Invalid, NotFound
+from workflows.errors import Conflict, DomainError, Invalid, NotFound
 from workflows.models import (
     DeadLetter,
     Run,
@@ -132,6 +132,16 @@ def delete_trigger(trigger_id: Any, actor: Any = None) -> None:
         trigger = get_trigger(trigger_id)
         audit.record(actor, "trigger.delete", trigger, workflow=trigger.workflow.slug, name=trigger.name)
         trigger.delete()
+
+
+def rotate_trigger_secret(trigger_id: Any, actor: Any = None) -> Trigger:
+    """Give a trigger a new secret (returned once); deliveries signed with the old one are refused."""
+    with transaction.atomic():
+        trigger = get_trigger(trigger_id)
+        trigger.secret = new_secret()
+        trigger.save(update_fields=["secret"])
+        audit.record(actor, "trigger.rotate", trigger, workflow=trigger.workflow.slug, name=trigger.name)
+    return trigger
 
 
 def get_trigger(trigger_id: Any) -> Trigger:
@@ -253,6 +263,39 @@ def get_subscription(subscription_id: int) -> WebhookSubscription:
         return WebhookSubscription.objects.select_related("workflow").get(pk=subscription_id)
     except WebhookSubscription.DoesNotExist:
         raise NotFound(f"No webhook subscription with id {subscription_id}.") from None
+
+
+def resend_delivery(delivery_id: int, actor: Any = None) -> WebhookDelivery:
+    """Send a finished delivery again, now, with a fresh retry budget; the log keeps its row.
+
+    A conditional update from a finished status: a delivery pending or being sent is refused
+    (it is going out already), and two clicks resend once.
+    """
+    with transaction.atomic():
+        sent_again = WebhookDelivery.objects.filter(
+            pk=delivery_id, status__in=[WebhookDelivery.SUCCEEDED, WebhookDelivery.FAILED]
+        ).update(
+            status=WebhookDelivery.PENDING,
+            attempts=0,
+            next_attempt_at=timezone.now(),
+            enqueued_at=timezone.now(),
+            delivered_at=None,
+        )
+        delivery = get_delivery(delivery_id)
+        if sent_again != 1:
+            raise Conflict(
+                f"Delivery {delivery_id} is {delivery.status}: only a finished delivery is sent again."
+            )
+        audit.record(actor, "delivery.resend", delivery, subscription=delivery.subscription_id)
+        transaction.on_commit(lambda: enqueue_jobs([delivery_id]))
+    return delivery
+
+
+def get_delivery(delivery_id: int) -> WebhookDelivery:
+    try:
+        return WebhookDelivery.objects.select_related("subscription__workflow").get(pk=delivery_id)
+    except WebhookDelivery.DoesNotExist:
+        raise NotFound(f"No webhook delivery with id {delivery_id}.") from None
 
 
 # --------------------------------------------------------------------------- dispatching

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django import template
 from django.http import QueryDict
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
+from django.utils.html import format_html
+from django.utils.safestring import mark_safe
 
 from controlplane import access
 
@@ -64,6 +67,12 @@ def span_ms(start: datetime | None, end: datetime | None) -> str:
 @register.filter
 def pretty_json(value: Any) -> str:
     return json.dumps(value, indent=2, sort_keys=True, default=str)
+
+
+@register.filter
+def compact_json(value: Any) -> str:
+    """JSON on one line (audit details, schema fragments): never Python's repr of a dict."""
+    return json.dumps(value, ensure_ascii=False, default=str, separators=(", ", ": "))
 
 
 @register.filter
@@ -136,3 +145,47 @@ def lookup(mapping: Any, key: Any) -> Any:
 def query_fields(query: str) -> list[tuple[str, str]]:
     """The (name, value) pairs of a query string: a filter as a form's hidden fields."""
     return list(QueryDict(query).items())
+
+
+ABSOLUTE = "%Y-%m-%d %H:%M:%S UTC"
+
+
+def relative(moment: datetime, now: datetime) -> str:
+    """Say how long ago (or how far ahead) `moment` is: just now, 3 min ago, in 2 h, 4 d ago."""
+    seconds = int((now - moment).total_seconds())
+    size = abs(seconds)
+    if size < 10:
+        return "just now"
+    for unit, span in (("d", 86400), ("h", 3600), ("min", 60), ("s", 1)):
+        if size >= span:
+            amount = f"{size // span} {unit}"
+            return f"{amount} ago" if seconds > 0 else f"in {amount}"
+    return "just now"
+
+
+@register.filter
+def when(value: datetime | None) -> str:
+    """One date format everywhere: relative text, the absolute UTC time in the title.
+
+    static/monitoring/time.js keeps the relative text fresh from the `datetime` attribute.
+    """
+    if isinstance(value, str):
+        value = parse_datetime(value)
+    if not value:
+        return mark_safe('<span class="muted">–</span>')
+    moment = value.astimezone(UTC)
+    return format_html(
+        '<time datetime="{}" title="{}">{}</time>',
+        moment.isoformat(),
+        moment.strftime(ABSOLUTE),
+        relative(moment, timezone.now()),
+    )
+
+
+@register.filter
+def seconds(value: float | None) -> str:
+    """A length of time given in seconds, short: 40 s, 12 min, 3 h 5 min, 2 d 4 h."""
+    if value is None:
+        return "–"
+    start = datetime.fromtimestamp(0, UTC)
+    return between(start, start + timedelta(seconds=float(value)))

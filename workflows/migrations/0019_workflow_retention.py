@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('workflows', '0017_ops_search'),
+        ('workflows', '0018_charts'),
     ]
 
     operations = [

@@ -32,6 +32,11 @@ def worker_key(name: str) -> str:
     return f"sy:worker:{name}"
 
 
+def drain_key(name: str) -> str:
+    """Present while a worker is asked to drain: finish its job, take no new one (worker.py)."""
+    return f"sy:drain:{name}"
+
+
 def rate_key(workflow_id: int, node_id: str) -> str:
     """Sorted set of a rate-limited node's recent starts (capacity.py): member -> time."""
     return f"sy:rate:{workflow_id}:{node_id}"

@@ -32,7 +32,7 @@ from workflows.core.graph import Node
 from workflows.core.states import NodeStatus
 from workflows.errors import Invalid
 from workflows.runs import check_json_size
-from workflows.runtime import attemptlog, bus, kinds, transitions
+from workflows.runtime import attemptlog, bus, kinds, tally, transitions
 from workflows.runtime.jobs import Given, Item
 from workflows.runtime.limits import NodeTimeout, time_limit
 from workflows.versions import load_graph
@@ -118,6 +118,7 @@ def run_batch(items: list[Item], worker: str, given: Given | None = None) -> int
     oldest = 0.0
     for c in claims:
         results.append(Result(c, *execute(c, upstream.get(c.run_id, {}))))
+        tally.add(results[-1].outcome.status == NodeStatus.SUCCEEDED)
         if len(results) == 1:
             oldest = time.monotonic()
         if time.monotonic() - oldest >= FLUSH_AFTER_SECONDS:

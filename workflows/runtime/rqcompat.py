@@ -34,7 +34,12 @@ Assumptions about RQ 3.0, and why each is needed:
    commands on `pipe`: all the jobs of a claim reach Redis in one round trip at
    `pipe.execute()` (RQ's fixed cost per job is about 60 Redis commands and 4 ms of worker
    CPU, measured; paying it in one round trip per claim is what `jobs.enqueue` relies on).
-7. SIGTERM and SIGINT call `request_stop(signum, frame)`, which RQ installs in `work`; when
+7. For the drain (worker.py): `dequeue_job_and_maintain_ttl` loops, calling `heartbeat()`
+   with no argument at the top of each turn, before it pops, and lets an exception from it
+   out; it calls `reorder_queues(reference_queue=queue)` right after a pop that returned a
+   job; it blocks at most `dequeue_timeout` seconds per turn (a property NodeWorker
+   shortens). RQ's `suspend`/`resume` (rq.suspension) hold every worker at its loop's top.
+8. SIGTERM and SIGINT call `request_stop(signum, frame)`, which RQ installs in `work`; when
    RQ thinks the worker idle it raises StopRequested from the signal handler, else it sets
    `_stop_requested` (private), which the work loop checks after each job, and installs
    `request_force_stop` for a second signal, which reads `_shutdown_requested_date`
@@ -76,7 +81,15 @@ return {}
 """
 
 # RQ's worker methods NodeWorker overrides (assumption 5).
-OVERRIDDEN = ("work", "dequeue_job_and_maintain_ttl", "execute_job", "heartbeat", "set_state", "request_stop")
+OVERRIDDEN = (
+    "work",
+    "dequeue_job_and_maintain_ttl",
+    "execute_job",
+    "heartbeat",
+    "set_state",
+    "reorder_queues",
+    "request_stop",
+)
 
 
 def queue_key(name: str) -> str:
@@ -139,7 +152,7 @@ def delete_taken(worker: BaseWorker, queue: Queue, batch: list[Job]) -> None:
 
 
 def stop_after_current_job(worker: BaseWorker) -> None:
-    """Have RQ's work loop end after the current job; a second signal stops at once (assumption 7)."""
+    """Have RQ's work loop end after the current job; a second signal stops at once (assumption 8)."""
     worker._stop_requested = True
     worker._shutdown_requested_date = now()
     signal.signal(signal.SIGTERM, worker.request_force_stop)

@@ -22,7 +22,15 @@ statement per flush). Idle, the call finds nothing and RQ's blocking pop takes t
 job. RQ's own worker heartbeat, which RQ writes around every job, is written by the
 heartbeat thread once a second instead, and its state only when it changes.
 
-SIGTERM drains: the worker takes no new job, lets the current one finish for up to
+Draining (the workers page): while `bus.drain_key(name)` exists the worker finishes what it
+holds and takes no new job, alive and beating, in state `drained`, until the key goes. The
+heartbeat thread reads the key with RQ's beat, once a second, into `drain_requested`: no
+command on a job's path. An idle worker blocks in RQ's pop for at most DRAIN_POLL_SECONDS
+(RQ's default is 405 s) and checks the flag at every wake-up, so a drain asked of an idle
+worker holds within that time, and the job popped meanwhile is never dropped. Pausing all
+workers is RQ's own suspension (`rq suspend` / `rq resume` work too).
+
+SIGTERM stops it for good: the worker takes no new job, lets the current one finish for up to
 WORKER_DRAIN_SECONDS, and if it is still running then hands its attempts back (failed as
 lost, so the engine retries them elsewhere at once, per their retry policy, rather than after
 the heartbeat timeout) and exits. RQ alone would not know: the lean path never tells it the
@@ -42,6 +50,7 @@ import contextlib
 import logging
 import os
 import threading
+import time
 from collections.abc import Callable
 from functools import cached_property
 from typing import Any
@@ -55,7 +64,7 @@ from rq.job import Job
 
 from workflows.core import priorities
 from workflows.outages import STORES_AWAY
-from workflows.runtime import bus, execution, jobs, mapping, pgsession, reconciler, rqcompat
+from workflows.runtime import bus, execution, jobs, mapping, pgsession, reconciler, rqcompat, tally
 from workflows.runtime import items as map_items
 
 log = logging.getLogger(__name__)
@@ -80,7 +89,8 @@ def start_heartbeat(name: str, also: Callable[[], None] | None = None) -> None:
 
 
 def beat(name: str) -> None:
-    bus.beat_worker(name, settings.SWITCHYARD["WORKER_LOST_AFTER_SECONDS"], {"pid": os.getpid()})
+    fields = {"pid": os.getpid(), **tally.snapshot()}
+    bus.beat_worker(name, settings.SWITCHYARD["WORKER_LOST_AFTER_SECONDS"], fields)
 
 
 def beat_forever(name: str, also: Callable[[], None] | None) -> None:
@@ -93,6 +103,13 @@ def beat_forever(name: str, also: Callable[[], None] | None) -> None:
                 also()
         except (redis.ConnectionError, redis.TimeoutError):
             continue  # Redis away: the next beat may land
+
+
+DRAIN_POLL_SECONDS = 2  # longest block in RQ's pop: how soon an idle worker sees a drain
+
+
+class DrainRequested(Exception):
+    """Raised inside RQ's pop loop, before it pops, to leave it while a drain is asked."""
 
 
 TAKE_AT_MOST = 16  # jobs taken in one step, each of up to jobs.MAX_BATCH nodes
@@ -113,6 +130,9 @@ class NodeWorker(SimpleWorker):
 
     companions: tuple[Job, ...] = ()  # batchable jobs taken with the one RQ popped
     pops = 0
+    drain_requested = False  # written by the heartbeat thread (beat_rq)
+    listening = False  # inside RQ's pop loop and nothing popped yet
+    in_node_job = False  # RQ's own state says idle during a node job (the lean path)
 
     def __init__(self, queues: Any, *args: Any, **kwargs: Any) -> None:
         given = [queues] if isinstance(queues, str | Queue) else list(queues)
@@ -122,7 +142,9 @@ class NodeWorker(SimpleWorker):
         plain = [q for q in self.urgent_first if not q.name.endswith(priorities.URGENT_SUFFIX)]
         self.plain_first = plain + [q for q in self.urgent_first if q not in plain]
 
-    in_node_job = False  # RQ's own state says idle during a node job (the lean path)
+    @property
+    def dequeue_timeout(self) -> int:
+        return min(super().dequeue_timeout, DRAIN_POLL_SECONDS)
 
     def request_stop(self, signum: int, frame: Any) -> None:
         """SIGTERM or Ctrl-C: finish the current node job, or hand it back at the deadline."""
@@ -165,11 +187,26 @@ class NodeWorker(SimpleWorker):
         """
         if timeout is not None or pipeline is not None:
             super().heartbeat(timeout, pipeline)
+        elif self.listening and self.drain_requested:
+            raise DrainRequested  # at the top of RQ's pop loop: nothing was popped
+
+    def reorder_queues(self, reference_queue: Queue) -> None:
+        self.listening = False  # RQ popped a job: from here on it must run
+        super().reorder_queues(reference_queue)
 
     def beat_rq(self) -> None:
         with self.connection.pipeline() as pipe:
             super().heartbeat(pipeline=pipe)
-            pipe.execute()
+            pipe.exists(bus.drain_key(self.name))
+            self.drain_requested = bool(pipe.execute()[-1])
+
+    def wait_while_drained(self) -> None:
+        if not self.drain_requested:
+            return
+        log.info("worker %s: drained, taking no job until the drain is lifted", self.name)
+        self.set_state("drained")
+        while self.drain_requested:
+            time.sleep(0.2)
 
     def set_state(self, state: str, pipeline: Any = None) -> None:
         if pipeline is None and state == self.get_state():
@@ -182,16 +219,25 @@ class NodeWorker(SimpleWorker):
         The take never blocks: on an idle system it finds nothing and RQ's blocking pop
         waits for the next job, which then runs alone.
         """
-        self.pops += 1
-        self._ordered_queues = (
-            self.plain_first if self.pops % priorities.AGING_EVERY == 0 else self.urgent_first
-        )
-        try:
-            taken = rqcompat.take_head(self, self.take_batchable, TAKE_AT_MOST, jobs.BATCHABLE_PREFIX)
-        except STORES_AWAY:
-            taken = None  # Redis away: RQ's pop below waits for it with its own backoff
-        if taken is None:
-            return super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
+        while True:
+            self.wait_while_drained()
+            self.pops += 1
+            self._ordered_queues = (
+                self.plain_first if self.pops % priorities.AGING_EVERY == 0 else self.urgent_first
+            )
+            try:
+                taken = rqcompat.take_head(self, self.take_batchable, TAKE_AT_MOST, jobs.BATCHABLE_PREFIX)
+            except STORES_AWAY:
+                taken = None  # Redis away: RQ's pop below waits for it with its own backoff
+            if taken is not None:
+                break
+            self.listening = True
+            try:
+                return super().dequeue_job_and_maintain_ttl(timeout, max_idle_time)
+            except DrainRequested:
+                continue
+            finally:
+                self.listening = False
         batch, queue = taken
         self.companions = tuple(batch[1:])
         return batch[0], queue
@@ -199,12 +245,14 @@ class NodeWorker(SimpleWorker):
     def execute_job(self, job: Job, queue: Queue) -> None:
         if job.func_name == mapping.TASK:  # map items: the same lean path as node jobs
             self.companions = ()
+            self.in_node_job = True
             try:
                 map_items.run_items(job.args[0], self.name)
             except Exception:
                 log.exception("map item job %s failed outside any handler", job.id)
                 close_old_connections()
             finally:
+                self.in_node_job = False
                 rqcompat.delete_taken(self, queue, [job])
             return
         if job.func_name != jobs.TASK:

@@ -48,7 +48,7 @@ def rss(bench: SwitchyardBench) -> dict[str, float]:
                 total += proc.memory_info().rss
             except psutil.Error:
                 continue
-        found[member.name] = total / MB
+        found[member.label] = total / MB
     return found
 
 

@@ -26,6 +26,7 @@ from typing import Any
 
 import harness
 import psutil
+import psycopg
 from run import RESULTS_DIR, ensure_services
 from switchyard_bench import SwitchyardBench
 
@@ -33,9 +34,11 @@ MB = 2**20
 
 
 def sizes(bench: SwitchyardBench) -> dict[str, int]:
-    rows = bench.pg.execute(
-        "SELECT relname, pg_total_relation_size(oid) FROM pg_class WHERE relkind = 'r' AND relname LIKE 'workflows%%'"
-    ).fetchall()
+    """The bench database's tables (bench.pg is connected to the server's admin database)."""
+    with psycopg.connect(bench.db_url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT relname, pg_total_relation_size(oid) FROM pg_class WHERE relkind = 'r' AND relname LIKE 'workflows%'"
+        ).fetchall()
     return dict(rows)
 
 
@@ -48,7 +51,7 @@ def rss(bench: SwitchyardBench) -> dict[str, float]:
                 total += proc.memory_info().rss
             except psutil.Error:
                 continue
-        found[member.name] = total / MB
+        found[member.label] = total / MB
     return found
 
 

@@ -4,9 +4,9 @@ A step is written by the attempt that made it, and only while that attempt is st
 node's running one: the insert is conditional on the node row (`status = 'running'` at that
 attempt), so an attempt taken away meanwhile (a cancel, a worker declared lost whose
 attempt was retried elsewhere) cannot add to the log, and learns it must stop. Steps are
-numbered per node row across attempts (`seq`, unique): the next one is one past the
-highest, read when the step begins, so a step cut short by a kill gets the same number (and
-idempotency key) when it is made again.
+numbered per node row across attempts (`seq`, unique): an attempt reads the highest once
+when it starts and counts on from there, so a step cut short by a kill gets the same number
+(and idempotency key) when the next attempt makes it again.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import connection
+from django.db import IntegrityError, connection
 from django.db.models import Max
 
 from workflows.core import agent
@@ -120,13 +120,17 @@ def record_step(
     }
     for column in JSON_COLUMNS:
         row[column] = None if row[column] is None else json.dumps(row[column], ensure_ascii=False)
-    with connection.cursor() as cursor:
-        cursor.execute(RECORD_SQL, row)
-        if cursor.rowcount != 1:
-            raise Superseded(
-                f"Node {at.node_id!r} of run {at.run_id} is no longer running attempt {at.attempt}; "
-                "the agent loop stops."
-            )
+    superseded = Superseded(
+        f"Node {at.node_id!r} of run {at.run_id} is no longer running attempt {at.attempt}; the agent loop stops."
+    )
+    try:
+        # Autocommit, as the worker runs: a refused insert leaves no transaction to roll back.
+        with connection.cursor() as cursor:
+            cursor.execute(RECORD_SQL, row)
+            if cursor.rowcount != 1:
+                raise superseded
+    except IntegrityError:  # a newer attempt took this number: this one is not the running one
+        raise superseded from None
 
 
 def loop_steps(at: Attempt) -> list[agent.Step]:

@@ -89,3 +89,36 @@ def test_the_run_page_shows_turns_and_nested_tool_calls_as_they_happen(
     assert AgentStep.objects.filter(node_run__run=run).count() == 6
     page.locator(".agent-step.depth-1 details summary").first.click()
     screenshot(page, "agent-steps-done")
+
+
+def test_the_editor_offers_an_agents_tools_as_choices_and_saves_them(
+    page_as: Any, live_url: str, screenshot: Any
+) -> None:
+    from tests.browser.editor_fixtures import open_editor, select_node
+    from tests.factories import make_workflow
+    from workflows.models import WorkflowVersion
+
+    agent = {
+        "id": "agent",
+        "handler": "llm.agent",
+        "config": {"prompt": "Help.", "tools": ["demo.get_weather"]},
+    }
+    make_workflow("agent-edit", {"nodes": [agent]}, publish=False)
+    page: Page = page_as("editor")
+    open_editor(page, live_url, "agent-edit")
+    select_node(page, "agent")
+    tools = page.locator('[data-field="config.tools"]')
+    expect(tools.locator("label.ed-check")).to_have_text(
+        ["demo.calculator", "demo.get_weather", "demo.lookup_order"]
+    )
+    expect(tools.get_by_label("demo.get_weather")).to_be_checked()
+    tools.get_by_label("demo.lookup_order").check()
+    expect(page.locator("#ed-problems")).to_have_attribute("data-count", "0")
+    screenshot(page, "agent-tools")
+    page.click('[data-cmd="save"]')
+    expect(page.locator("#ed-status")).to_contain_text("Saved")
+    saved = (
+        WorkflowVersion.objects.filter(workflow__slug="agent-edit").order_by("-number", "-revision").first()
+    )
+    assert saved is not None
+    assert saved.definition["nodes"][0]["config"]["tools"] == ["demo.get_weather", "demo.lookup_order"]

@@ -23,7 +23,12 @@ def redis_clean() -> Iterator[None]:
 @pytest.fixture
 def runtime(transactional_db: Any, redis_clean: None) -> Iterator[Runtime]:
     """Two real RQ workers and one real scheduler, as separate processes."""
-    rt = Runtime()
+    yield from two_workers_and_a_scheduler()
+
+
+def two_workers_and_a_scheduler(**env: str) -> Iterator[Runtime]:
+    """Start two workers and a scheduler with `env` on top of the test's; stop them after."""
+    rt = Runtime(**env)
     rt.worker("worker-1")
     rt.worker("worker-2")
     rt.scheduler("scheduler-1")

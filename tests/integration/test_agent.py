@@ -13,7 +13,7 @@ import pytest
 
 from tests.fakes.llm_server import FakeLLMServer
 from tests.integration import agent_tools  # noqa: F401  (registers the test tools here too)
-from tests.integration.conftest import publish, wait_finished
+from tests.integration.conftest import publish, two_workers_and_a_scheduler, wait_finished
 from tests.integration.runtime import Runtime, wait_for
 from workflows import runs
 from workflows.handlers.demo import DEMO_AGENT
@@ -68,13 +68,9 @@ def llm() -> Iterator[FakeLLMServer]:
 @pytest.fixture
 def agent_runtime(transactional_db: Any, redis_clean: None, llm: FakeLLMServer) -> Iterator[Runtime]:
     """Two workers and a scheduler that know the test tools and use the fake provider."""
-    rt = Runtime(LLM_BASE_URL=llm.base_url, LLM_MODEL="fake-model", SWITCHYARD_HANDLER_MODULES=MODULES)
-    rt.worker("worker-1")
-    rt.worker("worker-2")
-    rt.scheduler("scheduler-1")
-    rt.wait_ready()
-    yield rt
-    rt.stop()
+    yield from two_workers_and_a_scheduler(
+        LLM_BASE_URL=llm.base_url, LLM_MODEL="fake-model", SWITCHYARD_HANDLER_MODULES=MODULES
+    )
 
 
 def agent_flow(tools: list[str], *, max_attempts: int = 1, **config: Any) -> dict[str, Any]:

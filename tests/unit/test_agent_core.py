@@ -145,3 +145,15 @@ def test_a_tool_needs_an_arguments_schema_and_the_agent_schema_follows_registrat
     registry.add(Handler("t.plain", documented, "Doc.", SCHEMA))
     assert list(registry.tools()) == ["t.one"] and registry.get("t.one").tool == Tool(3, 2)
     assert registry.get("llm.agent").config_schema["properties"]["tools"]["items"]["enum"] == ["t.one"]  # type: ignore[index]
+
+
+def test_a_definition_naming_a_tool_that_is_not_registered_as_one_is_refused_naming_it() -> None:
+    from workflows import handlers
+    from workflows.core.definition import validate_definition
+
+    config = {"prompt": "x", "tools": ["demo.get_weather", "core.echo"]}
+    issues = validate_definition(
+        {"nodes": [{"id": "a", "handler": "llm.agent", "config": config}]}, handlers.schemas()
+    )
+    assert [(i.path, i.code) for i in issues] == [("nodes[0].config.tools[1]", "invalid_config")]
+    assert "'core.echo' is not one of" in issues[0].message

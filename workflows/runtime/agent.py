@@ -56,6 +56,11 @@ class Loop:
     opening: list[dict[str, Any]]
     offer: Offer
     steps: list[core.Step]
+    seq: int  # the number the next step takes (read once: only this attempt adds steps)
+
+    def take_seq(self) -> int:
+        self.seq += 1
+        return self.seq - 1
 
     @property
     def where(self) -> str:
@@ -87,7 +92,8 @@ def start_loop(ctx: handlers.NodeContext) -> Loop:
     tools = [str(name) for name in ctx.config.get("tools") or ()]
     fingerprint = core.fingerprint(endpoint.provider, endpoint.model, opening, tools)
     at = agents.Attempt(ctx.node_run_id, ctx.run_id, ctx.node_id, ctx.attempt, fingerprint)
-    return Loop(ctx, at, endpoint, opening, offer_tools(tools), agents.loop_steps(at))
+    steps = agents.loop_steps(at)
+    return Loop(ctx, at, endpoint, opening, offer_tools(tools), steps, agents.next_seq(at.noderun_id))
 
 
 def offer_tools(names: list[str]) -> Offer:
@@ -106,7 +112,7 @@ def offer_tools(names: list[str]) -> Offer:
 
 def take_turn(loop: Loop) -> core.Step:
     """Ask the model once; record the turn (or its failure) and return it."""
-    seq = agents.next_seq(loop.at.noderun_id)
+    seq = loop.take_seq()
     key = f"{loop.ctx.run_id}:{loop.ctx.node_id}:turn:{seq}"
     messages = core.conversation(loop.opening, loop.steps)
     request = {"messages": messages[len(messages) - new_messages(loop) :], "message_count": len(messages)}
@@ -184,7 +190,7 @@ def call_options(config: dict[str, Any]) -> dict[str, Any]:
 
 def call_tool(loop: Loop, move: core.CallTool) -> core.Step:
     """Make one tool call the last turn asked for; record it and return it."""
-    seq = agents.next_seq(loop.at.noderun_id)
+    seq = loop.take_seq()
     key = move.key(loop.ctx.run_id, loop.ctx.node_id)
     call = move.call
     fields: dict[str, Any] = {"turn_seq": move.turn_seq, "call_id": call.id, "tool": call.name}

@@ -1,5 +1,5 @@
 // Form fields generated from a handler's config JSON schema: strings, numbers, integers,
-// booleans and enums get their own input; anything else (objects, arrays, untyped values)
+// booleans and enums get their own input, arrays of choices a checkbox each; anything else (objects, arrays, untyped values)
 // is edited as JSON text. Each field is tagged with the issue path it answers for
 // (`config.url`, `config["content-type"]`), so server issues land next to their field.
 import { h } from "./dom.js";
@@ -123,6 +123,9 @@ function propertyField(name, prop, value, required, { disabled, onChange, root, 
     return field(name, input, opts);
   }
   if (type === "boolean") return field(name, booleanSelect(prop, value, disabled, (v) => onChange(path, v)), opts);
+  if (type === "array" && prop.items && Array.isArray(prop.items.enum)) {
+    return field(name, checkList(prop.items.enum, value, disabled, (v) => onChange(path, v)), opts);
+  }
   const area = jsonArea(value, { disabled, onValue: (v) => onChange(path, v) });
   return field(`${name} (JSON)`, area, opts);
 }
@@ -154,6 +157,23 @@ function enumSelect(prop, value, required, disabled, onValue) {
   select.value = index >= 0 ? String(index) : "";
   select.addEventListener("change", () => onValue(select.value === "" ? undefined : values[Number(select.value)]));
   return select;
+}
+
+// An array of choices (an agent's tools): one checkbox per choice, kept in the choices' order.
+function checkList(choices, value, disabled, onValue) {
+  const chosen = new Set(Array.isArray(value) ? value.map((v) => JSON.stringify(v)) : []);
+  const list = h("div", { class: "ed-checklist", role: "group" });
+  const boxes = choices.map((choice) => {
+    const box = h("input", { type: "checkbox", disabled, value: JSON.stringify(choice) });
+    box.checked = chosen.has(JSON.stringify(choice));
+    list.append(h("label", { class: "ed-check" }, box, typeof choice === "string" ? choice : JSON.stringify(choice)));
+    return box;
+  });
+  list.addEventListener("change", () => {
+    const picked = boxes.filter((b) => b.checked).map((b) => JSON.parse(b.value));
+    onValue(picked.length ? picked : undefined);
+  });
+  return list;
 }
 
 function booleanSelect(prop, value, disabled, onValue) {

@@ -92,3 +92,13 @@ def test_a_run_takes_the_priority_it_is_started_with_or_the_workflows_default(
 
 def test_a_priority_out_of_range_is_refused_naming_the_field(api: Api, chain: Workflow) -> None:
     assert_problem(api.post("workflows/chain/runs", {"input": {}, "priority": 101}), 422, "priority")
+
+
+def test_a_trigger_gives_its_runs_its_priority(api: Api, chain: Workflow) -> None:
+    from tests.api.test_webhooks import send, signed
+
+    trigger = api.post("workflows/chain/triggers", {"name": "pager", "priority": 6}).json()
+    assert trigger["priority"] == 6
+    response = send(trigger, b"{}", signed(trigger["secret"], b"{}"))
+    assert response.status_code == 201, response.content
+    assert response.json()["priority"] == 6

@@ -312,6 +312,9 @@ class KeyCreate(Body):
 
 class TriggerCreate(Body):
     name: str = Field(min_length=1, max_length=100)
+    priority: int | None = Field(
+        None, ge=priorities.LOWEST, le=priorities.HIGHEST, description="Of its runs; default: the workflow's."
+    )
 
 
 class SubscriptionCreate(Body):

@@ -287,6 +287,7 @@ class TriggerOut(TypedDict):
     workflow: str
     name: str
     active: bool
+    priority: int | None
     url: str
     created_at: datetime
 
@@ -574,6 +575,7 @@ def trigger(t: Trigger) -> TriggerOut:
         "workflow": t.workflow.slug,
         "name": t.name,
         "active": t.active,
+        "priority": t.priority,
         "url": f"{API}/hooks/{t.pk}",
         "created_at": t.created_at,
     }

@@ -168,6 +168,9 @@ class WorkflowUpdate(Body):
         None, min_length=1, max_length=200, description="Unchanged when absent or null."
     )
     description: str | None = Field(None, max_length=10000, description="Unchanged when absent or null.")
+    default_priority: int | None = Field(
+        None, ge=priorities.LOWEST, le=priorities.HIGHEST, description="Of runs started without a priority."
+    )
 
 
 class WorkflowQuery(Page):

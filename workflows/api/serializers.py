@@ -57,6 +57,7 @@ class WorkflowOut(TypedDict):
     title: str
     description: str
     paused: bool
+    default_priority: int
     active_version: int | None
     created_at: datetime
     updated_at: datetime
@@ -393,6 +394,7 @@ def workflow(wf: Workflow) -> WorkflowOut:
         "title": wf.title,
         "description": wf.description,
         "paused": wf.paused,
+        "default_priority": wf.default_priority,
         "active_version": active.number if active is not None else None,
         "created_at": wf.created_at,
         "updated_at": wf.updated_at,

@@ -17,7 +17,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from controlplane import access
 from monitoring.guards import requires
-from workflows import schedules
+from workflows import catalog, schedules
 from workflows.core import priorities
 from workflows.core import schedules as core
 from workflows.errors import DomainError, Invalid
@@ -100,6 +100,7 @@ def workflow_schedules(request: HttpRequest, slug: str) -> HttpResponse:
         "rows": schedules.overview(workflow),
         "form": form,
         "can_manage": access.can(request.user, "manage_schedules"),
+        "can_edit": access.can(request.user, "edit"),
         "nav": "workflows",
     }
     return render(request, "monitoring/schedules.html", context, status=422 if form.errors else 200)
@@ -134,6 +135,23 @@ def schedule_action(request: HttpRequest, schedule_id: int, action: str) -> Http
         request, f"Schedule {schedule.name!r} {'deleted' if action == 'delete' else action + 'd'}."
     )
     return redirect("workflow_schedules", slug=schedule.workflow.slug)
+
+
+@require_POST
+@requires("edit")
+def workflow_priority(request: HttpRequest, slug: str) -> HttpResponse:
+    """Set the priority of the workflow's runs started without one."""
+    workflow = get_object_or_404(Workflow, slug=slug)
+    value = request.POST.get("default_priority", "").strip()
+    problem = priorities.check_priority(
+        int(value) if value.lstrip("-").isdigit() else value, "default priority"
+    )
+    if problem:
+        messages.error(request, problem)
+    else:
+        catalog.update_workflow(workflow, {"default_priority": int(value)}, actor=request.user)
+        messages.success(request, f"Runs of {workflow.slug} now default to priority {value}.")
+    return redirect("workflow_schedules", slug=slug)
 
 
 def requires_manage(request: HttpRequest) -> None:

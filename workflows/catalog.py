@@ -36,7 +36,7 @@ def create_workflow(slug: str, title: str, description: str = "", actor: Any = N
 
 
 def update_workflow(workflow: Workflow, changes: dict[str, Any], actor: Any = None) -> Workflow:
-    """Change a workflow's title or description."""
+    """Change a workflow's title, description or default priority."""
     with transaction.atomic():
         for field, value in changes.items():
             setattr(workflow, field, value)

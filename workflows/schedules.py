@@ -239,7 +239,21 @@ def fire_due(now: datetime | None = None, limit: int = FIRE_BATCH) -> int:
     with connection.cursor() as cur:
         cur.execute(DUE_SQL, {"now": now, "limit": limit})
         due = [row[0] for row in cur.fetchall()]
-    return sum(len(fire_schedule(schedule_id, now).started) for schedule_id in due)
+    return sum(len(fire_safely(schedule_id, now).started) for schedule_id in due)
+
+
+def fire_safely(schedule_id: int, now: datetime) -> Firing:
+    """Fire one schedule; one whose stored spec no longer computes (a time zone gone from the
+    system's tzdata, a row edited by hand) is paused with the reason, not left to stop the
+    scheduler's loop on every probe."""
+    try:
+        return fire_schedule(schedule_id, now)
+    except core.COMPUTE_ERRORS as exc:
+        log.exception("schedule %s cannot be computed; pausing it", schedule_id)
+        Schedule.objects.filter(pk=schedule_id).update(
+            enabled=False, last_outcome=f"paused: its fire times cannot be computed ({exc})"[:300]
+        )
+        return Firing([], str(exc))
 
 
 def fire_schedule(schedule_id: int, now: datetime) -> Firing:

@@ -118,12 +118,12 @@ def signed_headers(secret: str, delivery_id: str, body: bytes, now: float | None
 # --------------------------------------------------------------------------- inbound
 
 
-def create_trigger(workflow: Workflow, name: str, actor: Any = None) -> Trigger:
+def create_trigger(workflow: Workflow, name: str, actor: Any = None, priority: int | None = None) -> Trigger:
     with transaction.atomic():
         trigger = Trigger.objects.create(
-            workflow=workflow, name=name, secret=new_secret(), created_by=person_of(actor)
+            workflow=workflow, name=name, secret=new_secret(), created_by=person_of(actor), priority=priority
         )
-        audit.record(actor, "trigger.create", trigger, workflow=workflow.slug, name=name)
+        audit.record(actor, "trigger.create", trigger, workflow=workflow.slug, name=name, priority=priority)
     return trigger
 
 

@@ -4,11 +4,13 @@ Run priorities: given at start, defaulted from the workflow, filtered on."""
 from __future__ import annotations
 
 from datetime import datetime
+from zoneinfo import ZoneInfo
 
 import pytest
 
 from controlplane import access
 from tests.api.conftest import Api, assert_problem
+from tests.api.test_webhooks import send, signed
 from workflows.models import AuditEntry, Schedule, Workflow
 
 pytestmark = pytest.mark.django_db
@@ -24,7 +26,7 @@ def test_a_schedule_is_created_with_its_next_fire_times(api: Api, chain: Workflo
     assert body["overlap"] == "skip" and body["catchup"] == "latest" and body["enabled"] is True
     upcoming = [datetime.fromisoformat(t) for t in body["upcoming"]]
     assert len(upcoming) == 3 and upcoming == sorted(upcoming)
-    berlin = [t.astimezone(__import__("zoneinfo").ZoneInfo("Europe/Berlin")) for t in upcoming]
+    berlin = [t.astimezone(ZoneInfo("Europe/Berlin")) for t in upcoming]
     assert all(t.hour == 9 and t.minute == 0 and t.isoweekday() <= 5 for t in berlin)
     assert datetime.fromisoformat(body["next_fire_at"]) == upcoming[0]
     listed = api.get("workflows/chain/schedules").json()["items"]
@@ -92,3 +94,19 @@ def test_a_run_takes_the_priority_it_is_started_with_or_the_workflows_default(
 
 def test_a_priority_out_of_range_is_refused_naming_the_field(api: Api, chain: Workflow) -> None:
     assert_problem(api.post("workflows/chain/runs", {"input": {}, "priority": 101}), 422, "priority")
+
+
+def test_a_trigger_gives_its_runs_its_priority(api: Api, chain: Workflow) -> None:
+    trigger = api.post("workflows/chain/triggers", {"name": "pager", "priority": 6}).json()
+    assert trigger["priority"] == 6
+    response = send(trigger, b"{}", signed(trigger["secret"], b"{}"))
+    assert response.status_code == 201, response.content
+    assert response.json()["priority"] == 6
+
+
+def test_the_default_priority_is_set_on_the_workflow_and_refused_out_of_range(
+    api: Api, chain: Workflow
+) -> None:
+    assert api.patch("workflows/chain", {"default_priority": 4}).json()["default_priority"] == 4
+    assert api.post("workflows/chain/runs", {"input": {}}).json()["priority"] == 4
+    assert_problem(api.patch("workflows/chain", {"default_priority": 500}), 422, "default_priority")

@@ -250,3 +250,19 @@ def test_runs_list_shows_priorities_and_filters_by_the_least(client_as: Any) -> 
     assert 'data-field="priority">8<' in page
     everything = client.get("/runs/?priority=not-a-number").content.decode()  # ignored, not a 500
     assert f'data-run="{plain.pk}"' in everything
+
+
+def test_an_editor_sets_the_default_priority_on_the_schedules_page(client_as: Any) -> None:
+    workflow = publish("ranked", {"nodes": [node("a")], "edges": []})
+    assert (
+        client_as("operator").post("/workflows/ranked/priority/", {"default_priority": "3"}).status_code
+        == 403
+    )
+    editor = client_as("editor")
+    editor.post("/workflows/ranked/priority/", {"default_priority": "3"})
+    workflow.refresh_from_db()
+    assert workflow.default_priority == 3
+    response = editor.post("/workflows/ranked/priority/", {"default_priority": "300"}, follow=True)
+    assert "from -100 (lowest) to 100" in response.content.decode()
+    workflow.refresh_from_db()
+    assert workflow.default_priority == 3

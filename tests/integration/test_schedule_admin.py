@@ -58,3 +58,16 @@ def test_a_bad_cron_is_refused_in_the_admin_beside_its_field(db: Any) -> None:
 def test_a_viewer_may_not_add_a_schedule_in_the_admin(db: Any) -> None:
     publish("nightly", {"nodes": [node("a")], "edges": []})
     assert signed_in("viewer").get("/admin/workflows/schedule/add/").status_code == 403
+
+
+def test_a_schedule_whose_stored_zone_no_longer_computes_is_paused_not_fatal(db: Any) -> None:
+    from django.utils import timezone
+
+    from workflows import schedules
+
+    workflow = publish("nightly", {"nodes": [node("a")], "edges": []})
+    schedule = schedules.create_schedule(workflow, {"name": "n", "cron": "* * * * *"})
+    Schedule.objects.filter(pk=schedule.pk).update(timezone="Gone/Zone", next_fire_at=timezone.now())
+    assert schedules.fire_due() == 0
+    schedule.refresh_from_db()
+    assert schedule.enabled is False and "Gone/Zone" in schedule.last_outcome

@@ -19,10 +19,13 @@ from workflows.runtime.worker import TAKE_AT_MOST, NodeWorker
 pytestmark = pytest.mark.django_db
 
 
-def enqueue(*job_ids: str) -> None:
-    """Put node jobs on the default queue in this order; their items name no real node."""
+def enqueue(*job_ids: str, priority: int = 0) -> None:
+    """Put node jobs on the default queue (its urgent lane above priority 0) in this order;
+    their items name no real node."""
     packed = [jobs.PackedJob(job_id, "default", (n,)) for n, job_id in enumerate(job_ids, start=1)]
-    claimed = {n: InputRow("claim", n, 1, 1, f"node-{n}", 1, None) for n in range(1, len(job_ids) + 1)}
+    claimed = {
+        n: InputRow("claim", n, 1, 1, f"node-{n}", 1, None, priority) for n in range(1, len(job_ids) + 1)
+    }
     jobs.enqueue(packed, claimed, {})
 
 
@@ -97,3 +100,28 @@ def test_rqs_worker_heartbeat_is_left_to_the_heartbeat_thread(worker: NodeWorker
     assert worker.connection.hget(worker.key, "last_heartbeat") != b"stale"
     assert worker.connection.ttl(worker.key) > 5
     worker.register_death()
+
+
+def test_an_urgent_job_is_taken_before_the_plain_queue_and_one_pop_in_eight_takes_plain_first(
+    worker: NodeWorker,
+) -> None:
+    enqueue(*(f"sy-plain-{n}" for n in range(3)))
+    enqueue(*(f"sy-urgent-{n}" for n in range(20)), priority=5)
+    assert jobs.rq_queue("default-urgent").count == 20
+
+    taken = [take(worker)[0] for _ in range(16)]
+
+    assert taken[:7] == [f"sy-urgent-{n}" for n in range(7)]
+    assert taken[7] == "sy-plain-0" and taken[15] == "sy-plain-1"  # aging: every eighth pop
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_reconciler_finds_an_urgent_job_waiting_in_its_lane(redis_clean: None) -> None:
+    workflow = publish("urgent", {"nodes": [node("only")], "edges": []})
+    run, _ = runs.start_run(workflow, {}, priority=9)
+    advancing.advance_runs([run.pk])
+    attempt = NodeRun.objects.get(run=run)
+    assert attempt.status == "queued" and jobs.rq_queue("default-urgent").job_ids == [attempt.job_id]
+    NodeRun.objects.filter(run=run).update(queued_at=timezone.now() - timedelta(minutes=5))
+
+    assert Reconciler().requeue_lost_jobs(workers=1) == 0  # waiting in the urgent lane: not lost

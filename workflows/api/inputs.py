@@ -174,6 +174,9 @@ class WorkflowUpdate(Body):
         None, min_length=1, max_length=200, description="Unchanged when absent or null."
     )
     description: str | None = Field(None, max_length=10000, description="Unchanged when absent or null.")
+    default_priority: int | None = Field(
+        None, ge=priorities.LOWEST, le=priorities.HIGHEST, description="Of runs started without a priority."
+    )
 
 
 class WorkflowQuery(Page):
@@ -323,6 +326,9 @@ class KeyCreate(Body):
 
 class TriggerCreate(Body):
     name: str = Field(min_length=1, max_length=100)
+    priority: int | None = Field(
+        None, ge=priorities.LOWEST, le=priorities.HIGHEST, description="Of its runs; default: the workflow's."
+    )
 
 
 class SubscriptionCreate(Body):

@@ -59,6 +59,7 @@ class WorkflowOut(TypedDict):
     title: str
     description: str
     paused: bool
+    default_priority: int
     active_version: int | None
     created_at: datetime
     updated_at: datetime
@@ -314,6 +315,7 @@ class TriggerOut(TypedDict):
     workflow: str
     name: str
     active: bool
+    priority: int | None
     url: str
     created_at: datetime
 
@@ -419,6 +421,7 @@ def workflow(wf: Workflow) -> WorkflowOut:
         "title": wf.title,
         "description": wf.description,
         "paused": wf.paused,
+        "default_priority": wf.default_priority,
         "active_version": active.number if active is not None else None,
         "created_at": wf.created_at,
         "updated_at": wf.updated_at,
@@ -632,6 +635,7 @@ def trigger(t: Trigger) -> TriggerOut:
         "workflow": t.workflow.slug,
         "name": t.name,
         "active": t.active,
+        "priority": t.priority,
         "url": f"{API}/hooks/{t.pk}",
         "created_at": t.created_at,
     }

@@ -48,7 +48,9 @@ def create_trigger(
     request: HttpRequest, response: HttpResponse, slug: SlugPath, body: i.TriggerCreate
 ) -> Any:
     """Create an inbound trigger; its `secret` is in this answer only."""
-    trigger = webhooks.create_trigger(versions.get_workflow(slug), body.name, actor=request.auth)
+    trigger = webhooks.create_trigger(
+        versions.get_workflow(slug), body.name, actor=request.auth, priority=body.priority
+    )
     data = s.trigger(trigger)
     response["Location"] = data["url"]
     return Status(201, {**data, "secret": trigger.secret})

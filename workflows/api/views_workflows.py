@@ -54,11 +54,11 @@ def get_workflow(request: HttpRequest, slug: SlugPath) -> Any:
     "/workflows/{slug:slug}",
     response=s.WorkflowOut,
     auth=allowed("edit"),
-    summary="Update a workflow's title or description",
+    summary="Update a workflow's title, description or default priority",
 )
 @refuses(404)
 def update_workflow(request: HttpRequest, slug: SlugPath, body: i.WorkflowUpdate = i.EMPTY_UPDATE) -> Any:
-    """Change a workflow's title or description."""
+    """Change a workflow's title, description or the default priority of its runs."""
     changes = body.model_dump(exclude_none=True)
     workflow = catalog.update_workflow(versions.get_workflow(slug), changes, actor=request.auth)
     return s.workflow(workflow)

@@ -40,6 +40,8 @@ CATCHUPS = (CATCHUP_NONE, CATCHUP_LATEST, CATCHUP_ALL)
 MIN_INTERVAL_SECONDS = 1
 MAX_JITTER_SECONDS = 3600
 MAX_CATCHUP_BOUND = 100
+# What computing a stored spec may raise when it no longer holds (a zone gone from tzdata).
+COMPUTE_ERRORS = (CronSimError, ValueError, KeyError)
 GRACE_SECONDS = 60.0  # a fire later than this (or half its period) is missed, not on time
 
 

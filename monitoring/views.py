@@ -161,7 +161,9 @@ def run_node_items(request: HttpRequest, run_id: int, node_id: str) -> HttpRespo
     bucket = request.GET.get("status") or None
     after = request.GET.get("after", "-1")
     if bucket not in (None, *mapitems.BUCKETS) or not after.lstrip("-").isdigit() or len(after) > 6:
-        return HttpResponse("status must be done, failed, running or pending; after an item index.", status=400)
+        return HttpResponse(
+            "status must be done, failed, running or pending; after an item index.", status=400
+        )
     try:
         context = runstate.node_items(run, node_id, bucket, int(after))
     except NotFound as exc:

@@ -23,7 +23,8 @@ OWNER = REPO / "workflows" / "runtime" / "transitions.py"
 
 SQL_WRITES = [
     re.compile(
-        r"\bUPDATE\s+workflows_(?:noderun|run|mapitem)\b(?:(?!\bWHERE\b|\bFROM\b).)*?\bstatus\s*=", re.I | re.S
+        r"\bUPDATE\s+workflows_(?:noderun|run|mapitem)\b(?:(?!\bWHERE\b|\bFROM\b).)*?\bstatus\s*=",
+        re.I | re.S,
     ),
     re.compile(r"\bINSERT\s+INTO\s+workflows_(?:noderun|run|mapitem)\s*\([^)]*\bstatus\b", re.I | re.S),
 ]

@@ -52,6 +52,12 @@ def pretty_json(value: Any) -> str:
 
 
 @register.filter
+def one_line_json(value: Any) -> str:
+    """JSON on one line, for table cells (a map's items)."""
+    return json.dumps(value, sort_keys=True, default=str, ensure_ascii=False)
+
+
+@register.filter
 def first_line(value: str) -> str:
     return (value or "").strip().splitlines()[0] if (value or "").strip() else ""
 

@@ -80,7 +80,7 @@ def attach_waits(run: Run, nodes: list[NodeRun]) -> None:
 
 
 def attach_progress(nodes: list[NodeRun]) -> None:
-    """Give each node its map progress (None for nodes that are not maps)."""
+    """Give each map node its items' progress as `n.progress` (None for other nodes)."""
     progress = mapitems.progress(n.pk for n in nodes)
     for n in nodes:
         n.progress = progress.get(n.pk)  # type: ignore[attr-defined]

@@ -11,6 +11,7 @@ from tests.integration.conftest import node, publish, wait_finished
 from tests.integration.runtime import Runtime, wait_for
 from workflows import runs
 from workflows.models import DeadLetter, MapItem, NodeRun, Run, RunEvent
+from workflows.runtime import bus
 
 SUMMARISE = "demo.summarise_document"
 
@@ -198,3 +199,19 @@ def test_cancel_of_the_run_cancels_its_open_items(runtime: Runtime) -> None:
     wait_for(lambda: not items.filter(status="running").exists(), 10, "running items to end")
     each.refresh_from_db()
     assert each.status == "cancelled"
+
+
+def test_redis_flushed_mid_map_loses_no_item(runtime: Runtime) -> None:
+    definition = {
+        "nodes": [node("each", SUMMARISE, config={"seconds": 0.1}, map="input.documents", max_parallel=5)]
+    }
+    documents = [f"doc {i}" for i in range(40)]
+    run, _ = runs.start_run(publish("map-flush", definition), {"documents": documents})
+    each = wait_for(
+        lambda: NodeRun.objects.filter(run=run, node_id="each", status="waiting").first(), 60, "map"
+    )
+    wait_for(lambda: MapItem.objects.filter(node_run=each, status="succeeded").count() >= 5, 60, "items")
+    bus.client().flushall()
+    assert wait_finished(run, 120).status == "succeeded"
+    each.refresh_from_db()
+    assert [o["title"] for o in each.output] == documents

@@ -212,7 +212,7 @@ def claim(node: MapNode, spec: Node, picked: list[int], workers: int) -> None:
     """Claim these items into jobs; enqueue the jobs once the claim commits."""
     packed = pack(picked, handlers.get_handler(spec.handler).batchable, workers)
     claimed = transitions.claim_items(
-        [i for ids in packed for i in ids], [j for ids in packed for j in job_ids(len(ids))]
+        [i for ids in packed for i in ids], [j for ids in packed for j in new_job_ids(len(ids))]
     )
     enqueue_later(node, spec.queue, claimed)
 
@@ -222,7 +222,7 @@ def pack(ids: list[int], batchable: bool, workers: int) -> list[list[int]]:
     return [ids[start : start + size] for start in range(0, len(ids), size)]
 
 
-def job_ids(count: int) -> list[str]:
+def new_job_ids(count: int) -> list[str]:
     """One new job id for `count` items."""
     return [f"{JOB_PREFIX}{uuid.uuid4().hex}"] * count
 
@@ -364,7 +364,7 @@ def requeue_lost(cutoff: Any, limit: int) -> int:
             continue
         with transaction.atomic():
             claimed = transitions.requeue_items(
-                [g[0] for g in group], [g[1] for g in group], job_ids(len(group))
+                [g[0] for g in group], [g[1] for g in group], new_job_ids(len(group))
             )
             enqueue_later(node, queues[noderun_id], claimed)
     return len(lost)

@@ -103,10 +103,14 @@ def start_child(noderun_id: int, attempt: int, data: Given) -> Run:
     child = create_run(workflow, version_id, child_input, key, request_hash)
     if child is None:  # the key is taken: this attempt's child exists (cannot happen twice in one move)
         child = Run.objects.get(workflow=workflow, idempotency_key=key)
-    ChildRun.objects.get_or_create(
+    # No link can exist yet: this transaction just moved the node into this attempt.
+    ChildRun.objects.create(
         node_run_id=noderun_id,
         attempt=attempt,
-        defaults={"parent_run_id": data.run_id, "node_id": data.node_id, "child": child, "depth": depth},
+        parent_run_id=data.run_id,
+        node_id=data.node_id,
+        child=child,
+        depth=depth,
     )
     RunEvent.objects.bulk_create(
         [

@@ -179,23 +179,35 @@ function orderLayers(graph) {
 // Edge crossings between every pair of neighbouring layers (accumulator tree per pair).
 function crossings({ layers, down }, pos) {
   let total = 0;
+  let widest = 1;
+  for (const layer of layers) widest = Math.max(widest, layer.length);
+  let size = 1;
+  while (size < widest) size *= 2;
+  const tree = new Int32Array(2 * size);
+  const targets = [];
   for (let r = 0; r + 1 < layers.length; r++) {
-    const south = layers[r + 1].length;
-    let size = 1;
-    while (size < south) size *= 2;
-    const tree = new Int32Array(2 * size);
-    const targets = [];
+    tree.fill(0);
+    targets.length = 0;
+    // layers[r] is in position order: every sweep sorts a layer and renumbers it.
     for (const v of layers[r]) {
-      // layers[r] is in position order: every sweep sorts a layer and renumbers it.
-      const ends = down[v].map((w) => pos[w]).sort((a, b) => a - b);
-      for (const end of ends) targets.push(end);
+      const start = targets.length;
+      for (const w of down[v]) {
+        // insertion sort of this vertex's few ends
+        let j = targets.length;
+        targets.push(pos[w]);
+        while (j > start && targets[j - 1] > pos[w]) {
+          targets[j] = targets[j - 1];
+          j--;
+        }
+        targets[j] = pos[w];
+      }
     }
     for (const target of targets) {
       let node = target + size;
       tree[node]++;
       while (node > 1) {
         if (node % 2 === 0) total += tree[node + 1];
-        node = Math.floor(node / 2);
+        node = node >> 1;
         tree[node]++;
       }
     }

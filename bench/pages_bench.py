@@ -164,6 +164,8 @@ def pages(facts: dict[str, Any]) -> list[tuple[str, str, str]]:
     g = facts["group"]
     group = f"workflow={g['run__workflow__slug']}&node={g['node_id']}&signature={g['signature']}"
     return [
+        ("for scale: overview (a page not changed here)", "GET", "/"),
+        ("for scale: workers (a page not changed here)", "GET", "/workers/"),
         ("runs: newest", "GET", "/runs/"),
         ("runs: status failed", "GET", "/runs/?status=failed"),
         ("runs: one workflow", "GET", f"/runs/?workflow={SLUGS[0]}"),

@@ -164,6 +164,8 @@ def pages(facts: dict[str, Any]) -> list[tuple[str, str, str]]:
     g = facts["group"]
     group = f"workflow={g['run__workflow__slug']}&node={g['node_id']}&signature={g['signature']}"
     return [
+        ("for scale: overview (a page not changed here)", "GET", "/"),
+        ("for scale: workers (a page not changed here)", "GET", "/workers/"),
         ("runs: newest", "GET", "/runs/"),
         ("runs: status failed", "GET", "/runs/?status=failed"),
         ("runs: one workflow", "GET", f"/runs/?workflow={SLUGS[0]}"),
@@ -241,7 +243,7 @@ def drawn_times(base: str, cookie: str, facts: dict[str, Any]) -> dict[str, list
         for label in DRAWN:
             samples = []
             for n in range(6):
-                page.goto(base + paths[label], wait_until="load")
+                page.goto(base + paths[label], wait_until="load", timeout=180_000)
                 timing = page.evaluate("performance.getEntriesByType('navigation')[0].loadEventEnd")
                 if n:
                     samples.append(float(timing))
@@ -287,6 +289,7 @@ def main() -> None:
             wait_listening(port)
             base = f"http://127.0.0.1:{port}"
             server = server_times(base, facts["cookie"], reps, facts)
+            (out / "server.json").write_text(json.dumps(server, indent=2))  # kept if Chromium fails
             drawn = drawn_times(base, facts["cookie"], facts)
         finally:
             harness.stop([web])

@@ -22,7 +22,7 @@ from django.db.models import Count, Max, Min, QuerySet
 from workflows import runs
 from workflows.core.states import NODE_TERMINAL
 from workflows.errors import DomainError, Invalid
-from workflows.models import DeadLetter, NodeRun, RunEvent
+from workflows.models import DeadLetter, NodeRun, RunEvent, Workflow
 
 MAX_BULK = 1000
 Action = Literal["replay", "discard"]
@@ -82,15 +82,16 @@ def groups(letter_filter: LetterFilter, limit: int = 100) -> list[Group]:
     """The letters a filter selects, grouped by (workflow, node, signature), biggest first."""
     rows = (
         letter_filter.apply(DeadLetter.objects.all())
-        .values("run__workflow__slug", "node_id", "signature")
+        .values("run__workflow_id", "node_id", "signature")
         .annotate(
             count=Count("id"), first_seen=Min("created_at"), last_seen=Max("created_at"), latest=Max("id")
         )
         .order_by("-count", "-last_seen")[:limit]
     )
+    slugs = dict(Workflow.objects.values_list("id", "slug"))  # not joined: a few rows, read once
     return [
         Group(
-            r["run__workflow__slug"],
+            slugs[r["run__workflow_id"]],
             r["node_id"],
             r["signature"],
             r["count"],

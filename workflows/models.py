@@ -281,6 +281,8 @@ class DeadLetter(models.Model):
     reason = models.TextField(blank=True)
     # The error with numbers and ids normalised (core.signatures), written when filed: groups.
     signature = models.CharField(max_length=200, blank=True, db_default="")
+    # Also indexed by migration 0017 (SQL: Django cannot write an opclass on an expression for
+    # GIN): `deadletter_error_trgm_idx` on UPPER(error) gin_trgm_ops, for "error contains".
 
     class Meta:
         ordering = ["-id"]

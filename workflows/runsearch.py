@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Exists, OuterRef, QuerySet
+from django.db.models import QuerySet
 
 from workflows.errors import Invalid
 from workflows.models import DeadLetter, Run
@@ -48,7 +48,10 @@ class RunSearch:
         }
         runs = runs.filter(**{k: v for k, v in lookups.items() if v is not None})
         if self.error or self.node:
-            runs = runs.filter(Exists(self.letters().filter(run_id=OuterRef("pk"))))
+            # IN, not EXISTS: PostgreSQL hashes the matching letters once and probes it per run
+            # (a semi-join); EXISTS became an index probe per run, 287 ms when the newest
+            # 20,000 runs had no matching letter (bench/pages_bench.py), against 30 ms.
+            runs = runs.filter(id__in=self.letters().values("run_id"))
         return runs
 
     def letters(self) -> QuerySet[DeadLetter]:

@@ -68,3 +68,9 @@ def test_dead_letter_groups_count_letters_of_one_node_and_error(api: Api, chain:
         dead_letter(chain, "first")
     groups = api.get("deadletters/groups").json()
     assert [(g["workflow"], g["node_id"], g["count"]) for g in groups] == [(chain.slug, "first", 3)]
+
+
+@pytest.mark.parametrize("param", ["input", "error", "node_id"])
+def test_run_search_refuses_text_postgres_cannot_hold_naming_the_parameter(api: Api, param: str) -> None:
+    value = "a=\x00" if param == "input" else "\x00"
+    assert api.get("runs", **{param: value}).status_code == 400

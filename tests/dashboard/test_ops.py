@@ -261,3 +261,8 @@ def test_run_page_shows_output_and_attempt_logs(chain: Any, client_as: Any) -> N
     assert 'data-field="output"' in page and "&quot;total&quot;: 3" in page
     panel = client.get(f"/runs/{run.pk}/nodes/c/").content.decode()
     assert "INFO hello from c" in panel
+
+
+@pytest.mark.parametrize("query", ["input=a%3D%00", "error=%00", "node=%00"])
+def test_runs_page_refuses_text_postgres_cannot_hold(query: str, client_as: Any) -> None:
+    assert client_as("viewer").get(f"/runs/?{query}").status_code == 400

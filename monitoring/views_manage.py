@@ -78,12 +78,16 @@ def api_key_revoke(request: HttpRequest, key_id: int) -> HttpResponse:
 
 
 def act(
-    request: HttpRequest, call: Callable[[], Any], done: str, back: str, **back_args: Any
+    request: HttpRequest,
+    call: Callable[[], Any],
+    done: str | Callable[[Any], str],
+    back: str,
+    **back_args: Any,
 ) -> HttpResponse:
-    """Carry out one domain call; say what happened (or why not) and go back."""
+    """Carry out one domain call; say what happened (`done`, or `done(result)`) or why not; go back."""
     try:
-        call()
-        messages.success(request, done)
+        result = call()
+        messages.success(request, done(result) if callable(done) else done)
     except DomainError as exc:
         messages.error(request, str(exc))
     return redirect(back, **back_args)

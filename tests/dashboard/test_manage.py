@@ -9,7 +9,7 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from tests.integration.conftest import node, publish
-from workflows import keys, webhooks, workers
+from workflows import keys, runs, webhooks, workers
 from workflows.models import ApiKey, AuditEntry, Trigger, WebhookDelivery, WebhookSubscription, Workflow
 from workflows.runtime import bus
 
@@ -211,3 +211,11 @@ def test_an_admin_pauses_and_resumes_every_worker(known_worker: str, client_as: 
     client.post("/workers/pause/", {"action": "resume"})
     assert not workers.are_paused()
     assert {"workers.pause", "workers.resume"} == set(AuditEntry.objects.values_list("action", flat=True))
+
+
+def test_resuming_says_how_many_waiting_runs_started(workflow: Workflow, client_as: Any) -> None:
+    client = client_as("operator")
+    client.post("/workflows/shop/pause/")
+    runs.start_run(workflow, {})
+    page = client.post("/workflows/shop/resume/", follow=True)
+    assert b"shop resumed: 1 waiting run(s) started." in page.content

@@ -130,7 +130,7 @@ def test_the_take_script_takes_the_prefixed_jobs_at_the_head_with_their_hashes(q
 def test_rqs_pop_tries_the_queues_in_the_order_of_ordered_queues(queue: Queue, other: Queue) -> None:
     push(queue, "sy-a")
     push(other, "sy-b")
-    worker = NodeWorker([queue, other], connection=queue.connection)
+    worker = SimpleWorker([queue, other], connection=queue.connection)  # RQ's own, without urgent lanes
 
     assert [q.key for q in worker._ordered_queues] == [queue.key, other.key], broken(
         3, "BaseWorker._ordered_queues lists the worker's queues in dequeue order"
@@ -150,7 +150,11 @@ def test_rqs_pop_tries_the_queues_in_the_order_of_ordered_queues(queue: Queue, o
 def one_queue_worker(queue: Queue) -> NodeWorker:
     version = queue.get_redis_server_version()
     assert version >= (6, 2, 0), f"these tests need Redis >= 6.2 (LMOVE); this one is {version}"
-    return NodeWorker([queue], connection=queue.connection)
+    worker = NodeWorker([queue], connection=queue.connection)
+    # NodeWorker listens to each queue's urgent lane too (core/priorities.py); here it has
+    # the one queue, as a worker started on a single queue without lanes would.
+    worker.queues = worker._ordered_queues = [queue]
+    return worker
 
 
 def test_rqs_pop_from_one_queue_leaves_the_id_in_its_intermediate_list(

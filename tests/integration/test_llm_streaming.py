@@ -161,7 +161,9 @@ def test_an_unknown_node_is_a_404_problem_and_a_key_is_needed(stack: tuple[Runti
         timeout=60,
     )
     assert missing.status_code == 404 and missing.headers["content-type"] == "application/problem+json"
-    assert httpx.get(f"{base}/api/v1/runs/{run.pk}/nodes/ask/attempts/1/stream", timeout=60).status_code == 401
+    assert (
+        httpx.get(f"{base}/api/v1/runs/{run.pk}/nodes/ask/attempts/1/stream", timeout=60).status_code == 401
+    )
 
 
 @pytest.mark.parametrize(

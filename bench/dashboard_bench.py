@@ -237,7 +237,7 @@ class Bench:
         workflow.refresh_from_db()
         self.workflow, self.runs = workflow, runs
         viewer = User.objects.create(username="bench-viewer")
-        viewer.groups.add(Group.objects.create(name="viewer"))
+        viewer.groups.add(Group.objects.get_or_create(name="viewer")[0])  # a migration may have made it
         session = SessionStore()
         session.update({"_auth_user_id": str(viewer.pk), "_auth_user_backend": "django.contrib.auth.backends.ModelBackend",
                         "_auth_user_hash": viewer.get_session_auth_hash()})  # fmt: skip

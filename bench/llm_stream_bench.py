@@ -107,6 +107,10 @@ async def websocket_client(
         def onOpen(self) -> None:  # noqa: N802 - autobahn's API
             seen["since"] = time.time()
 
+        def onClose(self, was_clean: bool, code: Any, reason: Any) -> None:  # noqa: N802 - autobahn's API
+            if not done.done():
+                done.set_result(False)  # refused or dropped: its tokens count as not delivered
+
         def onMessage(self, payload: bytes, is_binary: bool) -> None:  # noqa: N802 - autobahn's API
             at = time.time()
             for s in json.loads(payload)["data"].get("streams", []):
@@ -185,7 +189,15 @@ class StreamBench(Bench):
         for i in range(3, self.args.streams + 3):
             cmd = [python, "manage.py", "rqworker", "--name", f"llm-w{i}", "default", "agents"]
             self.procs.append(harness.spawn(cmd, f"worker-{i}", "workers", self.env, self.logdir))
-        time.sleep(5 + self.args.streams * 0.2)  # workers load Django (2 cores: a while)
+        from workflows.runtime import bus
+
+        deadline = time.monotonic() + 600
+        while bus.client().zcard(bus.WORKERS_ROSTER) < self.args.streams + 2:  # workers load Django
+            harness.check_alive(self.procs)
+            if time.monotonic() > deadline:
+                raise RuntimeError("the workers did not all start in 10 minutes")
+            time.sleep(1)
+        time.sleep(5)  # and settle
 
     def start_streams(self) -> tuple[list[int], subprocess.Popen[str]]:
         ids = [self.runs.start_run(self.llm, {})[0].pk for _ in range(self.args.streams)]

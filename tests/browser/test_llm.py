@@ -124,6 +124,8 @@ def test_the_llm_page_is_for_admins_and_the_demo_provider_says_what_it_is(
     editor = page_as("editor")
     response = editor.goto(f"{live_url}/llm/")
     assert response is not None and response.status == 403
+    editor.goto(f"{live_url}/")
+    expect(editor.locator("nav.mainnav")).to_contain_text("Workflows")
     expect(editor.locator("nav.mainnav")).not_to_contain_text("LLM")
     admin = page_as("admin")
     admin.goto(f"{live_url}/llm/")

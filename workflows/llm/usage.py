@@ -223,9 +223,9 @@ def model_totals(day: date | None = None) -> list[dict[str, Any]]:
             calls=Count("id"),
             i=Sum("input_tokens"),
             o=Sum("output_tokens"),
-            cost=Sum("cost"),
+            spent=Sum("cost"),
             priced=Count("cost"),
         )
         .order_by("provider", "model")
     )
-    return [{**r, "unpriced": r["calls"] - r["priced"]} for r in rows]
+    return [{**r, "cost": r["spent"], "unpriced": r["calls"] - r["priced"]} for r in rows]

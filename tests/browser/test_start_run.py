@@ -72,12 +72,14 @@ def test_a_run_started_from_the_form_lands_on_its_run_page(
     field(page, "input.count").locator("input").fill("3")
     field(page, "input.tier").locator("select").select_option(label="pro")
     page.fill("#sr-key", "order-1")
+    page.fill("#sr-priority", "7")
     screenshot(page, "form")
     page.click("#sr-start")
     page.wait_for_url(RUN_PAGE)
     run = Run.objects.get(workflow__slug="typed")
     assert page.url.endswith(f"/runs/{run.pk}/")
     assert (run.input, run.idempotency_key) == ({"user_id": "u-7", "count": 3, "tier": "pro"}, "order-1")
+    assert run.priority == 7
     screenshot(page, "run-page")
 
 

@@ -1,13 +1,13 @@
 // The start-run dialog, on the workflow pages, the runs page and in the editor: a form drawn
 // from the active version's `input_schema` (JSON mode as a fallback, and the only mode for a
-// version without one), an optional idempotency key, then straight to the run's page.
+// version without one), an optional priority and idempotency key, then straight to the
+// run's page.
 //
 // It starts runs through the API's own operation (POST /api/v1/workflows/{slug}/runs) with
 // the browser's session and CSRF token, like the editor; a refusal's field errors (paths
 // such as `input.user_id`) are shown beside their fields. The API decides who may start.
 //
-// Not offered: a run priority. The start operation takes none yet (only `input` and the
-// Idempotency-Key header); the field belongs here once it does.
+// Priority: -100 to 100 (core/priorities.py); empty starts the run at the workflow's default.
 import "./startrun.css";
 import { Api } from "./api.js";
 import { h, replaceChildren } from "./dom.js";
@@ -35,6 +35,7 @@ export class StartRunDialog {
     this.formArea = h("div", { id: "sr-form" });
     this.modeButton = h("button", { type: "button", class: "sr-link", id: "sr-mode", onclick: () => this.toggleMode() });
     this.keyInput = h("input", { type: "text", id: "sr-key", maxlength: "200", autocomplete: "off", placeholder: "optional" });
+    this.priorityInput = h("input", { type: "number", id: "sr-priority", min: "-100", max: "100", step: "1", placeholder: "workflow default" });
     this.errors = h("ul", { class: "ed-field-issues", id: "sr-errors", role: "alert" });
     this.submit = h("button", { type: "submit", class: "sr-primary", id: "sr-start", text: "Start run" });
     this.dialog = h(
@@ -48,6 +49,10 @@ export class StartRunDialog {
         this.versionNote,
         h("div", { class: "sr-input-head" }, h("strong", { text: "Input" }), this.modeButton),
         this.formArea,
+        field("priority", this.priorityInput, {
+          key: "priority",
+          help: "Optional, -100 to 100. Higher goes first when nodes wait for workers; empty: the workflow's default.",
+        }),
         field("idempotency key", this.keyInput, {
           key: "Idempotency-Key",
           help: "Optional. Starting again with the same key and input opens the run made the first time.",
@@ -170,7 +175,10 @@ export class StartRunDialog {
     this.submit.disabled = true;
     const api = this.api(this.slug);
     const key = this.keyInput.value.trim();
-    const res = await api.request("POST", `${api.workflowUrl}/runs`, { input }, key ? { "Idempotency-Key": key } : {});
+    const body = { input };
+    const priority = this.priorityInput.value.trim();
+    if (priority !== "") body.priority = Number(priority);
+    const res = await api.request("POST", `${api.workflowUrl}/runs`, body, key ? { "Idempotency-Key": key } : {});
     if (res.ok) {
       this.dialog.dataset.state = "started";
       window.location.assign(this.config.runPage.replace("{id}", String(res.data.id)));

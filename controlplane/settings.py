@@ -116,7 +116,6 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
-    "controlplane.outage.StoresAwayPage",
 ]
 
 ROOT_URLCONF = "controlplane.urls"

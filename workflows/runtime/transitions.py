@@ -945,6 +945,8 @@ def replay_item(run: Run, item_id: int, resets: list[str], edits: dict[str, Any]
         status=R.RUNNING, finished_at=None, epoch=run.epoch + 1
     ):
         return False
+    run.status, run.finished_at, run.epoch = R.RUNNING, None, run.epoch + 1
+    return True
 
 
 RERUNNABLE = (N.SUCCEEDED, N.DEAD, N.SKIPPED, N.UPSTREAM_FAILED)  # a finished run's nodes

@@ -13,7 +13,7 @@ from django.template.loader import render_to_string
 from controlplane import access
 from workflows import agents, mapitems
 from workflows.core.agent import AGENT
-from workflows.core.compensation import given_by, is_step, steps_to_run, undone_by
+from workflows.core.compensation import given_by, is_step, step_node, steps_to_run, undone_by
 from workflows.core.states import NodeStatus, RunStatus
 from workflows.llm import usage
 from workflows.models import DeadLetter, LLMCall, NodeRun, Run, RunEvent, Wait
@@ -165,13 +165,13 @@ def node_detail(run: Run, node_id: str) -> dict[str, Any]:
 
 def node_is_llm(run: Run, node_id: str) -> bool:
     """Whether a node calls an LLM (its panel shows the streamed text and the calls)."""
-    return load_graph(run.version_id).nodes[node_id].handler.startswith("llm.")
+    return step_node(load_graph(run.version_id), node_id).handler.startswith("llm.")
 
 
 def agent_steps(run: Run, node: NodeRun) -> dict[str, Any]:
     """An agent node's steps as the node panel draws them (none for other kinds)."""
     steps = agents.steps_of(node.pk)
-    if not steps and load_graph(run.version_id).nodes[node.node_id].kind != AGENT:
+    if not steps and step_node(load_graph(run.version_id), node.node_id).kind != AGENT:
         return {"is_agent": False}
     polling = node.status in (NodeStatus.QUEUED, NodeStatus.RUNNING, NodeStatus.RETRYING)
     return {"is_agent": True, "rows": agents.timeline(steps), "polling": polling, "run": run, "node": node}

@@ -219,9 +219,10 @@ def stop_all(children: list[Child]) -> None:
     deadline = time.monotonic() + STOP_GRACE_SECONDS
     while not all(child.is_stopped() for child in children):
         if time.monotonic() > deadline or _signals_received > 1:  # a second Ctrl-C: no waiting
+            why = "did not stop in time" if _signals_received < 2 else "asked again to stop"
             for child in children:
                 if not child.is_stopped():
-                    say("run", f"{child.name} did not stop in time; killing it")
+                    say("run", f"{child.name} {why}; killing it")
                     child.stop(signal.SIGKILL)
             break
         time.sleep(0.1)

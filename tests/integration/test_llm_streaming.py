@@ -135,6 +135,9 @@ def test_the_sse_endpoint_replays_what_streamed_then_follows_then_ends_with_the_
     name, _, end = events[-1]
     assert name == "end" and end["output"]["content"] == STORY
     assert end["output"]["finish_reason"] == "stop" and end["output"]["usage"]["output_tokens"] == 40
+    # The stream's end is written when the provider's answer is complete, a moment before the
+    # worker commits the attempt's result: the node's output is the same once it is stored.
+    wait_for(lambda: NodeRun.objects.get(pk=node.pk).status == "succeeded", 30, "the attempt's result")
     node.refresh_from_db()
     assert node.output == end["output"]
     assert fake.requests[0].json["stream"] is True

@@ -16,7 +16,6 @@ PostgreSQL and Redis. Figures only; nothing here is asserted.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -25,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
+
+import servers  # bench/ is on the path when a bench runs
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
@@ -41,28 +42,11 @@ def log(message: str) -> None:
 
 
 def service_urls() -> tuple[str, str]:
-    if os.environ.get("DATABASE_URL") and os.environ.get("REDIS_URL"):
-        db, redis_url = os.environ["DATABASE_URL"], os.environ["REDIS_URL"]
-    else:
-        spec = importlib.util.spec_from_file_location("services", REPO / "scripts" / "services.py")
-        assert spec and spec.loader
-        services = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(services)
-        urls = services.up(DATA)
-        db, redis_url = urls["DATABASE_URL"], urls["REDIS_URL"]
-    return (
-        urlunsplit(urlsplit(db)._replace(path=f"/{DB_NAME}")),
-        urlunsplit(urlsplit(redis_url)._replace(path=f"/{REDIS_DB}")),
-    )
+    return servers.service_urls(DATA, DB_NAME, REDIS_DB)  # read at call time: priority_bench sets them
 
 
 def recreate_database(url: str) -> None:
-    import psycopg
-
-    admin = urlunsplit(urlsplit(url)._replace(path="/postgres"))
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {DB_NAME} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {DB_NAME}")
+    servers.recreate_database(url)
 
 
 def listener(port: int) -> int:

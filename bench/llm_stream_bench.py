@@ -11,8 +11,9 @@ scripted provider in this process whose every token is `t<send time in µs>`:
 
 1. streams: STREAMS runs of one llm.chat node, each streamed at RATE tokens/s for TOKENS
    tokens; per run one websocket client (topic llm:run:<id>, the run page's) and one SSE
-   client (the attempt's endpoint), in a child process. A token's delay is its arrival minus
-   its send time (same clock); tokens sent before a client connected are not counted.
+   client (the attempt's endpoint), in a child process. The provider holds every stream until
+   all clients are connected and every worker has asked, then sends; a token's delay is its
+   arrival minus its send time (same clock).
    p50/p95/max per kind, tokens/s delivered, CPU of Daphne and the broadcaster (% of a core).
 2. throughput: BATCH runs of the 4-node demo DAG, wall time to finish, node executions/s:
    alone, then while STREAMS streams run; PAIRS times, medians.
@@ -37,17 +38,32 @@ from dashboard_bench import Bench
 from workflows.llm.demo_server import chunk
 
 MODEL = "bench-model"
+BOOT_BATCH = 10
 
 
 # --------------------------------------------------------------------------- the provider
 
 
 class TimedProvider(BaseHTTPRequestHandler):
-    """Stream TOKENS tokens at RATE a second; each token is its own send time."""
+    """Stream TOKENS tokens at RATE a second; each token is its own send time.
+
+    Each request waits at the gate (`go`) before its first token, so that every stream's
+    clients are connected before anything is sent: a token sent before its client connected
+    would measure the connection's set-up, not the delivery.
+    """
 
     protocol_version = "HTTP/1.1"
     rate = 20.0
     tokens = 400
+    go = threading.Event()
+    arrived = 0
+    lock = threading.Lock()
+
+    @classmethod
+    def close_gate(cls) -> None:
+        with cls.lock:
+            cls.go.clear()
+            cls.arrived = 0
 
     def log_message(self, format: str, *args: Any) -> None:
         pass
@@ -59,6 +75,9 @@ class TimedProvider(BaseHTTPRequestHandler):
         self.send_header("Connection", "close")
         self.end_headers()
         self.close_connection = True
+        with self.lock:
+            TimedProvider.arrived += 1
+        self.go.wait()
         start = time.monotonic()
         for n in range(self.tokens):
             time.sleep(max(0.0, start + n / self.rate - time.monotonic()))
@@ -96,7 +115,7 @@ def token_delays(text: str, arrival: float, since: float) -> list[float]:
 
 
 async def websocket_client(
-    url: str, cookie: str, origin: str, run_id: int, out: dict[str, list[float]]
+    url: str, cookie: str, origin: str, run_id: int, out: dict[str, list[float]], ready: asyncio.Queue[int]
 ) -> None:
     from autobahn.asyncio.websocket import WebSocketClientFactory, WebSocketClientProtocol
 
@@ -106,6 +125,7 @@ async def websocket_client(
     class Client(WebSocketClientProtocol):
         def onOpen(self) -> None:  # noqa: N802 - autobahn's API
             seen["since"] = time.time()
+            ready.put_nowait(run_id)
 
         def onClose(self, was_clean: bool, code: Any, reason: Any) -> None:  # noqa: N802 - autobahn's API
             if not done.done():
@@ -130,13 +150,17 @@ async def websocket_client(
     await asyncio.wait_for(done, 600)
 
 
-async def sse_client(base: str, token: str, run_id: int, out: dict[str, list[float]]) -> None:
+async def sse_client(
+    base: str, token: str, run_id: int, out: dict[str, list[float]], ready: asyncio.Queue[int]
+) -> None:
     import httpx
 
     url = f"{base}/api/v1/runs/{run_id}/nodes/ask/attempts/1/stream"
     async with httpx.AsyncClient(timeout=600) as client:
         since = time.time()
         async with client.stream("GET", url, headers={"Authorization": f"Bearer {token}"}) as response:
+            response.raise_for_status()
+            ready.put_nowait(run_id)
             event = ""
             async for line in response.aiter_lines():
                 if line.startswith("event: "):
@@ -146,15 +170,22 @@ async def sse_client(base: str, token: str, run_id: int, out: dict[str, list[flo
 
 
 def serve_clients(config: str) -> None:
-    """Child process: one websocket and one SSE client per run; print the delays at the end."""
+    """Child process: one websocket and one SSE client per run; print "ready" once all are
+    connected, and the delays at the end."""
     c = json.loads(config)
     out: dict[str, list[float]] = {"ws": [], "sse": []}
 
+    async def announce(ready: asyncio.Queue[int]) -> None:
+        for _ in range(2 * len(c["runs"])):
+            await ready.get()
+        print("ready", flush=True)
+
     async def main() -> None:
-        tasks = []
+        ready: asyncio.Queue[int] = asyncio.Queue()
+        tasks = [announce(ready)]
         for run_id in c["runs"]:
-            tasks.append(websocket_client(c["ws"], c["cookie"], c["origin"], run_id, out))
-            tasks.append(sse_client(c["origin"], c["token"], run_id, out))
+            tasks.append(websocket_client(c["ws"], c["cookie"], c["origin"], run_id, out, ready))
+            tasks.append(sse_client(c["origin"], c["token"], run_id, out, ready))
         await asyncio.gather(*tasks)
 
     asyncio.run(main())
@@ -184,22 +215,30 @@ class StreamBench(Bench):
         self.token = keys.create_key(viewer, "bench", ["read"])[1]
 
     def start(self) -> None:
+        """Start one more worker per stream, ten at a time: fifty Django processes importing
+        at once on two cores starve Daphne and the scheduler for minutes."""
         super().start()
-        python = str(harness.VENV_BIN / "python")
-        for i in range(3, self.args.streams + 3):
-            cmd = [python, "manage.py", "rqworker", "--name", f"llm-w{i}", "default", "agents"]
-            self.procs.append(harness.spawn(cmd, f"worker-{i}", "workers", self.env, self.logdir))
         from workflows.runtime import bus
 
-        deadline = time.monotonic() + 600
-        while bus.client().zcard(bus.WORKERS_ROSTER) < self.args.streams + 2:  # workers load Django
-            harness.check_alive(self.procs)
-            if time.monotonic() > deadline:
-                raise RuntimeError("the workers did not all start in 10 minutes")
-            time.sleep(1)
+        python = str(harness.VENV_BIN / "python")
+        wanted = self.args.streams + 2
+        for first in range(3, wanted + 1, BOOT_BATCH):
+            for i in range(first, min(first + BOOT_BATCH, wanted + 1)):
+                cmd = [python, "manage.py", "rqworker", "--name", f"llm-w{i}", "default", "agents"]
+                self.procs.append(harness.spawn(cmd, f"worker-{i}", "workers", self.env, self.logdir))
+            target = min(first + BOOT_BATCH - 1, wanted)
+            deadline = time.monotonic() + 300
+            while bus.client().zcard(bus.WORKERS_ROSTER) < target:
+                harness.check_alive(self.procs)
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"workers {first}..{target} did not start in 5 minutes")
+                time.sleep(0.5)
+        harness.log(f"{wanted} workers up")
         time.sleep(5)  # and settle
 
     def start_streams(self) -> tuple[list[int], subprocess.Popen[str]]:
+        """Start the runs and their clients; open the gate once all are connected and streaming."""
+        TimedProvider.close_gate()
         ids = [self.runs.start_run(self.llm, {})[0].pk for _ in range(self.args.streams)]
         config = {
             "runs": ids,
@@ -213,14 +252,23 @@ class StreamBench(Bench):
             stdout=subprocess.PIPE,
             text=True,
         )
+        assert child.stdout is not None
+        if child.stdout.readline().strip() != "ready":
+            raise RuntimeError("the stream clients did not connect")
+        deadline = time.monotonic() + 300
+        while TimedProvider.arrived < self.args.streams:  # every worker has asked the provider
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"only {TimedProvider.arrived} of {self.args.streams} streams began")
+            time.sleep(0.05)
+        TimedProvider.go.set()
         return ids, child
 
     def stream_phase(self) -> dict[str, Any]:
         a = self.args
         harness.log(f"streams: {a.streams} x {a.tokens} tokens at {a.rate} tokens/s")
+        ids, child = self.start_streams()
         cpu0 = {n: sum(self.proc(n).cpu_times()[:2]) for n in ("broadcaster", "daphne")}
         t0 = time.perf_counter()
-        ids, child = self.start_streams()
         self.wait_finished(ids, 900)
         out, _ = child.communicate(timeout=120)
         wall = time.perf_counter() - t0
@@ -238,7 +286,6 @@ class StreamBench(Bench):
         for _ in range(self.args.pairs):
             results["alone"].append(self.throughput())
             ids, child = self.start_streams()
-            time.sleep(2)
             results["with_streams"].append(self.throughput())
             self.wait_finished(ids, 900)
             child.communicate(timeout=120)

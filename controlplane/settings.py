@@ -159,10 +159,14 @@ RQ = {"COMMIT_MODE": "auto", "WORKER_CLASS": "workflows.runtime.worker.NodeWorke
 # one per consumer, half of Daphne's CPU with fifty dashboards) was tried and dropped: under
 # redis-py 8 a consumer's subscribe raced the shared receive loop ("Timeout reading from"),
 # the consumer died, and a change message was lost (a browser test failed 1 run in 5).
+# A consumer waits for its next message with BZPOPMIN for 5 s (channels-redis's brpop_timeout),
+# and redis-py 8 reads with a 5 s socket timeout by default: a websocket on a quiet topic then
+# died with "Timeout reading from" after 5 s. Reads may take up to 15 s here; a Redis that is
+# really gone is still noticed.
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL]},
+        "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 15}]},
     }
 }
 

@@ -10,19 +10,21 @@ from __future__ import annotations
 import json
 import signal
 import socket
+import time
 from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
 import httpx
 import pytest
+from asgiref.sync import async_to_sync
 from django.contrib.auth import get_user_model
 
 from tests.fakes.llm_server import FakeLLMServer
 from tests.integration.conftest import publish, wait_finished
 from tests.integration.runtime import Runtime, wait_for
 from workflows import keys, runs
-from workflows.llm import streams, usage
+from workflows.llm import follow, streams, usage
 from workflows.models import LLMCall, LLMPrice, LLMProvider, NodeRun, Run
 from workflows.runtime import bus
 
@@ -153,6 +155,40 @@ def test_last_event_id_resumes_after_what_the_client_has(stack: tuple[Runtime, s
     middle = len(everything) // 2
     rest = list(sse_events(url, token, **{"Last-Event-ID": everything[middle][1]}))
     assert rest == everything[middle + 1 :]
+
+
+def test_a_client_following_an_attempt_not_begun_gets_its_headers_at_once(
+    stack: tuple[Runtime, str],
+) -> None:
+    """Daphne sends headers with the first piece of the body: the endpoint opens with one."""
+    _, base = stack
+    run, _ = runs.start_run(chat_workflow(), {"topic": "x"})
+    wait_finished(run)
+    url = f"{base}/api/v1/runs/{run.pk}/nodes/ask/attempts/2/stream"  # a rerun's, not begun
+    headers = {"Authorization": f"Bearer {api_key()}"}
+    with httpx.stream("GET", url, headers=headers, timeout=5) as response:
+        assert response.status_code == 200
+        assert next(response.iter_lines()) == "retry: 2000"
+
+
+def test_a_quiet_follower_sends_keep_alives_until_the_attempt_begins(
+    provider: LLMProvider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(follow, "KEEPALIVE_SECONDS", 2.0)
+    run, _ = runs.start_run(chat_workflow(), {"topic": "x"})  # no worker: it stays queued
+    node = NodeRun.objects.get(run=run, node_id="ask")
+
+    async def first_two() -> list[follow.Event]:
+        events = follow.follow(node.pk, 1)
+        try:
+            return [await anext(events), await anext(events)]
+        finally:
+            await events.aclose()
+
+    started = time.monotonic()
+    events = async_to_sync(first_two)()
+    assert [e.encode() for e in events] == [": keep-alive\n\n"] * 2
+    assert time.monotonic() - started >= 4.0, "one every KEEPALIVE_SECONDS of quiet"
 
 
 def test_an_unknown_node_is_a_404_problem_and_a_key_is_needed(stack: tuple[Runtime, str]) -> None:

@@ -2,7 +2,8 @@
 
 An async view under Daphne: the response is an async iterator over Redis (XREAD BLOCK), so
 a client holds no thread. Events: `text` ({"text", "offset"}: append in order; each has an
-`id`, so a client reconnecting with `Last-Event-ID` gets only what it missed), then one `end`
+`id`, so a client reconnecting with `Last-Event-ID` gets only what it missed), keep-alive
+comments while the stream is quiet, then one `end`
 ({"output"} of the node, or {"error"}, or {"abandoned": true} when a newer attempt took over:
 follow that attempt's stream instead; its text starts again from the beginning).
 """
@@ -70,5 +71,12 @@ async def stream_attempt(
 
 
 async def encoded(events: AsyncIterator[follow.Event]) -> AsyncIterator[bytes]:
+    """The events as bytes, after an opening that sends the headers at once.
+
+    Daphne writes the headers with the first piece of the body: without the opening, a client
+    following an attempt that has not started yet would wait for its headers until the first
+    token. `retry` tells a reconnecting client to wait 2 s.
+    """
+    yield b"retry: 2000\n\n"
     async for event in events:
         yield event.encode().encode()

@@ -4,6 +4,8 @@ For the SSE endpoint under Daphne: everything here awaits (redis.asyncio, XREAD 
 and the database is asked, in a short sync call, only when the stream has been quiet for
 QUIET_SECONDS, whether the attempt is over without an end entry (a worker killed mid-stream,
 a timeout, a cancel): then the follower ends with the node's state, instead of waiting forever.
+A quiet stream yields a keep-alive comment every KEEPALIVE_SECONDS, so proxies and clients
+that drop idle connections keep this one.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from workflows.llm import streams
 from workflows.models import NodeRun
 
 QUIET_SECONDS = 1.0
+KEEPALIVE_SECONDS = 15.0
 READ_AT_MOST = 500
 IN_FLIGHT = (NodeStatus.QUEUED, NodeStatus.RUNNING)
 
@@ -35,8 +38,13 @@ class Event:
     id: str = ""
 
     def encode(self) -> str:
+        if not self.name:
+            return ": keep-alive\n\n"  # a comment: clients ignore it
         head = f"id: {self.id}\n" if self.id else ""
         return f"{head}event: {self.name}\ndata: {json.dumps(self.data, ensure_ascii=False)}\n\n"
+
+
+KEEPALIVE = Event("", {})
 
 
 def node_state(node_run_id: int, attempt: int) -> dict[str, Any] | None:
@@ -67,6 +75,7 @@ async def follow(node_run_id: int, attempt: int, after: str = "0-0") -> AsyncIte
     key = streams.text_key(node_run_id, attempt)
     client = aioredis.Redis.from_url(settings.REDIS_URL, decode_responses=True)
     state = sync_to_async(node_state, thread_sensitive=False)
+    quiet = 0.0
     try:
         while True:
             found = await client.xread({key: after}, count=READ_AT_MOST, block=int(QUIET_SECONDS * 1000))
@@ -77,7 +86,12 @@ async def follow(node_run_id: int, attempt: int, after: str = "0-0") -> AsyncIte
                 if event.name == "end":
                     return
             if entries:
+                quiet = 0.0
                 continue
+            quiet += QUIET_SECONDS
+            if quiet >= KEEPALIVE_SECONDS:
+                quiet = 0.0
+                yield KEEPALIVE
             end = await state(node_run_id, attempt)
             if end is not None:
                 # The end entry may have landed between the read and the check: read once more.

@@ -307,7 +307,14 @@ def _postgres_processes_in(data: Path) -> list[int]:
 
 def _start_postgres(bin_dir: Path, home: Path, port: int, runner: list[str], ephemeral: bool) -> None:
     data = home / "data"
-    settings = {"port": str(port), "listen_addresses": HOST, "unix_socket_directories": ""}
+    # Each worker holds a connection or two: 300 lets a machine run a hundred workers (one per
+    # concurrent LLM stream, say) beside the web, schedulers and the tests' own connections.
+    settings = {
+        "port": str(port),
+        "listen_addresses": HOST,
+        "unix_socket_directories": "",
+        "max_connections": "300",
+    }
     if len(str(data)) <= MAX_SOCKET_DIR:
         settings["unix_socket_directories"] = str(data)
     if ephemeral:

@@ -134,8 +134,10 @@ async def websocket_client(
         def onMessage(self, payload: bytes, is_binary: bool) -> None:  # noqa: N802 - autobahn's API
             at = time.time()
             for s in json.loads(payload)["data"].get("streams", []):
-                new = s["text"][max(0, seen["chars"] - s["cut"]) :]
-                seen["chars"] = s["chars"]
+                if s["offset"] > seen["chars"]:
+                    continue  # after a gap: its tokens count as not delivered (as on the page)
+                new = s["text"][seen["chars"] - s["offset"] :]
+                seen["chars"] = max(seen["chars"], s["offset"] + len(s["text"]))
                 out["ws"] += token_delays(new, at, seen["since"])
                 if s["done"] and not done.done():
                     done.set_result(True)

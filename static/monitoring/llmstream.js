@@ -1,6 +1,8 @@
-// Streamed LLM text, live: the broadcaster sends, a few times a second, the whole text so far
-// of each attempt that moved (monitoring/livetext.py), so a missed message costs nothing.
-// Each node shows its newest attempt; a newer attempt replaces the older one's text with a
+// Streamed LLM text, live: the broadcaster sends, a few times a second, each attempt's new
+// piece (`offset`: where it goes) and, every two seconds and at the end, its whole text
+// (`whole`) (monitoring/livetext.py). A piece that continues the text shown is appended; a
+// piece after a gap (a missed message, a page opened mid-stream) waits for the next whole
+// text. Each node shows its newest attempt; a newer attempt replaces the older one's text with a
 // note that the attempt restarted (never a spliced text). The node panel, when it shows an
 // LLM node, follows the same text.
 (function () {
@@ -11,11 +13,21 @@
   if (!live || !list || !live.dataset.streamTopic) return;
   const topic = live.dataset.streamTopic;
   const MAX_SHOWN = 20;
-  const latest = {}; // "run:node" -> stream data (newest attempt)
+  const MAX_CHARS = 20000; // as the broadcaster's whole texts
+  const latest = {}; // "run:node" -> the newest attempt's state: its data, `start` and `text`
+
+  // The state after message `s`, or null if `s` cannot be placed (wait for a whole text).
+  function merged(before, s) {
+    if (s.whole) return { ...s, start: s.offset };
+    if (!before || before.attempt !== s.attempt || s.offset !== before.start + before.text.length) return null;
+    const text = before.text + s.text;
+    const over = Math.max(0, text.length - MAX_CHARS);
+    return { ...s, start: before.start + over, text: text.slice(over) };
+  }
 
   function label(s) {
     const state = s.error ? "failed" : s.done ? "done" : "streaming…";
-    const cut = s.cut ? ` (first ${s.cut} characters not shown)` : "";
+    const cut = s.start ? ` (first ${s.start} characters not shown)` : "";
     return `run ${s.run} · ${s.node} · attempt ${s.attempt} · ${state}${cut}`;
   }
 
@@ -47,10 +59,12 @@
     if (state) state.textContent = `attempt ${s.attempt} · ${s.error ? "failed" : s.done ? "done" : "streaming…"}`;
   }
 
-  function show(s) {
-    const key = `${s.run}:${s.node}`;
+  function show(message) {
+    const key = `${message.run}:${message.node}`;
     const before = latest[key];
-    if (before && before.attempt > s.attempt) return; // an older attempt's late message
+    if (before && before.attempt > message.attempt) return; // an older attempt's late message
+    const s = merged(before, message);
+    if (!s) return;
     latest[key] = s;
     const box = block(key, s);
     const [head, restart, pre] = box.children;

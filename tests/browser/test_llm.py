@@ -68,8 +68,13 @@ def test_streamed_tokens_reach_the_run_page_and_the_live_page_before_the_node_fi
     expect(live_page.locator("#llm-streams pre")).to_contain_text("token")
     screenshot(run_page, "run-page-streaming")
     screenshot(live_page, "live-page-streaming")
+    late_page = run_page.context.new_page()  # opened mid-stream: it gets the next whole text
+    late_page.goto(f"{live_url}/runs/{run.pk}/")
+    late_stream = late_page.locator('#llm-streams [data-stream$=":ask"] pre')
+    expect(late_stream).to_contain_text("token0 token1 token2 token3")
     assert wait_finished(run).status == "succeeded"
     expect(stream).to_have_text(" ".join(WORDS))
+    expect(late_stream).to_have_text(" ".join(WORDS))
     expect(run_page.locator('#llm-streams [data-stream$=":ask"]')).to_have_attribute("data-done", "true")
     expect(run_page.locator("#run-llm-usage")).to_contain_text("1 call · 9 in / 30 out tokens · cost 0.0390")
     screenshot(run_page, "run-page-streamed")

@@ -1,0 +1,47 @@
+"""What the broadcaster sends of a streamed text: new pieces, and the whole text now and then."""
+
+from __future__ import annotations
+
+from monitoring.livetext import TAIL_CHARS, WHOLE_EVERY_SECONDS, Text
+
+
+def text(body: str = "") -> Text:
+    return Text(run_id=1, workflow_id=2, node_id="ask", attempt=1, node_run_id=3, text=body)
+
+
+def test_the_first_message_is_whole_then_only_new_pieces_follow() -> None:
+    t = text("Once upon")
+    first = t.as_data(now=100.0)
+    assert (first["whole"], first["offset"], first["text"]) == (True, 0, "Once upon")
+    t.text += " a time"
+    second = t.as_data(now=100.25)
+    assert (second["whole"], second["offset"], second["text"]) == (False, 9, " a time")
+    assert second["chars"] == len("Once upon a time")
+
+
+def test_the_whole_text_is_sent_again_every_few_seconds_and_at_the_end() -> None:
+    t = text("a")
+    t.as_data(now=100.0)
+    t.text += "b"
+    assert t.as_data(now=100.0 + WHOLE_EVERY_SECONDS)["whole"], "a page that missed a piece catches up"
+    t.text += "c"
+    assert not t.as_data(now=100.5 + WHOLE_EVERY_SECONDS)["whole"]
+    t.text += "d"
+    t.end = {"output": {"content": "abcd"}}
+    last = t.as_data(now=101.0 + WHOLE_EVERY_SECONDS)
+    assert (last["whole"], last["done"], last["text"], last["offset"]) == (True, True, "abcd", 0)
+
+
+def test_a_whole_text_longer_than_the_tail_starts_at_its_offset() -> None:
+    t = text("x" * (TAIL_CHARS + 5))
+    data = t.as_data(now=1.0)
+    assert data["offset"] == 5 and len(data["text"]) == TAIL_CHARS
+
+
+def test_pieces_laid_at_their_offsets_rebuild_the_text() -> None:
+    t, rebuilt = text(), ""
+    for n, word in enumerate([f"word{k}" for k in range(12)]):
+        t.text += word + " "
+        data = t.as_data(now=n * 0.25)
+        rebuilt = rebuilt[: data["offset"]] + data["text"]
+    assert rebuilt == t.text

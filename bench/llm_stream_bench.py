@@ -11,7 +11,8 @@ scripted provider in this process whose every token is `t<send time in µs>`:
 
 1. streams: STREAMS runs of one llm.chat node, each streamed at RATE tokens/s for TOKENS
    tokens; per run one websocket client (topic llm:run:<id>, the run page's) and one SSE
-   client (the attempt's endpoint), in a child process. The provider holds every stream until
+   client (the attempt's endpoint), and one websocket client for them all (llm:workflow:<id>,
+   the live page's), in a child process. The provider holds every stream until
    all clients are connected and every worker has asked, then sends; a token's delay is its
    arrival minus its send time (same clock).
    p50/p95/max per kind, tokens/s delivered, CPU of Daphne and the broadcaster (% of a core).
@@ -115,17 +116,20 @@ def token_delays(text: str, arrival: float, since: float) -> list[float]:
 
 
 async def websocket_client(
-    url: str, cookie: str, origin: str, run_id: int, out: dict[str, list[float]], ready: asyncio.Queue[int]
+    c: dict[str, Any], topic: str, runs: list[int], out: list[float], ready: asyncio.Queue[int]
 ) -> None:
+    """Follow `topic` as a page does; record the delay of every token of `runs` it brings."""
     from autobahn.asyncio.websocket import WebSocketClientFactory, WebSocketClientProtocol
 
     done = asyncio.get_running_loop().create_future()
-    seen = {"chars": 0, "since": 0.0}
+    seen = dict.fromkeys(runs, 0)  # characters of each run's text placed so far
+    finished: set[int] = set()
+    since = [0.0]
 
     class Client(WebSocketClientProtocol):
         def onOpen(self) -> None:  # noqa: N802 - autobahn's API
-            seen["since"] = time.time()
-            ready.put_nowait(run_id)
+            since[0] = time.time()
+            ready.put_nowait(0)
 
         def onClose(self, was_clean: bool, code: Any, reason: Any) -> None:  # noqa: N802 - autobahn's API
             if not done.done():
@@ -134,18 +138,20 @@ async def websocket_client(
         def onMessage(self, payload: bytes, is_binary: bool) -> None:  # noqa: N802 - autobahn's API
             at = time.time()
             for s in json.loads(payload)["data"].get("streams", []):
-                if s["offset"] > seen["chars"]:
-                    continue  # after a gap: its tokens count as not delivered (as on the page)
-                new = s["text"][seen["chars"] - s["offset"] :]
-                seen["chars"] = max(seen["chars"], s["offset"] + len(s["text"]))
-                out["ws"] += token_delays(new, at, seen["since"])
-                if s["done"] and not done.done():
-                    done.set_result(True)
-                    self.sendClose()
+                have = seen[s["run"]]
+                if s["offset"] > have:
+                    continue  # after a gap: wait for the whole text, as the page does
+                out.extend(token_delays(s["text"][have - s["offset"] :], at, since[0]))
+                seen[s["run"]] = max(have, s["offset"] + len(s["text"]))
+                if s["done"]:
+                    finished.add(s["run"])
+            if len(finished) == len(runs) and not done.done():
+                done.set_result(True)
+                self.sendClose()
 
-    host, port = url.split("//")[1].split("/")[0].split(":")
+    host, port = c["ws"].split("//")[1].split("/")[0].split(":")
     factory = WebSocketClientFactory(
-        f"{url}?topics=llm:run:{run_id}", origin=origin, headers={"Cookie": cookie}
+        f"{c['ws']}?topics={topic}", origin=c["origin"], headers={"Cookie": c["cookie"]}
     )
     factory.protocol = Client
     await asyncio.get_running_loop().create_connection(factory, host, int(port))
@@ -172,21 +178,23 @@ async def sse_client(
 
 
 def serve_clients(config: str) -> None:
-    """Child process: one websocket and one SSE client per run; print "ready" once all are
-    connected, and the delays at the end."""
+    """Child process: per run a websocket client on its run page's topic and an SSE client,
+    and one websocket client on the workflow's live page topic (every stream); print "ready"
+    once all are connected, and the delays at the end."""
     c = json.loads(config)
-    out: dict[str, list[float]] = {"ws": [], "sse": []}
+    out: dict[str, list[float]] = {"ws": [], "ws_live": [], "sse": []}
 
     async def announce(ready: asyncio.Queue[int]) -> None:
-        for _ in range(2 * len(c["runs"])):
+        for _ in range(2 * len(c["runs"]) + 1):
             await ready.get()
         print("ready", flush=True)
 
     async def main() -> None:
         ready: asyncio.Queue[int] = asyncio.Queue()
-        tasks = [announce(ready)]
+        live = websocket_client(c, f"llm:workflow:{c['workflow']}", c["runs"], out["ws_live"], ready)
+        tasks = [announce(ready), live]
         for run_id in c["runs"]:
-            tasks.append(websocket_client(c["ws"], c["cookie"], c["origin"], run_id, out, ready))
+            tasks.append(websocket_client(c, f"llm:run:{run_id}", [run_id], out["ws"], ready))
             tasks.append(sse_client(c["origin"], c["token"], run_id, out, ready))
         await asyncio.gather(*tasks)
 
@@ -245,6 +253,7 @@ class StreamBench(Bench):
         config = {
             "runs": ids,
             "ws": f"ws://127.0.0.1:{self.port}/ws/monitor/",
+            "workflow": self.llm.pk,
             "origin": f"http://127.0.0.1:{self.port}",
             "cookie": self.cookie,
             "token": self.token,
@@ -278,6 +287,7 @@ class StreamBench(Bench):
         delays = json.loads(out)
         return {
             "ws_delay_ms": harness.distribution(delays["ws"]),
+            "ws_live_page_delay_ms": harness.distribution(delays["ws_live"]),
             "sse_delay_ms": harness.distribution(delays["sse"]),
             "tokens_per_s_delivered": {k: round(len(v) / wall, 1) for k, v in delays.items()},
             "cpu_pct": cpu,

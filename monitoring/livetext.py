@@ -5,6 +5,10 @@ and per workflow that changed, one message with the whole text so far of each at
 moved (its tail, at most TAIL_CHARS): a missed message costs nothing, the next one carries
 everything. An attempt seen first mid-stream (broadcaster restarted) is read back from its
 own stream. Topics: `llm:run:<id>` (the run page) and `llm:workflow:<id>` (the live page).
+
+An agent's attempt streams turn after turn: its message carries the last marked turn
+(`turn`: {"seq", "turn", "state", ...}) and that turn's text only, so a page shows the turn
+being written growing, then recorded, then the next one starting empty.
 """
 
 from __future__ import annotations
@@ -28,22 +32,24 @@ class Text:
     node_id: str
     attempt: int
     node_run_id: int
-    text: str = ""
-    end: dict[str, Any] | None = None
+    so_far: streams.SoFar
     touched: float = 0.0
 
     def as_data(self) -> dict[str, Any]:
-        shown = self.text[-TAIL_CHARS:]
+        so_far = self.so_far
+        text = so_far.text[so_far.turn_from :] if so_far.turn else so_far.text
+        shown = text[-TAIL_CHARS:]
         return {
             "run": self.run_id,
             "node": self.node_id,
             "attempt": self.attempt,
             "node_run": self.node_run_id,
-            "chars": len(self.text),
+            "chars": len(text),
             "text": shown,
-            "cut": len(self.text) - len(shown),
-            "done": self.end is not None,
-            "error": (self.end or {}).get("error"),
+            "cut": len(text) - len(shown),
+            "turn": so_far.turn,
+            "done": so_far.end is not None,
+            "error": (so_far.end or {}).get("error"),
         }
 
 
@@ -75,18 +81,17 @@ class LiveTexts:
         key = (int(fields["nr"]), int(fields["a"]))
         entry = streams.parse_entry("", fields)
         text = self.texts.get(key)
-        if text is None or entry.offset != len(text.text):
+        if text is None or entry.offset != len(text.so_far.text):
             text = self.read_back(fields, key)
         else:
-            text.text += entry.text
-            text.end = entry.end or text.end
+            text.so_far.add(entry)
         text.touched = now
         return text
 
     def read_back(self, fields: dict[str, str], key: tuple[int, int]) -> Text:
         """Rebuild an attempt's text from its own stream (first seen mid-way, or a gap)."""
-        whole, end, _ = streams.read_text(*key)
-        text = Text(int(fields["r"]), int(fields["w"]), fields["n"], key[1], key[0], whole, end)
+        so_far, _ = streams.read_so_far(*key)
+        text = Text(int(fields["r"]), int(fields["w"]), fields["n"], key[1], key[0], so_far)
         self.texts[key] = text
         return text
 

@@ -4,7 +4,8 @@ The decisions are the core's (core/agent.py: what comes next, the messages, the 
 tool call); the steps are stored by workflows/agents.py; this module makes the calls. The
 attempt runs under its node's time limit like any task; each model call has the node's
 `timeout_seconds` (cut to what is left of the attempt), each tool call its handler's
-`Tool.timeout_seconds` and up to `Tool.max_attempts` tries within the attempt.
+`Tool.timeout_seconds` and up to `Tool.max_attempts` tries within the attempt. Model turns
+stream into the attempt's text stream (llm/streams.py), each between two `turn` markers.
 
 How a tool call can end:
 - ok: its output (JSON) is the tool's result;

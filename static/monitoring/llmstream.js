@@ -26,7 +26,7 @@
   }
 
   function state(s) {
-    if (s.turn) return `turn ${s.turn.turn} · ${turnState(s)}${s.done ? (s.error ? " · failed" : " · done") : ""}`;
+    if (s.turn) return `turn ${s.turn.turn} · ${turnState(s)}${s.done ? (s.error ? " · attempt failed" : " · done") : ""}`;
     return s.error ? "failed" : s.done ? "done" : "streaming…";
   }
 

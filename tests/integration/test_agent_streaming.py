@@ -2,7 +2,8 @@
 
 The attempt's text stream carries each model turn between `turn` markers; the SSE endpoint
 replays then follows it with turn events; a worker killed mid-turn leaves a stream that
-stops there, and the next attempt streams the re-asked turn into a stream of its own.
+stops there, and the next attempt streams the re-asked turn into a stream of its own; a
+malformed streamed tool call fails the turn (recorded failed, marked failed) and is retried.
 """
 
 from __future__ import annotations
@@ -130,3 +131,43 @@ def test_a_worker_killed_mid_turn_stream_restarts_the_turn_in_a_new_attempt_repe
         (2, "tool", "ok", 1),
         (3, "turn", "ok", 2),
     ]
+
+
+def test_a_malformed_streamed_tool_call_fails_the_turn_clearly_and_the_retry_asks_again(
+    stack: tuple[Runtime, str], llm: FakeLLMServer, tmp_path: Path
+) -> None:
+    nameless = {"index": 0, "id": "call_x", "function": {"arguments": '{"note": "x"}'}}
+    llm.stream_chunks = [
+        {"model": "fake-model", "choices": [{"index": 0, "delta": {"tool_calls": [nameless]}}]}
+    ]
+    asked = []
+
+    def reply(request: Any) -> dict[str, Any]:
+        asked.append(request)
+        if len(asked) > 1:
+            llm.stream_chunks = None  # the provider behaves on the retry
+        return completion(STORY)
+
+    llm.reply = reply
+    run, node = start(tmp_path, max_attempts=2)
+    assert wait_finished(run, 90).status == "succeeded"
+    node.refresh_from_db()
+    assert node.attempt == 2 and node.output["content"] == STORY
+    (failed, answered) = steps(run)
+    assert (failed.seq, failed.kind, failed.status, failed.attempt, failed.response) == (
+        1,
+        "turn",
+        "failed",
+        1,
+        None,
+    )
+    assert failed.error.startswith(
+        "llm.agent node 'agent': provider 'default', model 'fake-model': a malformed"
+    )
+    assert "tool call 0 (id 'call_x') has no function name" in failed.error
+    assert (answered.seq, answered.status, answered.attempt) == (2, "ok", 2)
+    assert markers(node, 1) == [(1, 1, "started"), (1, 1, "failed")]
+    end = streams.read_text(node.pk, 1)[1]
+    assert end is not None and "has no function name" in end["error"]
+    assert markers(node, 2) == [(2, 2, "started"), (2, 2, "recorded")]
+    assert tool_log(tmp_path / "tools.log") == [], "no tool ran on the malformed call"

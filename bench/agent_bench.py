@@ -6,7 +6,8 @@ One step is a model turn that asks for a tool, plus that tool call. The same fak
 - agent: `runtime.agent.run_agent`, as a worker runs it, on a node row in `running`: every
   turn and tool call recorded (AgentStep) and every model call priced (LLMCall);
 - direct: the same calls made from Python: `llm.client.complete` with the same growing
-  messages and tools, and the tool's function, nothing recorded.
+  messages and tools, streamed as the agent's turns are, and the tool's function, nothing
+  recorded (the agent's path also writes each turn's stream to Redis).
 The difference per step is what durability costs. Alternating repetitions, medians; also
 the PostgreSQL statements per step. Servers: the embedded ones in .data/bench-agent (or
 DATABASE_URL/REDIS_URL), database `switchyard_agentbench` recreated. Figures only.
@@ -151,6 +152,7 @@ def main() -> None:
                     idempotency_key=f"d:{n}",
                     timeout_seconds=30,
                     where="bench",
+                    on_delta=lambda text: None,  # streamed, as the agent's turns are
                 )
                 if not answer.tool_calls:
                     break

@@ -12,6 +12,11 @@ the text's length: at 50 streams of 400 tokens (bench/llm_stream_bench.py) 2 MB/
 the broadcaster, Redis, Daphne and every client, and 0.8 s of delay at p50.
 An attempt seen first mid-stream (broadcaster restarted) is read back from its own stream.
 Topics: `llm:run:<id>` (the run page) and `llm:workflow:<id>` (the live page).
+
+An agent's attempt streams turn after turn: its message carries the last marked turn
+(`turn`: {"seq", "turn", "state", ...}) and that turn's text only, so a page shows the turn
+being written growing, then recorded, then the next one starting empty. A message whose
+turn moved on (another turn, or a new state) is whole.
 """
 
 from __future__ import annotations
@@ -36,33 +41,41 @@ class Text:
     node_id: str
     attempt: int
     node_run_id: int
-    text: str = ""
-    end: dict[str, Any] | None = None
+    so_far: streams.SoFar
     touched: float = 0.0
-    sent: int = 0  # characters sent so far
+    sent: int = 0  # characters of the shown text sent so far
     whole_at: float | None = None  # when the whole text was last sent
+    sent_turn: dict[str, Any] | None = None  # the turn the last message carried
 
     def as_data(self, now: float) -> dict[str, Any]:
         """The next message's piece: what is new since the last one, or the whole text."""
-        whole = self.end is not None or self.whole_at is None or now - self.whole_at >= WHOLE_EVERY_SECONDS
+        so_far = self.so_far
+        text = so_far.text[so_far.turn_from :] if so_far.turn else so_far.text
+        whole = (
+            so_far.end is not None
+            or self.whole_at is None
+            or now - self.whole_at >= WHOLE_EVERY_SECONDS
+            or so_far.turn != self.sent_turn
+        )
         if whole:
             self.whole_at = now
-            piece = self.text[-TAIL_CHARS:]
-            offset = len(self.text) - len(piece)
+            piece = text[-TAIL_CHARS:]
+            offset = len(text) - len(piece)
         else:
-            piece, offset = self.text[self.sent :], self.sent
-        self.sent = len(self.text)
+            piece, offset = text[self.sent :], self.sent
+        self.sent, self.sent_turn = len(text), so_far.turn
         return {
             "run": self.run_id,
             "node": self.node_id,
             "attempt": self.attempt,
             "node_run": self.node_run_id,
-            "chars": len(self.text),
+            "chars": len(text),
             "text": piece,
             "offset": offset,
             "whole": whole,
-            "done": self.end is not None,
-            "error": (self.end or {}).get("error"),
+            "turn": so_far.turn,
+            "done": so_far.end is not None,
+            "error": (so_far.end or {}).get("error"),
         }
 
 
@@ -94,18 +107,17 @@ class LiveTexts:
         key = (int(fields["nr"]), int(fields["a"]))
         entry = streams.parse_entry("", fields)
         text = self.texts.get(key)
-        if text is None or entry.offset != len(text.text):
+        if text is None or entry.offset != len(text.so_far.text):
             text = self.read_back(fields, key)
         else:
-            text.text += entry.text
-            text.end = entry.end or text.end
+            text.so_far.add(entry)
         text.touched = now
         return text
 
     def read_back(self, fields: dict[str, str], key: tuple[int, int]) -> Text:
         """Rebuild an attempt's text from its own stream (first seen mid-way, or a gap)."""
-        whole, end, _ = streams.read_text(*key)
-        text = Text(int(fields["r"]), int(fields["w"]), fields["n"], key[1], key[0], whole, end)
+        so_far, _ = streams.read_so_far(*key)
+        text = Text(int(fields["r"]), int(fields["w"]), fields["n"], key[1], key[0], so_far)
         self.texts[key] = text
         return text
 

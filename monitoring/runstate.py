@@ -14,7 +14,7 @@ from controlplane import access
 from workflows import agents, mapitems
 from workflows.core.agent import AGENT
 from workflows.core.compensation import given_by, is_step, step_node, steps_to_run, undone_by
-from workflows.core.states import NodeStatus, RunStatus
+from workflows.core.states import NODE_TERMINAL, NodeStatus, RunStatus
 from workflows.llm import usage
 from workflows.models import DeadLetter, LLMCall, NodeRun, Run, RunEvent, Wait
 from workflows.versions import load_graph
@@ -173,7 +173,7 @@ def agent_steps(run: Run, node: NodeRun) -> dict[str, Any]:
     steps = agents.steps_of(node.pk)
     if not steps and step_node(load_graph(run.version_id), node.node_id).kind != AGENT:
         return {"is_agent": False}
-    polling = node.status in (NodeStatus.QUEUED, NodeStatus.RUNNING, NodeStatus.RETRYING)
+    polling = node.status not in NODE_TERMINAL  # opened before its first attempt: it polls too
     return {"is_agent": True, "rows": agents.timeline(steps), "polling": polling, "run": run, "node": node}
 
 

@@ -1,10 +1,12 @@
 // Streamed LLM text, live: the broadcaster sends, a few times a second, each attempt's new
-// piece (`offset`: where it goes) and, every two seconds and at the end, its whole text
-// (`whole`) (monitoring/livetext.py). A piece that continues the text shown is appended; a
-// piece after a gap (a missed message, a page opened mid-stream) waits for the next whole
-// text. Each node shows its newest attempt; a newer attempt replaces the older one's text with a
+// piece (`offset`: where it goes) and, every two seconds, at the end and when an agent's turn
+// moves on, its whole text (`whole`) (monitoring/livetext.py). A piece that continues the
+// text shown is appended; a piece after a gap (a missed message, a page opened mid-stream)
+// waits for the next whole text. Each node shows its newest attempt; a newer attempt replaces the older one's text with a
 // note that the attempt restarted (never a spliced text). The node panel, when it shows an
-// LLM node, follows the same text.
+// LLM node, follows the same text. An agent's message carries its current turn ({seq, turn,
+// state}) and that turn's text: the node panel shows it below the agent timeline while it is
+// written, until the timeline (polled) shows it as a recorded step.
 (function () {
   "use strict";
   const live = document.getElementById("live");
@@ -19,16 +21,38 @@
   // The state after message `s`, or null if `s` cannot be placed (wait for a whole text).
   function merged(before, s) {
     if (s.whole) return { ...s, start: s.offset };
-    if (!before || before.attempt !== s.attempt || s.offset !== before.start + before.text.length) return null;
+    const sameTurn = (before && before.turn ? before.turn.seq : null) === (s.turn ? s.turn.seq : null);
+    if (!before || before.attempt !== s.attempt || !sameTurn || s.offset !== before.start + before.text.length) return null;
     const text = before.text + s.text;
     const over = Math.max(0, text.length - MAX_CHARS);
     return { ...s, start: before.start + over, text: text.slice(over) };
   }
 
+  function turnState(s) {
+    const turn = s.turn;
+    if (turn.state === "recorded") {
+      const asks = turn.tool_calls && turn.tool_calls.length ? ` · asks for ${turn.tool_calls.join(", ")}` : "";
+      return `recorded${asks}`;
+    }
+    if (turn.state === "failed") return "failed";
+    return s.done ? "cut short" : "writing…";
+  }
+
+  function state(s) {
+    if (s.turn) return `turn ${s.turn.turn} · ${turnState(s)}${s.done ? (s.error ? " · attempt failed" : " · done") : ""}`;
+    return s.error ? "failed" : s.done ? "done" : "streaming…";
+  }
+
   function label(s) {
-    const state = s.error ? "failed" : s.done ? "done" : "streaming…";
     const cut = s.start ? ` (first ${s.start} characters not shown)` : "";
-    return `run ${s.run} · ${s.node} · attempt ${s.attempt} · ${state}${cut}`;
+    return `run ${s.run} · ${s.node} · attempt ${s.attempt} · ${state(s)}${cut}`;
+  }
+
+  function restartNote(s, before) {
+    if (s.turn || before.turn) {
+      return `Attempt ${s.attempt} took over: it continues after the last recorded step; attempt ${before.attempt}'s unfinished turn was discarded.`;
+    }
+    return `Attempt ${s.attempt} restarted the answer; attempt ${before.attempt}'s partial text (${before.chars} characters) was discarded.`;
   }
 
   function block(key, s) {
@@ -51,12 +75,29 @@
   }
 
   function showPanel(s) {
-    const panel = document.querySelector(`#node-detail [data-llm-node="${CSS.escape(s.node)}"]`);
-    if (!panel || (live.dataset.topics.startsWith("run:") && String(s.run) !== live.dataset.topics.slice(4))) return;
+    if (live.dataset.topics.startsWith("run:") && String(s.run) !== live.dataset.topics.slice(4)) return;
+    const node = CSS.escape(s.node);
+    const turn = document.querySelector(`#node-detail [data-agent-live="${node}"]`);
+    if (turn) showTurn(s, turn);
+    const panel = document.querySelector(`#node-detail [data-llm-node="${node}"]`);
+    if (!panel) return;
     panel.textContent = s.text;
     panel.dataset.attempt = s.attempt;
-    const state = panel.parentElement.querySelector("[data-llm-state]");
-    if (state) state.textContent = `attempt ${s.attempt} · ${s.error ? "failed" : s.done ? "done" : "streaming…"}`;
+    const shown = panel.parentElement.querySelector("[data-llm-state]");
+    if (shown) shown.textContent = `attempt ${s.attempt} · ${state(s)}`;
+  }
+
+  // The agent turn being written, below the timeline; hidden once the timeline has its step.
+  function showTurn(s, box) {
+    const recorded = s.turn && document.querySelector(`#agent-steps [data-seq="${s.turn.seq}"]`);
+    box.hidden = !s.turn || Boolean(recorded);
+    if (box.hidden) return;
+    box.dataset.seq = s.turn.seq;
+    box.dataset.attempt = s.attempt;
+    box.dataset.state = s.turn.state;
+    box.querySelector("[data-live-label]").textContent = `turn ${s.turn.turn}`;
+    box.querySelector("[data-live-state]").textContent = `attempt ${s.attempt} · ${turnState(s)}`;
+    box.querySelector("[data-live-text]").textContent = s.text;
   }
 
   function show(message) {
@@ -70,7 +111,7 @@
     const [head, restart, pre] = box.children;
     if (before && before.attempt < s.attempt) {
       restart.hidden = false;
-      restart.textContent = `Attempt ${s.attempt} restarted the answer; attempt ${before.attempt}'s partial text (${before.chars} characters) was discarded.`;
+      restart.textContent = restartNote(s, before);
     }
     head.textContent = label(s);
     box.dataset.attempt = s.attempt;

@@ -91,6 +91,49 @@ def test_the_run_page_shows_turns_and_nested_tool_calls_as_they_happen(
     screenshot(page, "agent-steps-done")
 
 
+WORDS = [f"token{n}" for n in range(40)]
+
+
+def test_an_agent_turns_text_grows_on_the_run_page_and_the_live_page_before_the_turn_is_recorded(
+    agent_runtime: Runtime, agent_llm: FakeLLMServer, page_as: Any, live_url: str, screenshot: Any
+) -> None:
+    agent_llm.chunk_delay = 0.25
+    agent_llm.reply = scripted(
+        completion("Looking the order up.", ("demo__lookup_order", {"order_id": "A-1001"})),
+        completion(" ".join(WORDS)),
+    )
+    config = {"prompt": "Where is {input.order_id}?", "tools": ["demo.lookup_order"], "timeout_seconds": 120}
+    workflow = publish("agent-stream", {"nodes": [{"id": "agent", "handler": "llm.agent", "config": config}]})
+    page: Page = page_as("viewer")
+    live_page = page.context.new_page()
+    live_page.goto(f"{live_url}/workflows/{workflow.slug}/live/")
+    run, _ = runs.start_run(workflow, {"order_id": "A-1001"})
+    page.goto(f"{live_url}/runs/{run.pk}/")
+    page.locator('#run-graph [data-node="agent"]').click()
+
+    turn = page.locator('#node-detail [data-agent-live="agent"]')
+    expect(turn.locator("[data-live-text]")).to_contain_text("token3")
+    assert not AgentStep.objects.filter(node_run__run=run, seq=3).exists(), "turn 2 is not recorded yet"
+    assert "token39" not in turn.inner_text()
+    expect(turn.locator("[data-live-label]")).to_have_text("turn 2")
+    expect(turn.locator("[data-live-state]")).to_contain_text("attempt 1 · writing…")
+    expect(page.locator("#agent-steps .agent-step")).to_have_count(2)  # turn 1 and its tool call, recorded
+    card = page.locator('#llm-streams [data-stream$=":agent"]')
+    expect(card).to_contain_text("turn 2 · writing…")
+    expect(card.locator("pre")).not_to_contain_text("Looking the order up.")  # the current turn only
+    expect(live_page.locator("#llm-streams pre")).to_contain_text("token")
+    screenshot(page, "agent-turn-streaming")
+    screenshot(live_page, "agent-turn-streaming-live")
+
+    assert wait_finished(run).status == "succeeded"
+    expect(page.locator("#node-detail .cardhead .badge")).to_have_text("succeeded")
+    expect(page.locator("#agent-steps .agent-step")).to_have_count(3)
+    expect(page.locator("#agent-steps .agent-step").last).to_contain_text("token39")
+    expect(turn).to_be_hidden()  # the turn is a recorded step now: the timeline shows it
+    expect(card).to_contain_text("turn 2 · recorded · done")
+    screenshot(page, "agent-turn-recorded")
+
+
 def test_the_editor_offers_an_agents_tools_as_choices_and_saves_them(
     page_as: Any, live_url: str, screenshot: Any
 ) -> None:

@@ -15,6 +15,8 @@ piece of a tool call) a chunk, `chunk_delay` seconds apart, then a usage chunk a
 `data: [DONE]`. `drop_after=N` closes the connection after N chunks (a dropped stream);
 `bad_chunk_at=N` sends a chunk that is not JSON in place of chunk N; `streaming=False` makes
 it answer streamed requests with one JSON body, as a provider that cannot stream.
+`stream_chunks` (a list of chunk objects) is streamed as it is, then `data: [DONE]`, in place
+of the cut reply: for malformed streams.
 
 Run it alone for the demo: `python -m tests.fakes.llm_server --port 8011`.
 """
@@ -33,6 +35,7 @@ from typing import Any
 from workflows.llm.demo_server import completion_chunks
 
 Reply = dict[str, Any] | str | bytes | Callable[[Any], Any]
+DONE = b"data: [DONE]\n\n"
 
 
 @dataclass(frozen=True)
@@ -106,7 +109,9 @@ class _Handler(BaseHTTPRequestHandler):
             )
         else:
             answer = fake.answer(parsed)
-            if fake.status == 200 and fake.wants_stream(parsed, answer):
+            if fake.status == 200 and fake.stream_chunks is not None:
+                self._stream([b"data: " + _encode(c) + b"\n\n" for c in fake.stream_chunks] + [DONE], fake)
+            elif fake.status == 200 and fake.wants_stream(parsed, answer):
                 self._stream(completion_chunks(answer), fake)
             else:
                 self._send(fake.status, answer, fake.content_type)
@@ -176,6 +181,7 @@ class FakeLLMServer:
         self.chunk_delay = chunk_delay
         self.drop_after: int | None = None
         self.bad_chunk_at: int | None = None
+        self.stream_chunks: list[dict[str, Any]] | None = None
         self.chunks_sent = 0
         self.requests: list[RecordedRequest] = []
         self.stopping = threading.Event()

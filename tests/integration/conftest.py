@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 from typing import Any
 
@@ -35,6 +36,35 @@ def two_workers_and_a_scheduler(**env: str) -> Iterator[Runtime]:
     rt.wait_ready()
     yield rt
     rt.stop()
+
+
+def worker_scheduler_and_daphne(**env: str) -> Iterator[tuple[Runtime, str]]:
+    """Start one worker, one scheduler and Daphne with `env`; yield them and Daphne's URL."""
+    bus.client().flushdb()
+    bus.ensure_group()
+    port = free_port()
+    rt = Runtime(**env)
+    rt.worker("worker-1")
+    rt.scheduler("scheduler-1")
+    rt.web("daphne", port)
+    rt.wait_ready()
+    wait_for(lambda: accepts(port), 30, "Daphne to listen")
+    yield rt, f"http://127.0.0.1:{port}"
+    rt.stop()
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def accepts(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False
 
 
 def publish(slug: str, definition: dict[str, Any]) -> Workflow:

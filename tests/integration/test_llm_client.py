@@ -91,6 +91,72 @@ def test_tool_calls_come_back_with_parsed_arguments(fake: FakeLLMServer, streame
     assert (done.input_tokens, done.output_tokens) == (11, 7)
 
 
+def two_calls_reply(request: Any) -> dict[str, Any]:
+    answer = tool_reply(request)
+    message = answer["choices"][0]["message"]
+    message["content"] = "Checking both."
+    message["tool_calls"].append(
+        {
+            "id": "call_2",
+            "type": "function",
+            "function": {"name": "lookup_order", "arguments": '{"order_id": "A-1001", "lines": [1, 2]}'},
+        }
+    )
+    return answer
+
+
+def test_several_streamed_tool_calls_assemble_into_the_calls_of_the_whole_answer(fake: FakeLLMServer) -> None:
+    fake.reply = two_calls_reply
+    deltas: list[str] = []
+    streamed = ask(fake, deltas, tools=[WEATHER])
+    whole = ask(fake, tools=[WEATHER])
+    assert fake.requests[0].json["stream"] is True and "stream" not in fake.requests[1].json
+    assert fake.chunks_sent > 10, "the calls' arguments came in fragments"
+    assert (
+        streamed.tool_calls
+        == whole.tool_calls
+        == [
+            {"id": "call_1", "name": "weather", "arguments": {"city": "Oslo"}},
+            {"id": "call_2", "name": "lookup_order", "arguments": {"order_id": "A-1001", "lines": [1, 2]}},
+        ]
+    )
+    assert "".join(deltas) == streamed.text == whole.text == "Checking both."
+
+
+def delta_chunk(*tool_calls: Any) -> dict[str, Any]:
+    return {"model": "tiny-1", "choices": [{"index": 0, "delta": {"tool_calls": list(tool_calls)}}]}
+
+
+@pytest.mark.parametrize(
+    ("chunks", "fragment"),
+    [
+        (
+            [
+                delta_chunk({"index": 0, "id": "c1", "function": {"name": "weather", "arguments": ""}}),
+                delta_chunk({"index": 0, "function": {"name": f"x-{KEY}", "arguments": "{}"}}),
+            ],
+            "function.name changed from 'weather' to",
+        ),
+        ([delta_chunk({"index": 0, "id": "c1", "function": {"arguments": "{}"}})], "has no function name"),
+        ([delta_chunk({"index": "first", "function": {"name": "weather"}})], "is not an integer"),
+        (
+            [{"model": "tiny-1", "choices": [{"index": 0, "delta": {"tool_calls": {"index": 0}}}]}],
+            "not a list",
+        ),
+    ],
+)
+def test_a_malformed_streamed_tool_call_fails_naming_provider_model_and_node(
+    fake: FakeLLMServer, chunks: list[dict[str, Any]], fragment: str
+) -> None:
+    fake.stream_chunks = chunks
+    with pytest.raises(HandlerError) as failed:
+        ask(fake, [], tools=[WEATHER])
+    message = str(failed.value)
+    assert message.startswith("llm.chat node 'n': provider 'acme', model 'tiny-1': a malformed tool call: ")
+    assert fragment in message and message.endswith("nothing was kept.")
+    assert KEY not in message
+
+
 def test_tool_arguments_that_are_not_json_are_kept_as_text(fake: FakeLLMServer) -> None:
     def reply(request: Any) -> dict[str, Any]:
         answer = tool_reply(request)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import time
 from collections.abc import Iterator
 from decimal import Decimal
@@ -21,21 +20,14 @@ from asgiref.sync import async_to_sync
 from django.contrib.auth import get_user_model
 
 from tests.fakes.llm_server import FakeLLMServer
-from tests.integration.conftest import publish, wait_finished
+from tests.integration.conftest import publish, wait_finished, worker_scheduler_and_daphne
 from tests.integration.runtime import Runtime, wait_for
 from workflows import keys, runs
 from workflows.llm import follow, streams, usage
 from workflows.models import LLMCall, LLMPrice, LLMProvider, NodeRun, Run
-from workflows.runtime import bus
 
 KEY = "sk-fake-provider-key-31337"
 STORY = " ".join(f"word{n}" for n in range(40))
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.fixture
@@ -62,25 +54,7 @@ def provider(fake: FakeLLMServer, transactional_db: Any) -> LLMProvider:
 @pytest.fixture
 def stack(transactional_db: Any, provider: LLMProvider) -> Iterator[tuple[Runtime, str]]:
     """One worker, one scheduler and Daphne."""
-    bus.client().flushdb()
-    bus.ensure_group()
-    port = free_port()
-    rt = Runtime()
-    rt.worker("worker-1")
-    rt.scheduler("scheduler-1")
-    rt.web("daphne", port)
-    rt.wait_ready()
-    wait_for(lambda: accepts(port), 30, "Daphne to listen")
-    yield rt, f"http://127.0.0.1:{port}"
-    rt.stop()
-
-
-def accepts(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
+    yield from worker_scheduler_and_daphne()
 
 
 def chat_workflow(slug: str = "ask", max_attempts: int = 1, timeout: float = 60) -> Any:

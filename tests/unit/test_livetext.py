@@ -3,17 +3,18 @@
 from __future__ import annotations
 
 from monitoring.livetext import TAIL_CHARS, WHOLE_EVERY_SECONDS, Text
+from workflows.llm.streams import SoFar
 
 
 def text(body: str = "") -> Text:
-    return Text(run_id=1, workflow_id=2, node_id="ask", attempt=1, node_run_id=3, text=body)
+    return Text(run_id=1, workflow_id=2, node_id="ask", attempt=1, node_run_id=3, so_far=SoFar(body))
 
 
 def test_the_first_message_is_whole_then_only_new_pieces_follow() -> None:
     t = text("Once upon")
     first = t.as_data(now=100.0)
     assert (first["whole"], first["offset"], first["text"]) == (True, 0, "Once upon")
-    t.text += " a time"
+    t.so_far.text += " a time"
     second = t.as_data(now=100.25)
     assert (second["whole"], second["offset"], second["text"]) == (False, 9, " a time")
     assert second["chars"] == len("Once upon a time")
@@ -22,12 +23,12 @@ def test_the_first_message_is_whole_then_only_new_pieces_follow() -> None:
 def test_the_whole_text_is_sent_again_every_few_seconds_and_at_the_end() -> None:
     t = text("a")
     t.as_data(now=100.0)
-    t.text += "b"
+    t.so_far.text += "b"
     assert t.as_data(now=100.0 + WHOLE_EVERY_SECONDS)["whole"], "a page that missed a piece catches up"
-    t.text += "c"
+    t.so_far.text += "c"
     assert not t.as_data(now=100.5 + WHOLE_EVERY_SECONDS)["whole"]
-    t.text += "d"
-    t.end = {"output": {"content": "abcd"}}
+    t.so_far.text += "d"
+    t.so_far.end = {"output": {"content": "abcd"}}
     last = t.as_data(now=101.0 + WHOLE_EVERY_SECONDS)
     assert (last["whole"], last["done"], last["text"], last["offset"]) == (True, True, "abcd", 0)
 
@@ -41,7 +42,21 @@ def test_a_whole_text_longer_than_the_tail_starts_at_its_offset() -> None:
 def test_pieces_laid_at_their_offsets_rebuild_the_text() -> None:
     t, rebuilt = text(), ""
     for n, word in enumerate([f"word{k}" for k in range(12)]):
-        t.text += word + " "
+        t.so_far.text += word + " "
         data = t.as_data(now=n * 0.25)
         rebuilt = rebuilt[: data["offset"]] + data["text"]
-    assert rebuilt == t.text
+    assert rebuilt == t.so_far.text
+
+
+def test_an_agent_turn_moving_on_sends_the_new_turn_whole() -> None:
+    t = text("thinking")
+    t.so_far.turn = {"seq": 1, "turn": 1, "state": "started"}
+    t.as_data(now=1.0)
+    t.so_far.text += " more"
+    assert not t.as_data(now=1.25)["whole"]
+    t.so_far.turn = {"seq": 1, "turn": 1, "state": "recorded"}
+    assert t.as_data(now=1.5)["whole"], "the turn's new state"
+    t.so_far.turn, t.so_far.turn_from = {"seq": 3, "turn": 2, "state": "started"}, len(t.so_far.text)
+    t.so_far.text += "next"
+    data = t.as_data(now=1.75)
+    assert (data["whole"], data["offset"], data["text"], data["turn"]["turn"]) == (True, 0, "next", 2)

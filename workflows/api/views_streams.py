@@ -6,6 +6,13 @@ a client holds no thread. Events: `text` ({"text", "offset"}: append in order; e
 comments while the stream is quiet, then one `end`
 ({"output"} of the node, or {"error"}, or {"abandoned": true} when a newer attempt took over:
 follow that attempt's stream instead; its text starts again from the beginning).
+
+An `llm.agent` node's attempt streams each model turn between two `turn` events: {"seq",
+"turn", "state": "started"} before the turn's text, then {"seq", "turn", "state":
+"recorded", "finish_reason", "tool_calls": [names]} once the turn is a recorded step (or
+"failed" with "error"); its `text` events carry the turn's step number as "turn". Offsets
+count over the attempt's whole text. The tool calls between turns are the node's steps
+(`GET .../nodes/{node}/steps`).
 """
 
 from __future__ import annotations
@@ -32,7 +39,11 @@ AttemptNumber = Annotated[int, Path(ge=1, le=10_000)]
 ENTRY_ID = re.compile(r"^\d{1,20}-\d{1,20}$")
 SSE_SCHEMA = {
     "type": "string",
-    "description": "event: text (data {text, offset}), then one event: end (data {output} | {error} | {abandoned})",
+    "description": (
+        "event: text (data {text, offset[, turn]}); for llm.agent, event: turn (data {seq, turn, state:"
+        " started | recorded | failed, ...}) around each model turn; then one event: end"
+        " (data {output} | {error} | {abandoned})"
+    ),
 }
 
 

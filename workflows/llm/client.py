@@ -14,12 +14,14 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
 import httpx
 
+from workflows.core import toolcalls
 from workflows.handlers.builtin import USER_AGENT, shown_url, snippet, switchyard_settings
 from workflows.handlers.registry import HandlerError
 from workflows.llm.providers import Endpoint
@@ -98,7 +100,7 @@ def complete(
         raise call.fail(f"POST {shown_url(call.url)} timed out after {timeout_seconds:.3g} s.") from exc
     except httpx.HTTPError as exc:
         raise call.fail(f"POST {shown_url(call.url)} failed: {type(exc).__name__}: {exc}") from exc
-    return parts.completion(endpoint.model, (time.monotonic() - started) * 1000)
+    return parts.completion(call, (time.monotonic() - started) * 1000)
 
 
 @cache
@@ -179,7 +181,7 @@ class Parts:
     """An answer being assembled, from one body or from stream chunks."""
 
     text: list[str] = field(default_factory=list)
-    calls: dict[int, dict[str, Any]] = field(default_factory=dict)
+    calls: toolcalls.ToolCalls = field(default_factory=toolcalls.ToolCalls)
     finish_reason: str | None = None
     model: str | None = None
     input_tokens: int | None = None
@@ -190,53 +192,43 @@ class Parts:
             self.input_tokens = as_count(usage.get("prompt_tokens"), self.input_tokens)
             self.output_tokens = as_count(usage.get("completion_tokens"), self.output_tokens)
 
-    def add_tool_call(self, delta: Any, call: _Call) -> None:
-        """Merge one tool call (whole, or a streamed piece of one) by its index."""
-        if not isinstance(delta, dict):
-            raise call.fail(f"a tool call is not an object: {snippet(json.dumps(delta))!r}")
-        index = delta.get("index", len(self.calls))
-        function = delta.get("function") if isinstance(delta.get("function"), dict) else {}
-        entry = self.calls.setdefault(
-            index if isinstance(index, int) else 0, {"id": "", "name": "", "args": ""}
-        )
-        entry["id"] = delta.get("id") or entry["id"]
-        entry["name"] = function.get("name") or entry["name"]
-        arguments = function.get("arguments")
-        if isinstance(arguments, str):
-            entry["args"] += arguments
-        elif arguments is not None:
-            entry["args"] += json.dumps(arguments)
+    def add_tool_calls(self, pieces: Any, call: _Call) -> None:
+        """Merge a message's or a delta's `tool_calls`: whole calls, or streamed pieces of them."""
+        if pieces is None:
+            return
+        with malformed_fails(call):
+            if not isinstance(pieces, list):
+                raise toolcalls.MalformedToolCall(f"tool_calls is not a list: {toolcalls.shown(pieces)}")
+            for piece in pieces:
+                self.calls.add(piece)
 
-    def tool_calls(self) -> list[dict[str, Any]]:
-        return [
-            {"id": c["id"] or f"call_{i}", "name": c["name"], "arguments": parsed_arguments(c["args"])}
-            for i, c in sorted(self.calls.items())
-        ]
+    def tool_calls(self, call: _Call) -> list[dict[str, Any]]:
+        with malformed_fails(call):
+            return self.calls.calls()
 
-    def completion(self, requested_model: str, latency_ms: float) -> Completion:
+    def completion(self, call: _Call, latency_ms: float) -> Completion:
         return Completion(
             text="".join(self.text),
-            tool_calls=self.tool_calls(),
+            tool_calls=self.tool_calls(call),
             finish_reason=self.finish_reason,
-            model=self.model or requested_model,
+            model=self.model or call.endpoint.model,
             input_tokens=self.input_tokens,
             output_tokens=self.output_tokens,
             latency_ms=round(latency_ms, 3),
         )
 
 
+@contextmanager
+def malformed_fails(call: _Call) -> Iterator[None]:
+    """Turn a malformed tool call into the call's error (named, located, key redacted)."""
+    try:
+        yield
+    except toolcalls.MalformedToolCall as exc:
+        raise call.fail(f"a malformed tool call: {exc}; nothing was kept.") from None
+
+
 def as_count(value: Any, fallback: int | None) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else fallback
-
-
-def parsed_arguments(raw: str) -> Any:
-    """Tool arguments as JSON when they parse (an empty string is no arguments), else the text."""
-    if not raw.strip():
-        return {}
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return raw
 
 
 def parse_body(body: bytes, call: _Call) -> Parts:
@@ -257,8 +249,7 @@ def parse_body(body: bytes, call: _Call) -> Parts:
     parts = Parts(
         text=[content] if isinstance(content, str) else [], model=str(data.get("model") or "") or None
     )
-    for raw in raw_calls if isinstance(raw_calls, list) else []:
-        parts.add_tool_call(raw, call)
+    parts.add_tool_calls(raw_calls, call)
     parts.finish_reason = choice.get("finish_reason") if isinstance(choice, dict) else None
     parts.add_usage(data.get("usage"))
     return parts
@@ -308,8 +299,7 @@ def add_chunk(parts: Parts, data: str, call: _Call, on_delta: Callable[[str], No
             parts.text.append(text)
             if on_delta is not None:
                 on_delta(text)
-        for raw in delta.get("tool_calls") or []:
-            parts.add_tool_call(raw, call)
+        parts.add_tool_calls(delta.get("tool_calls"), call)
         parts.finish_reason = choice.get("finish_reason") or parts.finish_reason
 
 

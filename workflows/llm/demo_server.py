@@ -26,6 +26,7 @@ MODEL = "demo-scripted"
 WORD_DELAY_SECONDS = 0.06
 MAX_BODY_BYTES = 4 * 1024 * 1024
 MAX_QUOTE_WORDS = 40
+ARGUMENT_PIECE_CHARS = 8  # a streamed tool call's arguments come in fragments this long
 
 
 # --- the script -----------------------------------------------------------------------------
@@ -136,27 +137,41 @@ def fill_object(schema: dict[str, Any], text: str) -> dict[str, Any] | None:
 
 
 def completion_chunks(completion: dict[str, Any]) -> list[bytes]:
-    """Cut a chat completion into SSE chunks: text word by word, each tool call in two pieces,
-    then the finish reason, the usage and `data: [DONE]`."""
+    """Cut a chat completion into SSE chunks: text word by word, each tool call in pieces (its
+    name, then its arguments a few characters at a time), then the finish reason, the usage
+    and `data: [DONE]`."""
     model = completion.get("model", MODEL)
     choice = (completion.get("choices") or [{}])[0]
     message = choice.get("message") or {}
     deltas: list[dict[str, Any]] = [{"role": "assistant"}]
     deltas += [{"content": piece} for piece in words(message.get("content") or "")]
     for index, tool_call in enumerate(message.get("tool_calls") or []):
-        function = tool_call.get("function", {})
-        arguments = function.get("arguments", "")
-        half = len(arguments) // 2
-        head = {"index": index, "id": tool_call.get("id"), "type": "function"}
-        named = {**head, "function": {"name": function.get("name"), "arguments": arguments[:half]}}
-        deltas.append({"tool_calls": [named]})
-        deltas.append({"tool_calls": [{"index": index, "function": {"arguments": arguments[half:]}}]})
+        deltas += [{"tool_calls": [piece]} for piece in tool_call_pieces(index, tool_call)]
     finish = choice.get("finish_reason", "stop")
     events = [chunk(model, [{"index": 0, "delta": d, "finish_reason": None}]) for d in deltas]
     events.append(chunk(model, [{"index": 0, "delta": {}, "finish_reason": finish}]))
     if completion.get("usage"):
         events.append({**chunk(model, []), "usage": completion["usage"]})
     return [b"data: " + json.dumps(e).encode() + b"\n\n" for e in events] + [b"data: [DONE]\n\n"]
+
+
+def tool_call_pieces(index: int, tool_call: dict[str, Any]) -> list[dict[str, Any]]:
+    """One tool call as OpenAI streams it: its index, id and name first (empty arguments),
+    then the arguments in fragments of ARGUMENT_PIECE_CHARS, each under the same index."""
+    function = tool_call.get("function") or {}
+    arguments = function.get("arguments", "")
+    text = arguments if isinstance(arguments, str) else json.dumps(arguments)
+    head = {
+        "index": index,
+        "id": tool_call.get("id"),
+        "type": "function",
+        "function": {"name": function.get("name"), "arguments": ""},
+    }
+    step = ARGUMENT_PIECE_CHARS
+    rest = [
+        {"index": index, "function": {"arguments": text[i : i + step]}} for i in range(0, len(text), step)
+    ]
+    return [head, *rest]
 
 
 def chunk(model: str, choices: list[dict[str, Any]]) -> dict[str, Any]:

@@ -65,8 +65,11 @@ def as_events(entries: list[tuple[str, dict[str, str]]]) -> list[Event]:
         entry = streams.parse_entry(entry_id, fields)
         if entry.end is not None:
             events.append(Event("end", entry.end, entry_id))
+        elif entry.turn is not None:
+            events.append(Event("turn", entry.turn, entry_id))
         else:
-            events.append(Event("text", {"text": entry.text, "offset": entry.offset}, entry_id))
+            text = {"text": entry.text, "offset": entry.offset}
+            events.append(Event("text", text if entry.seq is None else {**text, "turn": entry.seq}, entry_id))
     return events
 
 

@@ -50,7 +50,7 @@ def llm_chat(ctx: NodeContext) -> dict[str, Any]:
     endpoint = resolve_for(ctx, where)
     timeout = time_budget(ctx, ctx.config.get("timeout_seconds") or endpoint.timeout_seconds, where)
     options = {k: ctx.config[k] for k in OPTION_KEYS if k in ctx.config}
-    writer = streams.TextWriter(streams.attempt_of(ctx.node_run_id, ctx.attempt)) if ctx.node_run_id else None
+    writer = streams.writer_for(ctx)
 
     def call() -> client.Completion:
         return client.complete(
@@ -63,15 +63,7 @@ def llm_chat(ctx: NodeContext) -> dict[str, Any]:
             on_delta=writer.on_delta if writer else None,
         )
 
-    try:
-        output = chat_output(call_recorded(ctx, endpoint, call))
-    except HandlerError as exc:
-        if writer:
-            writer.finish(error=str(exc))
-        raise
-    if writer:
-        writer.finish(output)
-    return output
+    return streams.streamed(writer, lambda: chat_output(call_recorded(ctx, endpoint, call)))
 
 
 def resolve_for(ctx: NodeContext, where: str) -> providers.Endpoint:

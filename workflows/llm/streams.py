@@ -6,6 +6,13 @@ then followed by the SSE endpoint) and to the feed `sy:llm:live` (read by the br
 which pushes the text to the run and workflow pages a few times a second). The attempt's
 stream ends with an `end` entry holding the node's output, or its error.
 
+An `llm.agent` attempt writes all its model turns into its one stream, each between two
+`turn` entries: {"seq", "turn", "state": "started"} before its first text (`seq` is the
+step's number, `turn` the how-many-th model turn of the loop), then {"state": "recorded",
+"finish_reason", "tool_calls": [names]} once the turn is a recorded step in Postgres, or
+{"state": "failed", "error"}; its text entries carry the turn's `seq` (field `t`). Offsets
+count characters over the attempt's whole text, all turns together.
+
 Nothing here is the only copy: the final text is the node's output in Postgres. Streams
 expire TEXT_TTL_SECONDS after their last write. A retried attempt writes a stream of its
 own, so a page shows the restart (attempt 2 starts empty) and never a spliced text.
@@ -15,9 +22,11 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from workflows.handlers import HandlerError, NodeContext
 from workflows.models import NodeRun
 from workflows.runtime import bus
 
@@ -26,6 +35,8 @@ FEED_MAXLEN = 20_000
 FLUSH_SECONDS = 0.1
 TEXT_TTL_SECONDS = 3600
 END_FIELD = "end"
+TURN_FIELD = "turn"
+STARTED, RECORDED, FAILED = "started", "recorded", "failed"  # a turn's states
 
 
 def text_key(node_run_id: int, attempt: int) -> str:
@@ -61,6 +72,7 @@ class TextWriter:
     pending: list[str] = field(default_factory=list)
     written: int = 0  # characters written so far (the offset of the next piece)
     flushed_at: float = 0.0
+    turn: dict[str, Any] | None = None  # the agent turn being written: {"seq", "turn"}
 
     def on_delta(self, text: str) -> None:
         self.pending.append(text)
@@ -73,8 +85,30 @@ class TextWriter:
             return
         piece = "".join(self.pending)
         self.pending.clear()
-        self.write({"d": piece, "o": str(self.written)})
+        fields = {"d": piece, "o": str(self.written)}
+        if self.turn is not None:
+            fields["t"] = str(self.turn["seq"])
+        self.write(fields)
         self.written += len(piece)
+
+    def begin_turn(self, seq: int, number: int) -> None:
+        """Mark where an agent turn's text starts: step `seq`, the loop's `number`-th turn."""
+        self.flush()
+        self.turn = {"seq": seq, "turn": number}
+        self.write_turn(STARTED)
+
+    def end_turn(self, state: str, **outcome: Any) -> None:
+        """Mark the end of the turn being written: RECORDED (a step in Postgres) or FAILED."""
+        if self.turn is None:
+            return
+        self.flush()
+        self.write_turn(state, **outcome)
+        self.turn = None
+
+    def write_turn(self, state: str, **outcome: Any) -> None:
+        assert self.turn is not None
+        marker = {**self.turn, "state": state, **outcome}
+        self.write({TURN_FIELD: json.dumps(marker), "o": str(self.written)})
 
     def finish(self, output: dict[str, Any] | None = None, error: str | None = None) -> None:
         """Write what is pending and the end: the node's output, or the attempt's error."""
@@ -97,23 +131,72 @@ def attempt_of(node_run_id: int, attempt: int) -> Attempt:
     return Attempt(node_run_id, attempt, row.run_id, row.run.workflow_id, row.node_id)
 
 
+def writer_for(ctx: NodeContext) -> TextWriter | None:
+    """A writer for the context's attempt; None for a context made outside a worker."""
+    return TextWriter(attempt_of(ctx.node_run_id, ctx.attempt)) if ctx.node_run_id else None
+
+
+def streamed(writer: TextWriter | None, produce: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """Produce a node's output, then end the attempt's stream with it, or with the HandlerError."""
+    try:
+        output = produce()
+    except HandlerError as exc:
+        if writer:
+            writer.finish(error=str(exc))
+        raise
+    if writer:
+        writer.finish(output)
+    return output
+
+
 @dataclass
 class Entry:
-    """One stream entry, parsed: a text piece at an offset, or the end."""
+    """One stream entry, parsed: a text piece at an offset (of agent turn `seq`), a turn
+    marker, or the end."""
 
     id: str
     text: str = ""
     offset: int = 0
     end: dict[str, Any] | None = None
+    turn: dict[str, Any] | None = None
+    seq: int | None = None
 
 
 def parse_entry(entry_id: str, fields: dict[str, str]) -> Entry:
     end = json.loads(fields[END_FIELD]) if END_FIELD in fields else None
-    return Entry(entry_id, fields.get("d", ""), int(fields.get("o", "0") or 0), end)
+    turn = json.loads(fields[TURN_FIELD]) if TURN_FIELD in fields else None
+    seq = int(fields["t"]) if fields.get("t") else None
+    return Entry(entry_id, fields.get("d", ""), int(fields.get("o", "0") or 0), end, turn, seq)
+
+
+@dataclass
+class SoFar:
+    """An attempt's stream folded up: its text, its end, and the agent turn last marked."""
+
+    text: str = ""
+    end: dict[str, Any] | None = None
+    turn: dict[str, Any] | None = None
+    turn_from: int = 0  # where the last marked turn's text starts in `text`
+
+    def add(self, entry: Entry) -> None:
+        self.text += entry.text
+        self.end = entry.end or self.end
+        if entry.turn is not None:
+            self.turn = entry.turn
+            if entry.turn.get("state") == STARTED:
+                self.turn_from = entry.offset
+
+
+def read_so_far(node_run_id: int, attempt: int) -> tuple[SoFar, str]:
+    """Fold an attempt's stream so far; return it and the last entry id."""
+    so_far, last = SoFar(), "0-0"
+    for entry_id, fields in bus.client().xrange(text_key(node_run_id, attempt)):
+        so_far.add(parse_entry(entry_id, fields))
+        last = entry_id
+    return so_far, last
 
 
 def read_text(node_run_id: int, attempt: int) -> tuple[str, dict[str, Any] | None, str]:
     """Return an attempt's text so far, its end (None while streaming) and the last entry id."""
-    entries = [parse_entry(i, f) for i, f in bus.client().xrange(text_key(node_run_id, attempt))]
-    end = next((e.end for e in entries if e.end is not None), None)
-    return "".join(e.text for e in entries), end, entries[-1].id if entries else "0-0"
+    so_far, last = read_so_far(node_run_id, attempt)
+    return so_far.text, so_far.end, last

@@ -4,7 +4,8 @@ The decisions are the core's (core/agent.py: what comes next, the messages, the 
 tool call); the steps are stored by workflows/agents.py; this module makes the calls. The
 attempt runs under its node's time limit like any task; each model call has the node's
 `timeout_seconds` (cut to what is left of the attempt), each tool call its handler's
-`Tool.timeout_seconds` and up to `Tool.max_attempts` tries within the attempt.
+`Tool.timeout_seconds` and up to `Tool.max_attempts` tries within the attempt. Model turns
+stream into the attempt's text stream (llm/streams.py), each between two `turn` markers.
 
 How a tool call can end:
 - ok: its output (JSON) is the tool's result;
@@ -31,7 +32,7 @@ from workflows import agents, handlers
 from workflows.core import agent as core
 from workflows.core.graph import Node
 from workflows.handlers.builtin import time_budget
-from workflows.llm import client, providers
+from workflows.llm import client, providers, streams
 from workflows.llm.handler import call_recorded, chat_messages, resolve_for
 from workflows.runtime.limits import ToolTimeout, time_limit
 
@@ -57,6 +58,7 @@ class Loop:
     offer: Offer
     steps: list[core.Step]
     seq: int  # the number the next step takes (read once: only this attempt adds steps)
+    writer: streams.TextWriter | None = None  # the attempt's text stream (none outside a worker)
 
     def take_seq(self) -> int:
         self.seq += 1
@@ -68,8 +70,18 @@ class Loop:
 
 
 def run_agent(node: Node, ctx: handlers.NodeContext) -> dict[str, Any]:
-    """Run the loop from its last recorded step until the model answers; return the output."""
-    loop = start_loop(ctx)
+    """Run the loop from its last recorded step until the model answers; return the output.
+
+    The model's turns stream into the attempt's text stream (llm/streams.py: each turn
+    between two `turn` markers), which ends with the output or the error, as `llm.chat`'s.
+    """
+    writer = streams.writer_for(ctx)
+    return streams.streamed(writer, lambda: run_loop(start_loop(ctx, writer)))
+
+
+def run_loop(loop: Loop) -> dict[str, Any]:
+    """Take the loop's next moves until the model answers or max_steps is reached."""
+    ctx = loop.ctx
     max_steps = int(ctx.config.get("max_steps", 10))
     while True:
         move = core.next_move(loop.steps, max_steps, str(ctx.config.get("on_max_steps", core.FAIL)))
@@ -84,7 +96,7 @@ def run_agent(node: Node, ctx: handlers.NodeContext) -> dict[str, Any]:
         loop.steps.append(step)
 
 
-def start_loop(ctx: handlers.NodeContext) -> Loop:
+def start_loop(ctx: handlers.NodeContext, writer: streams.TextWriter | None = None) -> Loop:
     """Resolve the provider, render the opening, and read what earlier attempts recorded."""
     where = f"llm.agent node {ctx.node_id!r}"
     endpoint = resolve_for(ctx, where)
@@ -93,7 +105,8 @@ def start_loop(ctx: handlers.NodeContext) -> Loop:
     fingerprint = core.fingerprint(endpoint.provider, endpoint.model, opening, tools)
     at = agents.Attempt(ctx.node_run_id, ctx.run_id, ctx.node_id, ctx.attempt, fingerprint)
     steps = agents.loop_steps(at)
-    return Loop(ctx, at, endpoint, opening, offer_tools(tools), steps, agents.next_seq(at.noderun_id))
+    seq = agents.next_seq(at.noderun_id)
+    return Loop(ctx, at, endpoint, opening, offer_tools(tools), steps, seq, writer)
 
 
 def offer_tools(names: list[str]) -> Offer:
@@ -111,7 +124,11 @@ def offer_tools(names: list[str]) -> Offer:
 
 
 def take_turn(loop: Loop) -> core.Step:
-    """Ask the model once; record the turn (or its failure) and return it."""
+    """Ask the model once, streaming its text; record the turn (or its failure) and return it.
+
+    The stream marks the turn `recorded` only after its step is in Postgres: a turn cut
+    short (a kill, a malformed answer) is never a step, and the next attempt asks again.
+    """
     seq = loop.take_seq()
     key = f"{loop.ctx.run_id}:{loop.ctx.node_id}:turn:{seq}"
     messages = core.conversation(loop.opening, loop.steps)
@@ -121,6 +138,8 @@ def take_turn(loop: Loop) -> core.Step:
     budget = time_budget(
         loop.ctx, loop.ctx.config.get("timeout_seconds") or loop.endpoint.timeout_seconds, loop.where
     )
+    if loop.writer:
+        loop.writer.begin_turn(seq, 1 + sum(1 for s in loop.steps if s.kind == core.TURN))
     try:
         completion = call_recorded(
             loop.ctx,
@@ -133,11 +152,14 @@ def take_turn(loop: Loop) -> core.Step:
                 idempotency_key=key,
                 timeout_seconds=budget,
                 where=loop.where,
+                on_delta=loop.writer.on_delta if loop.writer else None,
             ),
             step=f"turn {seq}",
         )
     except BaseException as exc:  # recorded, then re-raised: the attempt fails with it
-        record_failure(loop, seq, core.TURN, key, started, exc, request=request)
+        error = record_failure(loop, seq, core.TURN, key, started, exc, request=request)
+        if loop.writer:
+            loop.writer.end_turn(streams.FAILED, error=error)
         raise
     calls = [as_call(c) for c in completion.tool_calls]
     response = {
@@ -159,6 +181,9 @@ def take_turn(loop: Loop) -> core.Step:
         input_tokens=completion.input_tokens,
         output_tokens=completion.output_tokens,
     )
+    if loop.writer:
+        names = [c.name for c in calls]
+        loop.writer.end_turn(streams.RECORDED, finish_reason=completion.finish_reason, tool_calls=names)
     return core.Step(
         seq,
         core.TURN,
@@ -279,13 +304,15 @@ def tool_context(
 
 def record_failure(
     loop: Loop, seq: int, kind: str, key: str, started: datetime, exc: BaseException, **fields: Any
-) -> None:
-    """Record a step that did not finish, unless the attempt was taken away meanwhile."""
+) -> str:
+    """Record a step that did not finish, unless the attempt was taken away meanwhile; return
+    its error."""
     error = str(exc) or f"{loop.where}: the node's time limit ended this {kind}."
     with contextlib.suppress(agents.Superseded):  # the attempt is gone: nobody's history
         agents.record_step(
             loop.at, seq, kind, core.FAILED, key, started, timezone.now(), error=error, **fields
         )
+    return error
 
 
 def parsed_or_text(arguments: str) -> Any:

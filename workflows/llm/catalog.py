@@ -2,7 +2,8 @@
 
 One decision for the API and the pages: what a provider may hold (`check_provider`), that the
 key is write-only (`api_key=None` keeps the stored one; the audit entry records only whether
-it changed), and that at most one provider is the default.
+it changed), that at most one provider is the default, and what a price may be for
+(`price_key`: any provider, or a provider and a model it offers).
 """
 
 from __future__ import annotations
@@ -104,9 +105,11 @@ def apply_change(row: LLMProvider, change: ProviderChange) -> bool:
 
 
 def delete_provider(name: str, actor: Any = None) -> None:
+    """Delete a provider and its own prices; its recorded calls keep their provider and cost."""
     with transaction.atomic():
         row = lock_provider(name)
-        audit.record(actor, "llm_provider.delete", row, name=row.name)
+        prices = {p.model: [str(p.input_per_million), str(p.output_per_million)] for p in row.prices.all()}
+        audit.record(actor, "llm_provider.delete", row, name=row.name, prices_deleted=prices)
         row.delete()
 
 
@@ -121,25 +124,79 @@ def parse_price(value: Any, field: str) -> Decimal:
     return price.quantize(Decimal("0.0001"))
 
 
-def save_price(model: str, input_price: Any, output_price: Any, actor: Any = None) -> LLMPrice:
-    """Set a model's price per million input and output tokens (created or replaced)."""
+def price_provider(provider: str | None) -> LLMProvider | None:
+    """The provider a price is for, by name; None or "" means any provider."""
+    if not provider:
+        return None
+    row = LLMProvider.objects.filter(name=provider).first()
+    if row is None:
+        raise NotFound(f"provider: there is no LLM provider named {provider[:80]!r}.")
+    return row
+
+
+def price_key(provider: str | None, model: str) -> tuple[LLMProvider | None, str]:
+    """Check what a price is for: any provider, or a provider and a model it offers."""
     model = model.strip()
     if not model or len(model) > 200:
         raise Invalid("model: give the model name (1 to 200 characters).")
+    row = price_provider(provider)
+    if row is not None and model not in row.models_offered():
+        raise Invalid(
+            f"model: provider {row.name!r} does not offer {model[:80]!r} (it offers "
+            f"{', '.join(row.models_offered())}); add the model to the provider first."
+        )
+    return row, model
+
+
+def save_price(
+    model: str, input_price: Any, output_price: Any, actor: Any = None, *, provider: str | None = None
+) -> LLMPrice:
+    """Set the price per million input and output tokens of a model, for one provider or any."""
+    row, model = price_key(provider, model)
     values = {
         "input_per_million": parse_price(input_price, "input_per_million"),
         "output_per_million": parse_price(output_price, "output_per_million"),
     }
     with transaction.atomic():
-        row, _ = LLMPrice.objects.update_or_create(model=model, defaults=values)
-        audit.record(actor, "llm_price.set", row, model=model, **{k: str(v) for k, v in values.items()})
-    return row
+        price, _ = LLMPrice.objects.update_or_create(provider=row, model=model, defaults=values)
+        audit.record(
+            actor,
+            "llm_price.set",
+            price,
+            model=model,
+            provider=row.name if row else None,
+            **{k: str(v) for k, v in values.items()},
+        )
+    return price
 
 
-def delete_price(model: str, actor: Any = None) -> None:
+def find_price(model: str, provider: str | None = None) -> LLMPrice | None:
+    """The price set for a model through one provider (by name), or for any provider (None or "")."""
+    lookup: dict[str, Any] = {"provider__name": provider} if provider else {"provider__isnull": True}
+    return LLMPrice.objects.select_related("provider").filter(model=model, **lookup).first()
+
+
+def get_price(model: str, provider: str | None = None) -> LLMPrice:
+    """Read the price set for a model through one provider (or for any provider, when None)."""
+    price_provider(provider)
+    price = find_price(model, provider)
+    if price is None:
+        raise NotFound(f"There is no price for {price_label(provider, model)}.")
+    return price
+
+
+def delete_price(model: str, actor: Any = None, *, provider: str | None = None) -> None:
+    """Delete a price: the calls it applied to fall back to the any-provider price, or unknown."""
+    row = price_provider(provider)
     with transaction.atomic():
-        row = LLMPrice.objects.select_for_update().filter(model=model).first()
-        if row is None:
-            raise NotFound(f"There is no price for model {model[:80]!r}.")
-        audit.record(actor, "llm_price.delete", row, model=model)
-        row.delete()
+        price = LLMPrice.objects.select_for_update().filter(provider=row, model=model).first()
+        if price is None:
+            raise NotFound(f"There is no price for {price_label(provider, model)}.")
+        audit.record(actor, "llm_price.delete", price, model=model, provider=row.name if row else None)
+        price.delete()
+
+
+def price_label(provider: str | None, model: str) -> str:
+    """Name a price for people: "model 'm' through provider 'p'" or "model 'm' for any provider"."""
+    where = f"through provider {provider[:80]!r}" if provider else "for any provider"
+    return f"model {model[:80]!r} {where}"

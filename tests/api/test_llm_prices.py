@@ -190,6 +190,8 @@ def test_model_names_with_a_slash_are_priced_through_a_proxy(api: Api) -> None:
         ),
         ("llm/prices/gpt-4o", {**PRICE, "provider": "azure"}, 422, "provider"),
         ("llm/prices/gpt-4o", {"input_per_million": 1}, 422, "output_per_million"),
+        ("llm/prices/gpt%00-4o", PRICE, 422, "model"),
+        ("llm/providers/azure/prices/gpt%09-4o", PRICE, 422, "model"),
     ],
 )
 def test_a_bad_price_is_refused_naming_the_field(

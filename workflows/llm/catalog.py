@@ -19,7 +19,9 @@ from django.db import IntegrityError, transaction
 from workflows import audit
 from workflows.errors import Conflict, Invalid, NotFound
 from workflows.models import LLMPrice, LLMProvider
+from workflows.texts import is_text
 
+NAME_PATTERN = re.compile(r"[a-z][a-z0-9_-]{0,59}")
 NAME_HELP = "lowercase letters, digits, '-' and '_', starting with a letter, at most 60 characters"
 MAX_TIMEOUT_SECONDS = 3600.0
 MAX_MODELS = 100
@@ -38,9 +40,18 @@ class ProviderChange:
     api_key: str | None = None
 
 
+def is_provider_name(name: str) -> bool:
+    return NAME_PATTERN.fullmatch(name) is not None
+
+
+def is_model_name(model: str) -> bool:
+    """1 to 200 characters, no control characters (PostgreSQL stores no NUL)."""
+    return 0 < len(model) <= 200 and is_text(model) and not any(c < " " for c in model)
+
+
 def check_provider(change: ProviderChange) -> None:
     """Refuse a provider that could not serve, naming the field."""
-    if not re.fullmatch(r"[a-z][a-z0-9_-]{0,59}", change.name):
+    if not is_provider_name(change.name):
         raise Invalid(f"name: use {NAME_HELP}; got {change.name[:80]!r}.")
     parts = urlsplit(change.base_url)
     if parts.scheme not in ("http", "https") or not parts.hostname or parts.username or parts.query:
@@ -128,17 +139,23 @@ def price_provider(provider: str | None) -> LLMProvider | None:
     """The provider a price is for, by name; None or "" means any provider."""
     if not provider:
         return None
-    row = LLMProvider.objects.filter(name=provider).first()
+    row = LLMProvider.objects.filter(name=provider).first() if is_provider_name(provider) else None
     if row is None:
         raise NotFound(f"provider: there is no LLM provider named {provider[:80]!r}.")
     return row
 
 
+def checked_model(model: str) -> str:
+    """A model name as prices key it, stripped; Invalid naming `model` otherwise."""
+    model = model.strip()
+    if not is_model_name(model):
+        raise Invalid("model: give the model name (1 to 200 characters, no control characters).")
+    return model
+
+
 def price_key(provider: str | None, model: str) -> tuple[LLMProvider | None, str]:
     """Check what a price is for: any provider, or a provider and a model it offers."""
-    model = model.strip()
-    if not model or len(model) > 200:
-        raise Invalid("model: give the model name (1 to 200 characters).")
+    model = checked_model(model)
     row = price_provider(provider)
     if row is not None and model not in row.models_offered():
         raise Invalid(
@@ -172,6 +189,8 @@ def save_price(
 
 def find_price(model: str, provider: str | None = None) -> LLMPrice | None:
     """The price set for a model through one provider (by name), or for any provider (None or "")."""
+    if not is_model_name(model) or (provider and not is_provider_name(provider)):
+        return None
     lookup: dict[str, Any] = {"provider__name": provider} if provider else {"provider__isnull": True}
     return LLMPrice.objects.select_related("provider").filter(model=model, **lookup).first()
 
@@ -179,7 +198,7 @@ def find_price(model: str, provider: str | None = None) -> LLMPrice | None:
 def get_price(model: str, provider: str | None = None) -> LLMPrice:
     """Read the price set for a model through one provider (or for any provider, when None)."""
     price_provider(provider)
-    price = find_price(model, provider)
+    price = find_price(checked_model(model), provider)
     if price is None:
         raise NotFound(f"There is no price for {price_label(provider, model)}.")
     return price
@@ -188,6 +207,7 @@ def get_price(model: str, provider: str | None = None) -> LLMPrice:
 def delete_price(model: str, actor: Any = None, *, provider: str | None = None) -> None:
     """Delete a price: the calls it applied to fall back to the any-provider price, or unknown."""
     row = price_provider(provider)
+    model = checked_model(model)
     with transaction.atomic():
         price = LLMPrice.objects.select_for_update().filter(provider=row, model=model).first()
         if price is None:

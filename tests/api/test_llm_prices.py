@@ -157,7 +157,8 @@ def test_a_providers_price_is_set_read_listed_and_deleted_over_the_api(api: Api)
     assert_problem(api.get("llm/providers/azure/prices/gpt-4o"), 404)
     assert api.get("llm/prices/gpt-4o").json() == anyone, "the any-provider price stays"
     actions = [
-        (e.action, e.data["provider"]) for e in AuditEntry.objects.filter(action__startswith="llm_price")
+        (e.action, e.data["provider"])
+        for e in AuditEntry.objects.filter(action__startswith="llm_price").order_by("id")
     ]
     assert actions == [("llm_price.set", None), ("llm_price.set", "azure"), ("llm_price.delete", "azure")]
 

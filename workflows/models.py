@@ -517,7 +517,8 @@ class LLMPrice(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        ordering = ["model", models.F("provider__name").asc(nulls_first=True)]
+        # By id, not name: a join here would refuse update_or_create's SELECT ... FOR UPDATE.
+        ordering = ["model", models.F("provider").asc(nulls_first=True)]
         constraints = [
             models.UniqueConstraint(
                 fields=["provider", "model"],

@@ -199,7 +199,7 @@ def delete_provider(request: HttpRequest, name: ProviderName) -> Any:
 @router.get("/llm/prices", response=PriceList, auth=allowed("view"), summary="List model prices")
 def list_prices(request: HttpRequest) -> Any:
     """List the price table: per model and provider (null: any provider), per million input and output tokens."""
-    return {"items": [price_out(row) for row in LLMPrice.objects.select_related("provider")]}
+    return {"items": [price_out(row) for row in prices.price_table()]}
 
 
 @router.get(

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Literal
 
-from django.db.models import Q
+from django.db.models import F, Q, QuerySet
 
 from workflows.models import LLMPrice, LLMProvider
 
@@ -54,6 +54,13 @@ def cost_of(provider: str, model: str, input_tokens: int | None, output_tokens: 
     if price is None or input_tokens is None or output_tokens is None:
         return None
     return (input_tokens * price.input_per_million + output_tokens * price.output_per_million) / MILLION
+
+
+def price_table() -> QuerySet[LLMPrice]:
+    """Every price, as pages and the API list them: by model, any provider first, then by provider name."""
+    return LLMPrice.objects.select_related("provider").order_by(
+        "model", F("provider__name").asc(nulls_first=True)
+    )
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ class Migration(migrations.Migration):
     operations = [
         migrations.AlterModelOptions(
             name='llmprice',
-            options={'ordering': ['model', models.OrderBy(models.F('provider__name'), nulls_first=True)]},
+            options={'ordering': ['model', models.OrderBy(models.F('provider'), nulls_first=True)]},
         ),
         migrations.AddField(
             model_name='llmprice',

@@ -17,7 +17,7 @@ from monitoring.guards import requires
 from workflows.errors import DomainError
 from workflows.llm import catalog, prices, usage
 from workflows.llm.providers import DEMO_LABEL
-from workflows.models import LLMPrice, LLMProvider, Workflow
+from workflows.models import LLMProvider, Workflow
 
 
 def page_context(**extra: Any) -> dict[str, Any]:
@@ -25,7 +25,7 @@ def page_context(**extra: Any) -> dict[str, Any]:
     return {
         "nav": "llm",
         "providers": providers,
-        "prices": LLMPrice.objects.select_related("provider"),
+        "prices": prices.price_table(),
         "offered": prices.offered_prices(providers),
         "offered_models": sorted({m for p in providers for m in p.models_offered()}),
         "demo_label": DEMO_LABEL,

@@ -174,11 +174,11 @@ def test_an_admin_prices_a_model_per_provider_and_the_page_says_which_price_each
     screenshot(page, "llm-prices-before")
 
     own.locator("text=Set openai's price").click()
-    expect(page.locator("#prices select[name=provider]")).to_have_value("openai")
-    expect(page.locator("#prices input[name=model]")).to_have_value("gpt-4o")
-    page.fill("#prices input[name=input_per_million]", "3")
-    page.fill("#prices input[name=output_per_million]", "12")
-    page.click("#prices >> text=Set price")
+    expect(page.locator("#price-edit select[name=provider]")).to_have_value("openai")
+    expect(page.locator("#price-edit input[name=model]")).to_have_value("gpt-4o")
+    page.fill("#price-edit input[name=input_per_million]", "3")
+    page.fill("#price-edit input[name=output_per_million]", "12")
+    page.click("#price-edit >> text=Set price")
     expect(page.locator(".message")).to_contain_text(
         "Price of model 'gpt-4o' through provider 'openai' saved."
     )
@@ -187,16 +187,16 @@ def test_an_admin_prices_a_model_per_provider_and_the_page_says_which_price_each
 
     page.locator('[data-price-provider=""][data-price-model="gpt-4o"]').locator("text=Edit").click()
     expect(page.locator("#price-form")).to_have_text("Change the price of gpt-4o for any provider")
-    expect(page.locator("#prices input[name=output_per_million]")).to_have_value("10")
-    page.fill("#prices input[name=output_per_million]", "9")
-    page.click("#prices >> text=Save price")
+    expect(page.locator("#price-edit input[name=output_per_million]")).to_have_value("10")
+    page.fill("#price-edit input[name=output_per_million]", "9")
+    page.click("#price-edit >> text=Save price")
     expect(page.locator('[data-price-provider=""][data-price-model="gpt-4o"]')).to_contain_text("9")
 
-    page.select_option("#prices select[name=provider]", "router")
-    page.fill("#prices input[name=model]", "openai/gpt-4o")
-    page.fill("#prices input[name=input_per_million]", "2.75")
-    page.fill("#prices input[name=output_per_million]", "11")
-    page.click("#prices >> text=Set price")
+    page.select_option("#price-edit select[name=provider]", "router")
+    page.fill("#price-edit input[name=model]", "openai/gpt-4o")
+    page.fill("#price-edit input[name=input_per_million]", "2.75")
+    page.fill("#price-edit input[name=output_per_million]", "11")
+    page.click("#price-edit >> text=Set price")
     expect(page.locator('[data-offered="router:openai/gpt-4o"]')).to_contain_text("router's own")
     screenshot(page, "llm-prices-after")
 

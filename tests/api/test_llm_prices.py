@@ -210,6 +210,12 @@ def test_reading_or_deleting_a_price_of_an_unknown_provider_names_the_provider(a
     assert_problem(api.get("llm/providers/nope/prices"), 404)
 
 
+def test_reading_or_deleting_a_price_no_model_name_can_have_answers_not_found(api: Api) -> None:
+    for path in ("llm/prices/gpt%00-4o", "llm/prices/gpt%0a"):
+        assert_problem(api.get(path), 404)
+        assert_problem(api.delete(path), 404)
+
+
 @pytest.mark.parametrize("role", [access.EDITOR, access.OPERATOR, access.VIEWER])
 def test_only_admins_set_a_providers_price_and_everyone_reads_them(
     api_as: Callable[..., Api], role: str

@@ -188,6 +188,7 @@ def test_an_admin_prices_a_model_per_provider_and_the_page_says_which_price_each
     page.locator('[data-price-provider=""][data-price-model="gpt-4o"]').locator("text=Edit").click()
     expect(page.locator("#price-form")).to_have_text("Change the price of gpt-4o for any provider")
     expect(page.locator("#price-edit input[name=output_per_million]")).to_have_value("10")
+    screenshot(page, "llm-price-editing")
     page.fill("#price-edit input[name=output_per_million]", "9")
     page.click("#price-edit >> text=Save price")
     expect(page.locator('[data-price-provider=""][data-price-model="gpt-4o"]')).to_contain_text("9")

@@ -188,7 +188,10 @@ def save_price(
 
 
 def find_price(model: str, provider: str | None = None) -> LLMPrice | None:
-    """The price set for a model through one provider (by name), or for any provider (None or "")."""
+    """The price set for a model through one provider (by name), or for any provider (None or "").
+
+    None too for names no price can have (control characters, NUL): nothing to find.
+    """
     if not is_model_name(model) or (provider and not is_provider_name(provider)):
         return None
     lookup: dict[str, Any] = {"provider__name": provider} if provider else {"provider__isnull": True}
@@ -198,7 +201,7 @@ def find_price(model: str, provider: str | None = None) -> LLMPrice | None:
 def get_price(model: str, provider: str | None = None) -> LLMPrice:
     """Read the price set for a model through one provider (or for any provider, when None)."""
     price_provider(provider)
-    price = find_price(checked_model(model), provider)
+    price = find_price(model, provider)
     if price is None:
         raise NotFound(f"There is no price for {price_label(provider, model)}.")
     return price
@@ -206,13 +209,12 @@ def get_price(model: str, provider: str | None = None) -> LLMPrice:
 
 def delete_price(model: str, actor: Any = None, *, provider: str | None = None) -> None:
     """Delete a price: the calls it applied to fall back to the any-provider price, or unknown."""
-    row = price_provider(provider)
-    model = checked_model(model)
+    found = get_price(model, provider)
     with transaction.atomic():
-        price = LLMPrice.objects.select_for_update().filter(provider=row, model=model).first()
-        if price is None:
+        price = LLMPrice.objects.select_for_update().filter(pk=found.pk).first()
+        if price is None:  # deleted by someone else meanwhile
             raise NotFound(f"There is no price for {price_label(provider, model)}.")
-        audit.record(actor, "llm_price.delete", price, model=model, provider=row.name if row else None)
+        audit.record(actor, "llm_price.delete", price, model=price.model, provider=provider or None)
         price.delete()
 
 

@@ -89,6 +89,20 @@ def test_the_same_model_costs_what_each_provider_charges_else_the_any_provider_p
     assert openai.prices.count() == 0
 
 
+def test_metrics_count_each_providers_cost_at_its_own_price(redis_clean: None, person: Any) -> None:
+    azure = provider("azure", "gpt-4o")
+    provider("openai", "gpt-4o")
+    price("gpt-4o", None, "2.5", "10")
+    price("gpt-4o", azure, "3", "12")
+    call_through("azure", "gpt-4o")
+    call_through("openai", "gpt-4o")
+    call_through("openai", "gpt-4o-mini")
+    text = admin_page(person).get("/metrics").content.decode()
+    assert 'switchyard_llm_cost_total{model="gpt-4o",provider="azure"} 15.0' in text
+    assert 'switchyard_llm_cost_total{model="gpt-4o",provider="openai"} 12.5' in text
+    assert 'switchyard_llm_unpriced_calls_total{model="gpt-4o-mini",provider="openai"} 1.0' in text
+
+
 def test_a_model_with_only_another_providers_price_has_an_unknown_cost_never_zero(person: Any) -> None:
     azure = provider("azure", "gpt-4o")
     price("gpt-4o", azure, "3", "12")

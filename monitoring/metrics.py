@@ -163,10 +163,14 @@ def llm_metrics(found: dict[tuple[str, str], dict[str, float]]) -> Iterator[Metr
         "switchyard_llm_tokens", "LLM tokens, input and output.", labels=[*labels, "kind"]
     )
     cost = CounterMetricFamily(
-        "switchyard_llm_cost", "Cost of priced LLM calls (price table).", labels=labels
+        "switchyard_llm_cost",
+        "Cost of priced LLM calls (the provider's price, else any provider's).",
+        labels=labels,
     )
     unpriced = CounterMetricFamily(
-        "switchyard_llm_unpriced_calls", "LLM calls whose model has no price.", labels=labels
+        "switchyard_llm_unpriced_calls",
+        "LLM calls with no price for their provider and model.",
+        labels=labels,
     )
     for (provider, model), values in sorted(found.items()):
         calls.add_metric([provider, model, "ok"], values.get("calls", 0))

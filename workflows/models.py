@@ -501,18 +501,37 @@ class LLMProvider(models.Model):
 
 
 class LLMPrice(models.Model):
-    """What one model costs, per million input and output tokens (in the currency of choice)."""
+    """What one model costs, per million input and output tokens (in the currency of choice).
 
-    model = models.CharField(max_length=200, unique=True)
+    Keyed by provider and model: a row without a provider is the model's price through any
+    provider, the fallback when the provider has no price of its own (`llm.prices.pick_price`).
+    """
+
+    # Deleting a provider deletes its own prices; its recorded calls keep their cost.
+    provider = models.ForeignKey(
+        LLMProvider, null=True, blank=True, on_delete=models.CASCADE, related_name="prices"
+    )
+    model = models.CharField(max_length=200)
     input_per_million = models.DecimalField(max_digits=12, decimal_places=4)
     output_per_million = models.DecimalField(max_digits=12, decimal_places=4)
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        ordering = ["model"]
+        # By id, not name: a join here would refuse update_or_create's SELECT ... FOR UPDATE.
+        ordering = ["model", models.F("provider").asc(nulls_first=True)]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["provider", "model"],
+                condition=Q(provider__isnull=False),
+                name="llmprice_provider_model",
+            ),
+            models.UniqueConstraint(
+                fields=["model"], condition=Q(provider__isnull=True), name="llmprice_any_provider_model"
+            ),
+        ]
 
     def __str__(self) -> str:
-        return self.model
+        return f"{self.model} ({self.provider.name if self.provider else 'any provider'})"
 
 
 class LLMCall(models.Model):

@@ -90,6 +90,7 @@ def test_prices_are_set_listed_and_deleted(api: Api) -> None:
     set_ = api.put("llm/prices/acme-large", {"input_per_million": 2.5, "output_per_million": 10})
     assert set_.status_code == 200 and set_.json() == {
         "model": "acme-large",
+        "provider": None,
         "input_per_million": "2.5",
         "output_per_million": "10",
     }

@@ -153,3 +153,63 @@ def test_a_key_never_reaches_the_worker_log_even_when_the_provider_echoes_it(
     page.locator('#run-graph [data-node="ask"]').click()
     expect(page.locator("#node-detail")).to_contain_text("answered 401")
     assert KEY not in page_text(page)
+
+
+def test_an_admin_prices_a_model_per_provider_and_the_page_says_which_price_each_call_pays(
+    page_as: Any, live_url: str, screenshot: Any, transactional_db: None
+) -> None:
+    LLMProvider.objects.create(
+        name="openai",
+        base_url="https://api.openai.test/v1",
+        default_model="gpt-4o",
+        offered_models=["gpt-4o-mini"],
+    )
+    LLMProvider.objects.create(
+        name="router", base_url="https://router.test/v1", default_model="openai/gpt-4o"
+    )
+    LLMPrice.objects.create(
+        model="gpt-4o", input_per_million=Decimal("2.5"), output_per_million=Decimal("10")
+    )
+    page = page_as("admin")
+    page.goto(f"{live_url}/llm/")
+    mini = page.locator('[data-offered="openai:gpt-4o-mini"]')
+    expect(mini.locator(".unknown-price")).to_have_text("unknown")
+    own = page.locator('[data-offered="openai:gpt-4o"]')
+    expect(own).to_contain_text("any provider's")
+    screenshot(page, "llm-prices-before")
+
+    own.locator("text=Set openai's price").click()
+    expect(page.locator("#price-edit select[name=provider]")).to_have_value("openai")
+    expect(page.locator("#price-edit input[name=model]")).to_have_value("gpt-4o")
+    page.fill("#price-edit input[name=input_per_million]", "3")
+    page.fill("#price-edit input[name=output_per_million]", "12")
+    page.click("#price-edit >> text=Set price")
+    expect(page.locator(".message")).to_contain_text(
+        "Price of model 'gpt-4o' through provider 'openai' saved."
+    )
+    expect(own).to_contain_text("openai's own")
+    expect(own).to_contain_text("12")
+
+    page.locator('[data-price-provider=""][data-price-model="gpt-4o"]').locator("text=Edit").click()
+    expect(page.locator("#price-form")).to_have_text("Change the price of gpt-4o for any provider")
+    expect(page.locator("#price-edit input[name=output_per_million]")).to_have_value("10")
+    screenshot(page, "llm-price-editing")
+    page.fill("#price-edit input[name=output_per_million]", "9")
+    page.click("#price-edit >> text=Save price")
+    expect(page.locator('[data-price-provider=""][data-price-model="gpt-4o"]')).to_contain_text("9")
+
+    page.select_option("#price-edit select[name=provider]", "router")
+    page.fill("#price-edit input[name=model]", "openai/gpt-4o")
+    page.fill("#price-edit input[name=input_per_million]", "2.75")
+    page.fill("#price-edit input[name=output_per_million]", "11")
+    page.click("#price-edit >> text=Set price")
+    expect(page.locator('[data-offered="router:openai/gpt-4o"]')).to_contain_text("router's own")
+    screenshot(page, "llm-prices-after")
+
+    page.locator('[data-price-provider="openai"][data-price-model="gpt-4o"]').locator("text=Delete").click()
+    expect(own).to_contain_text("any provider's")
+    stored = {
+        (p.provider.name if p.provider else None, p.model, str(p.output_per_million))
+        for p in LLMPrice.objects.all()
+    }
+    assert stored == {(None, "gpt-4o", "9.0000"), ("router", "openai/gpt-4o", "11.0000")}

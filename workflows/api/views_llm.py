@@ -1,4 +1,10 @@
-"""LLM providers and prices, for admins. The key is write-only: answers say only `has_key`."""
+"""LLM providers and prices, for admins. The key is write-only: answers say only `has_key`.
+
+Prices: `/llm/prices/{model}` is a model's price through any provider (as it always was);
+`/llm/providers/{name}/prices/{model}` a provider's own price, which beats it for calls
+through that provider (`workflows.llm.prices.pick_price`). A model name may hold '/'
+(`openai/gpt-4o` through a proxy): the path converter takes the rest of the path.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +19,7 @@ from typing_extensions import TypedDict
 from workflows.api.auth import allowed
 from workflows.api.inputs import Body
 from workflows.api.schema import refuses
-from workflows.llm import catalog
+from workflows.llm import catalog, prices
 from workflows.llm.providers import DEMO_LABEL
 from workflows.llm.usage import plain
 from workflows.models import LLMPrice, LLMProvider
@@ -60,12 +66,33 @@ class ProviderList(TypedDict):
 
 class PriceOut(TypedDict):
     model: str
+    provider: Annotated[str | None, Field(description="null: the model's price through any provider")]
     input_per_million: str
     output_per_million: str
 
 
 class PriceList(TypedDict):
     items: list[PriceOut]
+
+
+class OfferedPriceOut(TypedDict):
+    model: str
+    offered: Annotated[
+        bool, Field(description="false: the provider has a price for a model it no longer offers")
+    ]
+    source: Annotated[
+        prices.Source | None,
+        Field(
+            description="Which price its calls pay: the provider's own, the any-provider one, or null: unknown"
+        ),
+    ]
+    input_per_million: str | None
+    output_per_million: str | None
+
+
+class OfferedPriceList(TypedDict):
+    provider: str
+    items: list[OfferedPriceOut]
 
 
 def provider_out(row: LLMProvider) -> ProviderOut:
@@ -86,8 +113,20 @@ def provider_out(row: LLMProvider) -> ProviderOut:
 def price_out(row: LLMPrice) -> PriceOut:
     return {
         "model": row.model,
+        "provider": row.provider.name if row.provider else None,
         "input_per_million": plain(Decimal(row.input_per_million)),
         "output_per_million": plain(Decimal(row.output_per_million)),
+    }
+
+
+def offered_out(found: prices.OfferedPrice) -> OfferedPriceOut:
+    row = found.price
+    return {
+        "model": found.model,
+        "offered": found.offered,
+        "source": found.source,
+        "input_per_million": None if row is None else plain(Decimal(row.input_per_million)),
+        "output_per_million": None if row is None else plain(Decimal(row.output_per_million)),
     }
 
 
@@ -149,31 +188,109 @@ def update_provider(request: HttpRequest, name: ProviderName, body: ProviderIn) 
 )
 @refuses(404)
 def delete_provider(request: HttpRequest, name: ProviderName) -> Any:
-    """Delete a provider; nodes naming it fail at validation (and at run time, naming it)."""
+    """Delete a provider and its own prices; nodes naming it fail at validation (and at run time, naming it).
+
+    Its recorded calls stay, with the provider's name and the cost they were recorded with.
+    """
     catalog.delete_provider(name, actor=request.auth)
     return Status(204, None)
 
 
 @router.get("/llm/prices", response=PriceList, auth=allowed("view"), summary="List model prices")
 def list_prices(request: HttpRequest) -> Any:
-    """List the price table: per model, per million input and output tokens."""
-    return {"items": [price_out(row) for row in LLMPrice.objects.all()]}
+    """List the price table: per model and provider (null: any provider), per million input and output tokens."""
+    return {"items": [price_out(row) for row in prices.price_table()]}
+
+
+@router.get(
+    "/llm/prices/{path:model}", response=PriceOut, auth=allowed("view"), summary="Read a model's price"
+)
+@refuses(404)
+def read_price(request: HttpRequest, model: ModelName) -> Any:
+    """Read a model's price through any provider (a provider's own price is under the provider)."""
+    return price_out(catalog.get_price(model))
 
 
 @router.put(
-    "/llm/prices/{model}", response=PriceOut, auth=allowed("manage_llm"), summary="Set a model's price"
+    "/llm/prices/{path:model}", response=PriceOut, auth=allowed("manage_llm"), summary="Set a model's price"
 )
 def set_price(request: HttpRequest, model: ModelName, body: PriceIn) -> Any:
-    """Set the price of a model per million input and output tokens; calls from now on use it."""
+    """Set the price of a model through any provider, per million input and output tokens.
+
+    Calls from now on use it unless their provider has a price of its own for the model.
+    """
     row = catalog.save_price(model, body.input_per_million, body.output_per_million, actor=request.auth)
     return price_out(row)
 
 
 @router.delete(
-    "/llm/prices/{model}", response={204: None}, auth=allowed("manage_llm"), summary="Delete a model's price"
+    "/llm/prices/{path:model}",
+    response={204: None},
+    auth=allowed("manage_llm"),
+    summary="Delete a model's price",
 )
 @refuses(404)
 def delete_price(request: HttpRequest, model: ModelName) -> Any:
-    """Delete a model's price: its later calls show their cost as unknown."""
+    """Delete a model's any-provider price: its later calls without a provider price show their cost as unknown."""
     catalog.delete_price(model, actor=request.auth)
+    return Status(204, None)
+
+
+@router.get(
+    "/llm/providers/{name}/prices",
+    response=OfferedPriceList,
+    auth=allowed("view"),
+    summary="List what a provider's models cost",
+)
+@refuses(404)
+def list_provider_prices(request: HttpRequest, name: ProviderName) -> Any:
+    """List each model the provider offers (and each it has a price for) with the price its calls pay.
+
+    `source` says which price applies: the provider's own, else the model's any-provider
+    price; null with null prices means unknown (calls record a null cost, never 0).
+    """
+    row = catalog.get_provider(name)
+    return {"provider": row.name, "items": [offered_out(p) for p in prices.offered_prices([row])]}
+
+
+@router.get(
+    "/llm/providers/{name}/prices/{path:model}",
+    response=PriceOut,
+    auth=allowed("view"),
+    summary="Read a provider's price for a model",
+)
+@refuses(404)
+def read_provider_price(request: HttpRequest, name: ProviderName, model: ModelName) -> Any:
+    """Read the provider's own price for a model (404 when it has none: the any-provider price applies)."""
+    return price_out(catalog.get_price(model, provider=name))
+
+
+@router.put(
+    "/llm/providers/{name}/prices/{path:model}",
+    response=PriceOut,
+    auth=allowed("manage_llm"),
+    summary="Set a provider's price for a model",
+)
+@refuses(404)
+def set_provider_price(request: HttpRequest, name: ProviderName, model: ModelName, body: PriceIn) -> Any:
+    """Set what a model costs through this provider; it beats the model's any-provider price.
+
+    The model must be one the provider offers (422 naming `model`); an unknown provider is 404.
+    """
+    row = catalog.save_price(
+        model, body.input_per_million, body.output_per_million, actor=request.auth, provider=name
+    )
+    return price_out(row)
+
+
+@router.delete(
+    "/llm/providers/{name}/prices/{path:model}",
+    response={204: None},
+    auth=allowed("manage_llm"),
+    summary="Delete a provider's price for a model",
+)
+@refuses(404)
+def delete_provider_price(request: HttpRequest, name: ProviderName, model: ModelName) -> Any:
+    """Delete a provider's own price: its later calls pay the any-provider price, or show unknown."""
+    catalog.delete_price(model, actor=request.auth, provider=name)
     return Status(204, None)

@@ -2,7 +2,8 @@
 
 One decision for the API and the pages: what a provider may hold (`check_provider`), that the
 key is write-only (`api_key=None` keeps the stored one; the audit entry records only whether
-it changed), and that at most one provider is the default.
+it changed), that at most one provider is the default, and what a price may be for
+(`price_key`: any provider, or a provider and a model it offers).
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from django.db import IntegrityError, transaction
 from workflows import audit
 from workflows.errors import Conflict, Invalid, NotFound
 from workflows.models import LLMPrice, LLMProvider
+from workflows.texts import is_text
 
+NAME_PATTERN = re.compile(r"[a-z][a-z0-9_-]{0,59}")
 NAME_HELP = "lowercase letters, digits, '-' and '_', starting with a letter, at most 60 characters"
 MAX_TIMEOUT_SECONDS = 3600.0
 MAX_MODELS = 100
@@ -37,9 +40,18 @@ class ProviderChange:
     api_key: str | None = None
 
 
+def is_provider_name(name: str) -> bool:
+    return NAME_PATTERN.fullmatch(name) is not None
+
+
+def is_model_name(model: str) -> bool:
+    """1 to 200 characters, no control characters (PostgreSQL stores no NUL)."""
+    return 0 < len(model) <= 200 and is_text(model) and not any(c < " " for c in model)
+
+
 def check_provider(change: ProviderChange) -> None:
     """Refuse a provider that could not serve, naming the field."""
-    if not re.fullmatch(r"[a-z][a-z0-9_-]{0,59}", change.name):
+    if not is_provider_name(change.name):
         raise Invalid(f"name: use {NAME_HELP}; got {change.name[:80]!r}.")
     parts = urlsplit(change.base_url)
     if parts.scheme not in ("http", "https") or not parts.hostname or parts.username or parts.query:
@@ -104,9 +116,11 @@ def apply_change(row: LLMProvider, change: ProviderChange) -> bool:
 
 
 def delete_provider(name: str, actor: Any = None) -> None:
+    """Delete a provider and its own prices; its recorded calls keep their provider and cost."""
     with transaction.atomic():
         row = lock_provider(name)
-        audit.record(actor, "llm_provider.delete", row, name=row.name)
+        prices = {p.model: [str(p.input_per_million), str(p.output_per_million)] for p in row.prices.all()}
+        audit.record(actor, "llm_provider.delete", row, name=row.name, prices_deleted=prices)
         row.delete()
 
 
@@ -121,25 +135,90 @@ def parse_price(value: Any, field: str) -> Decimal:
     return price.quantize(Decimal("0.0001"))
 
 
-def save_price(model: str, input_price: Any, output_price: Any, actor: Any = None) -> LLMPrice:
-    """Set a model's price per million input and output tokens (created or replaced)."""
+def price_provider(provider: str | None) -> LLMProvider | None:
+    """The provider a price is for, by name; None or "" means any provider."""
+    if not provider:
+        return None
+    row = LLMProvider.objects.filter(name=provider).first() if is_provider_name(provider) else None
+    if row is None:
+        raise NotFound(f"provider: there is no LLM provider named {provider[:80]!r}.")
+    return row
+
+
+def checked_model(model: str) -> str:
+    """A model name as prices key it, stripped; Invalid naming `model` otherwise."""
     model = model.strip()
-    if not model or len(model) > 200:
-        raise Invalid("model: give the model name (1 to 200 characters).")
+    if not is_model_name(model):
+        raise Invalid("model: give the model name (1 to 200 characters, no control characters).")
+    return model
+
+
+def price_key(provider: str | None, model: str) -> tuple[LLMProvider | None, str]:
+    """Check what a price is for: any provider, or a provider and a model it offers."""
+    model = checked_model(model)
+    row = price_provider(provider)
+    if row is not None and model not in row.models_offered():
+        raise Invalid(
+            f"model: provider {row.name!r} does not offer {model[:80]!r} (it offers "
+            f"{', '.join(row.models_offered())}); add the model to the provider first."
+        )
+    return row, model
+
+
+def save_price(
+    model: str, input_price: Any, output_price: Any, actor: Any = None, *, provider: str | None = None
+) -> LLMPrice:
+    """Set the price per million input and output tokens of a model, for one provider or any."""
+    row, model = price_key(provider, model)
     values = {
         "input_per_million": parse_price(input_price, "input_per_million"),
         "output_per_million": parse_price(output_price, "output_per_million"),
     }
     with transaction.atomic():
-        row, _ = LLMPrice.objects.update_or_create(model=model, defaults=values)
-        audit.record(actor, "llm_price.set", row, model=model, **{k: str(v) for k, v in values.items()})
-    return row
+        price, _ = LLMPrice.objects.update_or_create(provider=row, model=model, defaults=values)
+        audit.record(
+            actor,
+            "llm_price.set",
+            price,
+            model=model,
+            provider=row.name if row else None,
+            **{k: str(v) for k, v in values.items()},
+        )
+    return price
 
 
-def delete_price(model: str, actor: Any = None) -> None:
+def find_price(model: str, provider: str | None = None) -> LLMPrice | None:
+    """The price set for a model through one provider (by name), or for any provider (None or "").
+
+    None too for names no price can have (control characters, NUL): nothing to find.
+    """
+    if not is_model_name(model) or (provider and not is_provider_name(provider)):
+        return None
+    lookup: dict[str, Any] = {"provider__name": provider} if provider else {"provider__isnull": True}
+    return LLMPrice.objects.select_related("provider").filter(model=model, **lookup).first()
+
+
+def get_price(model: str, provider: str | None = None) -> LLMPrice:
+    """Read the price set for a model through one provider (or for any provider, when None)."""
+    price_provider(provider)
+    price = find_price(model, provider)
+    if price is None:
+        raise NotFound(f"There is no price for {price_label(provider, model)}.")
+    return price
+
+
+def delete_price(model: str, actor: Any = None, *, provider: str | None = None) -> None:
+    """Delete a price: the calls it applied to fall back to the any-provider price, or unknown."""
+    found = get_price(model, provider)
     with transaction.atomic():
-        row = LLMPrice.objects.select_for_update().filter(model=model).first()
-        if row is None:
-            raise NotFound(f"There is no price for model {model[:80]!r}.")
-        audit.record(actor, "llm_price.delete", row, model=model)
-        row.delete()
+        price = LLMPrice.objects.select_for_update().filter(pk=found.pk).first()
+        if price is None:  # deleted by someone else meanwhile
+            raise NotFound(f"There is no price for {price_label(provider, model)}.")
+        audit.record(actor, "llm_price.delete", price, model=price.model, provider=provider or None)
+        price.delete()
+
+
+def price_label(provider: str | None, model: str) -> str:
+    """Name a price for people: "model 'm' through provider 'p'" or "model 'm' for any provider"."""
+    where = f"through provider {provider[:80]!r}" if provider else "for any provider"
+    return f"model {model[:80]!r} {where}"

@@ -1,5 +1,8 @@
 """Usage and cost: one `LLMCall` row per call, priced from the price table, and the totals.
 
+A call is priced when it is recorded (`prices.cost_of`); later price changes, or deleting
+its provider, leave its recorded cost as it was.
+
 A model without a price has a NULL cost, shown as "unknown", never as 0: totals say how many
 calls were not priced, and their cost is None when no call was.
 """
@@ -15,28 +18,15 @@ from django.db.models import Count, F, QuerySet, Sum
 from django.utils import timezone
 
 from workflows.llm.client import Completion
+from workflows.llm.prices import cost_of
 from workflows.llm.providers import Endpoint
-from workflows.models import LLMCall, LLMPrice, NodeRun
+from workflows.models import LLMCall, NodeRun
 from workflows.runtime import bus
-
-MILLION = Decimal(1_000_000)
 
 
 def plain(value: Decimal) -> str:
     """A decimal without exponent or trailing zeros: 10, 2.5, 0.000125."""
     return format(value.normalize(), "f")
-
-
-def price_of(model: str) -> LLMPrice | None:
-    return LLMPrice.objects.filter(model=model).first()
-
-
-def cost_of(model: str, input_tokens: int | None, output_tokens: int | None) -> Decimal | None:
-    """Return the cost of a call from the price table; None when the price or a count is unknown."""
-    price = price_of(model)
-    if price is None or input_tokens is None or output_tokens is None:
-        return None
-    return (input_tokens * price.input_per_million + output_tokens * price.output_per_million) / MILLION
 
 
 def record_call(
@@ -69,7 +59,7 @@ def record_call(
         response_model=(completion.model if completion else "")[:200],
         demo=endpoint.demo,
         latency_ms=completion.latency_ms if completion else 0.0,
-        cost=cost_of(model, **tokens),
+        cost=cost_of(endpoint.provider, model, **tokens),
         finish_reason=(completion.finish_reason or "")[:40] if completion else "",
         error=(error or "")[:2000],
         **tokens,

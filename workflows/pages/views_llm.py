@@ -15,16 +15,19 @@ from django.views.decorators.http import require_GET, require_POST
 
 from monitoring.guards import requires
 from workflows.errors import DomainError
-from workflows.llm import catalog, usage
+from workflows.llm import catalog, prices, usage
 from workflows.llm.providers import DEMO_LABEL
-from workflows.models import LLMPrice, LLMProvider, Workflow
+from workflows.models import LLMProvider, Workflow
 
 
 def page_context(**extra: Any) -> dict[str, Any]:
+    providers = list(LLMProvider.objects.all())
     return {
         "nav": "llm",
-        "providers": LLMProvider.objects.all(),
-        "prices": LLMPrice.objects.all(),
+        "providers": providers,
+        "prices": prices.price_table(),
+        "offered": prices.offered_prices(providers),
+        "offered_models": sorted({m for p in providers for m in p.models_offered()}),
         "demo_label": DEMO_LABEL,
         "today": usage.day_totals(),
         "top": usage.top_workflows(),
@@ -46,7 +49,27 @@ def usage_card(request: HttpRequest) -> HttpResponse:
 @requires("manage_llm")
 def llm_page(request: HttpRequest) -> HttpResponse:
     editing = LLMProvider.objects.filter(name=request.GET.get("edit", "")).first()
-    return render(request, "llm/llm.html", page_context(editing=editing))
+    return render(request, "llm/llm.html", page_context(editing=editing, **price_form(request.GET)))
+
+
+def price_form(query: Any) -> dict[str, Any]:
+    """Open the price form on one provider (or any provider) and model: `?price_model=m&price_provider=p`.
+
+    With a price set for them, the form changes it (provider and model fixed); without,
+    it sets one (a provider's offered model shown as unknown links here).
+    """
+    model = query.get("price_model", "").strip()
+    if not model:
+        return {}
+    provider = query.get("price_provider", "").strip()
+    found = catalog.find_price(model, provider)
+    posted = {"model": model, "provider": provider}
+    if found is not None:
+        posted |= {
+            "input_per_million": usage.plain(found.input_per_million),
+            "output_per_million": usage.plain(found.output_per_million),
+        }
+    return {"price_editing": found is not None, "price_posted": posted}
 
 
 def change_from(post: Any) -> catalog.ProviderChange:
@@ -103,23 +126,26 @@ def save_price(request: HttpRequest) -> HttpResponse:
             post.get("input_per_million", ""),
             post.get("output_per_million", ""),
             request.user,
+            provider=post.get("provider") or None,
         )
     except DomainError as exc:
-        return render(
-            request,
-            "llm/llm.html",
-            page_context(price_error=exc.message, posted=post),
-            status=exc.http_status,
+        context = page_context(
+            price_error=exc.message, price_posted=post, price_editing=post.get("editing") == "1"
         )
-    messages.success(request, f"Price of {row.model} saved.")
+        return render(request, "llm/llm.html", context, status=exc.http_status)
+    messages.success(request, f"Price of {catalog.price_label(post.get('provider'), row.model)} saved.")
     return redirect("llm:page")
 
 
 @require_POST
 @requires("manage_llm")
 def delete_price(request: HttpRequest) -> HttpResponse:
+    provider = request.POST.get("provider") or None
+    model = request.POST.get("model", "")
     try:
-        catalog.delete_price(request.POST.get("model", ""), actor=request.user)
+        catalog.delete_price(model, actor=request.user, provider=provider)
     except DomainError as exc:
         messages.error(request, exc.message)
+    else:
+        messages.success(request, f"Price of {catalog.price_label(provider, model)} deleted.")
     return redirect("llm:page")

@@ -1,0 +1,94 @@
+"""The price table: which price applies to a call, and what a provider's models cost.
+
+Prices are per million input and output tokens, keyed by provider and model; a row without
+a provider is the model's price through any provider. `pick_price` is the one decision.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Literal
+
+from django.db.models import F, Q, QuerySet
+
+from workflows.models import LLMPrice, LLMProvider
+
+MILLION = Decimal(1_000_000)
+Source = Literal["provider", "any_provider"]
+OWN: Source = "provider"
+ANY_PROVIDER: Source = "any_provider"
+
+
+def pick_price(prices: Iterable[LLMPrice], provider: str, model: str) -> LLMPrice | None:
+    """Return the price that applies to a call to `model` through `provider`: the one decision.
+
+    In order: the provider's own price for the model; else the model's price for any
+    provider (the row without a provider); else None, and the cost is unknown (NULL, shown
+    as "unknown", never 0). `prices` may hold other rows too (with their providers selected
+    along); they are ignored. A provider is matched by name, as calls record it.
+    """
+    own = anyone = None
+    for price in prices:
+        if price.model != model:
+            continue
+        if price.provider_id is None:
+            anyone = price
+        elif price.provider.name == provider:
+            own = price
+    return own if own is not None else anyone
+
+
+def price_of(provider: str, model: str) -> LLMPrice | None:
+    """Read the rows that could apply to one call and pick its price (`pick_price`)."""
+    rows = LLMPrice.objects.select_related("provider").filter(
+        Q(provider__isnull=True) | Q(provider__name=provider), model=model
+    )
+    return pick_price(rows, provider, model)
+
+
+def cost_of(provider: str, model: str, input_tokens: int | None, output_tokens: int | None) -> Decimal | None:
+    """Return the cost of a call from the price table; None when the price or a count is unknown."""
+    price = price_of(provider, model)
+    if price is None or input_tokens is None or output_tokens is None:
+        return None
+    return (input_tokens * price.input_per_million + output_tokens * price.output_per_million) / MILLION
+
+
+def price_table() -> QuerySet[LLMPrice]:
+    """Every price, as pages and the API list them: by model, any provider first, then by provider name."""
+    return LLMPrice.objects.select_related("provider").order_by(
+        "model", F("provider__name").asc(nulls_first=True)
+    )
+
+
+@dataclass(frozen=True)
+class OfferedPrice:
+    """What calls to one model through one provider cost; `price` None: unknown."""
+
+    provider: str
+    model: str
+    price: LLMPrice | None
+    offered: bool  # False: a price of the provider for a model it no longer offers
+
+    @property
+    def source(self) -> Source | None:
+        """OWN, ANY_PROVIDER, or None when the price is unknown."""
+        if self.price is None:
+            return None
+        return ANY_PROVIDER if self.price.provider_id is None else OWN
+
+
+def offered_prices(providers: Iterable[LLMProvider]) -> list[OfferedPrice]:
+    """Each provider's models (offered, or priced for it) with the price its calls would pay."""
+    table = list(LLMPrice.objects.select_related("provider"))
+    found = []
+    for row in providers:
+        offered = row.models_offered()
+        own = [p.model for p in table if p.provider_id == row.pk and p.model not in offered]
+        found += [
+            OfferedPrice(row.name, model, pick_price(table, row.name, model), model in offered)
+            for model in [*offered, *sorted(own)]
+        ]
+    return found

@@ -173,7 +173,7 @@ def agent_steps(run: Run, node: NodeRun) -> dict[str, Any]:
     steps = agents.steps_of(node.pk)
     if not steps and step_node(load_graph(run.version_id), node.node_id).kind != AGENT:
         return {"is_agent": False}
-    polling = node.status in (NodeStatus.QUEUED, NodeStatus.RUNNING, NodeStatus.RETRYING)
+    polling = node.status in (NodeStatus.QUEUED, NodeStatus.RUNNING, NodeStatus.RETRYING, NodeStatus.WAITING)
     return {"is_agent": True, "rows": agents.timeline(steps), "polling": polling, "run": run, "node": node}
 
 

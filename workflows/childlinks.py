@@ -24,6 +24,7 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from workflows.core import agent
@@ -116,6 +117,13 @@ def settle_calls(ends: list[tuple[ChildRun, Awake]]) -> set[int]:
     moved: set[int] = set()
     jobs.claim_packed(lambda p: remember(transitions.resume_agents(p), moved), packed, params)
     return moved
+
+
+def close_calls(links: QuerySet[ChildRun], reason: str) -> None:
+    """End the waiting tool calls of these links as failed (their agent's run was cancelled)."""
+    AgentStep.objects.filter(child_link__in=links, status=agent.WAITING).update(
+        status=agent.FAILED, error=reason, finished_at=timezone.now()
+    )
 
 
 def remember(rows: list[InputRow], into: set[int]) -> list[InputRow]:

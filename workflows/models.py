@@ -727,7 +727,8 @@ class MapItem(models.Model):
 
 
 class ChildRun(models.Model):
-    """The link from a workflow.run node's attempt to the child run it started.
+    """The link from a workflow.run node's attempt (or an llm.agent's workflow tool call,
+    `agent_step`: its key is `parent:<run>:<node>:tool:<turn>.<index>`) to the child run it started.
 
     Written in the transaction that moves the node to `waiting` and creates the child run
     (whose idempotency key is `parent:<run>:<node>:<attempt>`), so a child exists exactly

@@ -235,7 +235,7 @@ def call_tool(loop: Loop, move: core.CallTool) -> core.Step:
 def call_workflow(loop: Loop, call: agenttools.ToolCall) -> core.Step:
     """Start the workflow's child run and let the attempt wait for it (workflows/agenttools.py).
 
-    Raise kinds' Parked once the call is recorded; a child that cannot start is told to the
+    Raise Parked once the call is recorded; a child that cannot start is told to the
     model instead."""
     try:
         child = agenttools.start_call(loop.at, call)

@@ -19,6 +19,8 @@ from tests.integration.runtime import Runtime, wait_for
 from tests.integration.test_agent import agent_runtime, completion, llm, scripted  # noqa: F401
 from workflows import runs, versions, waits
 from workflows.errors import Invalid
+from workflows.handlers.demo import DEMO_AGENT_WORKFLOW, DEMO_PROFILE
+from workflows.llm.demo_server import script_reply
 from workflows.models import AgentStep, ChildRun, NodeRun, Run, Workflow
 
 LOOKUP_SCHEMA = {
@@ -202,3 +204,23 @@ def test_unknown_paused_unpublished_and_cyclic_workflow_tools_are_refused_naming
     )
     with pytest.raises(Invalid, match="a -> a"):
         versions.create_version(a, agent_flow("a"))
+
+
+def test_the_seeded_demo_agent_workflow_works_against_the_scripted_demo_provider(
+    agent_runtime: Runtime, llm: FakeLLMServer
+) -> None:
+    llm.reply = script_reply  # what `make run` serves as the demo provider
+    publish("demo-profile", DEMO_PROFILE)
+    run, _ = runs.start_run(publish("demo-agent-workflow", DEMO_AGENT_WORKFLOW), {"user_id": "u-42"})
+    assert wait_finished(run).status == "succeeded"
+    (link,) = ChildRun.objects.filter(parent_run=run)
+    assert (link.child.workflow.slug, link.child.status, link.node_id) == (
+        "demo-profile",
+        "succeeded",
+        "concierge",
+    )
+    concierge = NodeRun.objects.get(run=run, node_id="concierge")
+    assert (concierge.output["turns"], concierge.output["tool_calls"]) == (2, 1)
+    step = AgentStep.objects.get(node_run=concierge, kind="tool")
+    assert (step.tool, step.status) == ("workflow:demo-profile", "ok")
+    assert step.result["items"][0] in concierge.output["content"], "the answer quotes the child's output"

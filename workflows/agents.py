@@ -16,13 +16,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.core.exceptions import ObjectDoesNotExist
 from django.db import IntegrityError, connection
 from django.db.models import Max
 
 from workflows.core import agent
 from workflows.core.states import NodeStatus
 from workflows.handlers import HandlerError
-from workflows.models import AgentStep
+from workflows.models import AgentStep, Run
 
 
 class Superseded(HandlerError):
@@ -161,7 +162,16 @@ def as_core_step(row: AgentStep) -> agent.Step:
 
 def steps_of(noderun_id: int) -> list[AgentStep]:
     """Every step of a node, in order, for the pages, the API and the trace export."""
-    return list(AgentStep.objects.filter(node_run_id=noderun_id).order_by("seq"))
+    steps = AgentStep.objects.filter(node_run_id=noderun_id).select_related("child_link__child__workflow")
+    return list(steps.order_by("seq"))
+
+
+def child_run_of(step: AgentStep) -> Run | None:
+    """The child run a workflow tool's call started (workflows/agenttools.py), else None."""
+    try:
+        return step.child_link.child
+    except ObjectDoesNotExist:
+        return None
 
 
 @dataclass(frozen=True)
@@ -218,4 +228,5 @@ def step_json(s: AgentStep) -> dict[str, Any]:
         "arguments": s.arguments,
         "result": s.result,
         "error": s.error,
+        "child_run": child.pk if (child := child_run_of(s)) else None,
     }

@@ -8,6 +8,11 @@ Each move is the conditional UPDATE of `transitions.settle_children` (`status = 
 and the link's attempt): a parent that was cancelled meanwhile, or has retried into a new
 attempt, is left alone and the link is only closed. The parents' schedulers are told after
 the commit; if that notice is lost, the reconciler's stalled-run scan advances them.
+
+A child started by an agent's tool call (the link names its step: workflows/agenttools.py)
+does not end its parent node: its output, or its failure as an error told to the model,
+becomes the step's result, and the agent's attempt is queued again in the same transaction
+(`settle_calls`), its job enqueued after the commit (a lost one is the reconciler's).
 """
 
 from __future__ import annotations
@@ -19,16 +24,18 @@ from typing import Any
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
+from workflows.core import agent
 from workflows.core.children import run_output
 from workflows.core.graph import COMPENSATE_SUFFIX
 from workflows.core.states import RUN_FINISHED
 from workflows.core.states import NodeStatus as N
 from workflows.core.states import RunStatus as R
-from workflows.models import ChildRun, NodeRun, Run, RunEvent
-from workflows.runtime import bus, transitions
-from workflows.runtime.transitions import Awake
+from workflows.models import AgentStep, ChildRun, NodeRun, Run, RunEvent
+from workflows.runtime import bus, jobs, transitions
+from workflows.runtime.transitions import Awake, InputRow
 from workflows.versions import load_graph
 
 
@@ -58,16 +65,17 @@ def settle_parents(child_ids: Collection[int]) -> list[int]:
         return []
     links = list(
         ChildRun.objects.filter(child_id__in=child_ids, settled_at__isnull=True).select_related(
-            "child__workflow"
+            "child__workflow", "parent_run"
         )
     )
     links = [link for link in links if link.child.status in RUN_FINISHED]
     if not links:
         return []
-    rows = [result_of(link) for link in links]
-    moved = transitions.settle_children(rows)
+    results = [(link, result_of(link)) for link in links]
+    moved = transitions.settle_children([row for link, row in results if link.agent_step_id is None])
+    resumed = settle_calls([(link, row) for link, row in results if link.agent_step_id is not None])
     ChildRun.objects.filter(pk__in=[link.pk for link in links]).update(settled_at=timezone.now())
-    done = {row[0]: row for row in moved}
+    done = {row[0] for row in moved} | resumed
     RunEvent.objects.bulk_create(
         RunEvent(
             run_id=link.parent_run_id,
@@ -80,10 +88,47 @@ def settle_parents(child_ids: Collection[int]) -> list[int]:
         for link in links
         if link.node_run_id in done
     )
-    parents = sorted({row[1] for row in moved})
+    parents = sorted({row[1] for row in moved})  # a resumed agent's job is enough: no notice
     if parents:
         transaction.on_commit(lambda: bus.notify(parents))
     return parents
+
+
+def settle_calls(ends: list[tuple[ChildRun, Awake]]) -> set[int]:
+    """Give agents' tool calls their children's results and queue the agents again (see
+    workflows/agenttools.py); return the node rows queued."""
+    if not ends:
+        return set()
+    now = timezone.now()
+    for link, end in ends:
+        step = AgentStep.objects.filter(pk=link.agent_step_id, status=agent.WAITING)
+        if end.status == N.SUCCEEDED:
+            step.update(status=agent.OK, result=json.loads(end.output or "null"), finished_at=now)
+        else:
+            step.update(
+                status=agent.ERROR, error=agent.bounded(end.error, agent.ERROR_CHARS), finished_at=now
+            )
+    rows = [
+        jobs.ready(link.node_run_id, load_graph(link.parent_run.version_id), link.node_id) for link, _ in ends
+    ]
+    packed = jobs.pack(rows, 1, direct=False)
+    attempts = {link.node_run_id: link.attempt for link, _ in ends}
+    params = {"attempts": [attempts[i] for job in packed for i in job.noderun_ids]}
+    moved: set[int] = set()
+    jobs.claim_packed(lambda p: remember(transitions.resume_agents(p), moved), packed, params)
+    return moved
+
+
+def close_calls(links: QuerySet[ChildRun], reason: str) -> None:
+    """End the waiting tool calls of these links as failed (their agent's run was cancelled)."""
+    AgentStep.objects.filter(child_link__in=links, status=agent.WAITING).update(
+        status=agent.FAILED, error=reason, finished_at=timezone.now()
+    )
+
+
+def remember(rows: list[InputRow], into: set[int]) -> list[InputRow]:
+    into.update(row.noderun_id for row in rows)
+    return rows
 
 
 def result_of(link: ChildRun) -> Awake:

@@ -92,33 +92,54 @@ def start_child(noderun_id: int, attempt: int, data: Given) -> Run:
     config = data.graph.nodes[data.node_id].config
     workflow, version_id = child_target(config)
     child_input = input_of(config, data)
-    depth = depth_of(data.run_id) + 1
+    parent = Parent(data.run_id, data.node_id, noderun_id, attempt)
+    return open_child(
+        parent, workflow, version_id, child_input, f"parent:{data.run_id}:{data.node_id}:{attempt}"
+    )
+
+
+@dataclass(frozen=True)
+class Parent:
+    """Who starts a child run: a workflow.run node's attempt, or an agent's tool call (its step)."""
+
+    run_id: int
+    node_id: str
+    noderun_id: int
+    attempt: int
+    agent_step_id: int | None = None
+
+
+def open_child(parent: Parent, workflow: Workflow, version_id: int, child_input: Any, key: str) -> Run:
+    """Create a child run under the idempotency key `key`, its link and their history, inside
+    the caller's transaction; raise CannotStart when it would nest too deep."""
+    depth = depth_of(parent.run_id) + 1
     limit = settings.SWITCHYARD["CHILD_DEPTH_LIMIT"]
     if depth > limit:
         raise CannotStart(
             f"child runs would nest {depth} deep; the limit is {limit} (SWITCHYARD_CHILD_DEPTH_LIMIT)."
         )
-    key = f"parent:{data.run_id}:{data.node_id}:{attempt}"
     request_hash = hashlib.sha256(canonical_json(child_input).encode()).hexdigest()
     child = create_run(workflow, version_id, child_input, key, request_hash)
     if child is None:  # the key is taken: this attempt's child exists (cannot happen twice in one move)
         child = Run.objects.get(workflow=workflow, idempotency_key=key)
-    # No link can exist yet: this transaction just moved the node into this attempt.
+    # No link can exist yet: this transaction just moved the node into this attempt (or
+    # recorded this tool call).
     ChildRun.objects.create(
-        node_run_id=noderun_id,
-        attempt=attempt,
-        parent_run_id=data.run_id,
-        node_id=data.node_id,
+        node_run_id=parent.noderun_id,
+        attempt=parent.attempt,
+        parent_run_id=parent.run_id,
+        node_id=parent.node_id,
         child=child,
         depth=depth,
+        agent_step_id=parent.agent_step_id,
     )
     RunEvent.objects.bulk_create(
         [
             RunEvent(
-                run_id=data.run_id,
+                run_id=parent.run_id,
                 kind="node.child_started",
-                node_id=data.node_id,
-                attempt=attempt,
+                node_id=parent.node_id,
+                attempt=parent.attempt,
                 at=timezone.now(),
                 data={"child_run": child.pk, "workflow": workflow.slug},
             ),
@@ -128,7 +149,7 @@ def start_child(noderun_id: int, attempt: int, data: Given) -> Run:
                 node_id="",
                 attempt=0,
                 at=timezone.now(),
-                data={"parent_run": data.run_id, "node": data.node_id, "attempt": attempt},
+                data={"parent_run": parent.run_id, "node": parent.node_id, "attempt": parent.attempt},
             ),
         ]
     )

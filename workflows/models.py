@@ -596,7 +596,8 @@ class AgentStep(models.Model):
     seq = models.PositiveIntegerField()
     attempt = models.PositiveIntegerField()
     kind = models.CharField(max_length=8)  # turn | tool
-    status = models.CharField(max_length=8)  # ok | error (told to the model) | failed
+    # ok | error (told to the model) | failed | waiting (a workflow tool's child run goes on)
+    status = models.CharField(max_length=8)
     fingerprint = models.CharField(max_length=32)
     idempotency_key = models.CharField(max_length=200)
     # turn: the request sent (messages, tools offered) and the answer (text, tool calls)
@@ -609,7 +610,7 @@ class AgentStep(models.Model):
     # tool: which call of which turn, the handler, its arguments and output
     turn_seq = models.PositiveIntegerField(null=True, blank=True)
     call_id = models.CharField(max_length=200, blank=True)
-    tool = models.CharField(max_length=100, blank=True)
+    tool = models.CharField(max_length=120, blank=True)  # a handler, or workflow:<slug>
     arguments = models.JSONField(null=True, blank=True)
     result = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True)
@@ -745,7 +746,8 @@ class MapItem(models.Model):
 
 
 class ChildRun(models.Model):
-    """The link from a workflow.run node's attempt to the child run it started.
+    """The link from a workflow.run node's attempt (or an llm.agent's workflow tool call,
+    `agent_step`: its key is `parent:<run>:<node>:tool:<turn>.<index>`) to the child run it started.
 
     Written in the transaction that moves the node to `waiting` and creates the child run
     (whose idempotency key is `parent:<run>:<node>:<attempt>`), so a child exists exactly
@@ -761,11 +763,20 @@ class ChildRun(models.Model):
     depth = models.PositiveIntegerField(default=1)  # 1: a child of a run nobody started
     created_at = models.DateTimeField(auto_now_add=True)
     settled_at = models.DateTimeField(null=True, blank=True)
+    # An llm.agent's tool call that started it (workflows/agenttools.py); None: a workflow.run node.
+    agent_step = models.OneToOneField(
+        "AgentStep", null=True, blank=True, on_delete=models.CASCADE, related_name="child_link"
+    )
 
     class Meta:
         ordering = ["id"]
         constraints = [
-            models.UniqueConstraint(fields=["node_run", "attempt"], name="child_run_one_per_attempt")
+            # An agent's attempt may start several children, one per tool call (agent_step).
+            models.UniqueConstraint(
+                fields=["node_run", "attempt"],
+                condition=Q(agent_step__isnull=True),
+                name="child_run_one_per_attempt",
+            )
         ]
         indexes = [
             models.Index(

@@ -265,6 +265,7 @@ def cancel_locked(run: Run, reason: str, user: Any) -> bool:
     for link in open_children.order_by("id"):
         child = locked_run(link.child_id)
         cancel_locked(child, f"its parent run {run.pk} was cancelled", user)
+    childlinks.close_calls(open_children, f"Run {run.pk} was cancelled; its child run was cancelled with it.")
     open_children.update(settled_at=timezone.now())
     if sagas.begin_compensations([run.pk]):  # it ends when its steps are done
         run.status = RunStatus.COMPENSATING

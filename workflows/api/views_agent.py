@@ -42,6 +42,7 @@ class AgentStepOut(TypedDict):
     arguments: Any
     result: Any
     error: str
+    child_run: int | None
 
 
 class AgentStepsOut(TypedDict):
@@ -61,8 +62,9 @@ def node_steps(request: HttpRequest, run_id: RunId, node_id: NodeIdPath) -> Any:
     """Read the model turns and tool calls of an `llm.agent` node, over all its attempts, in
     order: `turn` steps carry the messages added, the answer, model, tokens and finish reason;
     `tool` steps the tool, arguments, result or error, and the turn that asked (`turn_seq`).
-    `status` is ok, error (told to the model as the tool's result) or failed (the attempt
-    failed with it). Any other node has no steps."""
+    `status` is ok, error (told to the model as the tool's result), failed (the attempt
+    failed with it) or waiting (a workflow tool's child run, `child_run`, has not ended).
+    Any other node has no steps."""
     run = runs.get_run(run_id)
     node = NodeRun.objects.filter(run=run, node_id=node_id).first()
     if node is None:

@@ -32,11 +32,14 @@ from typing import Any
 
 import jsonschema
 
+from workflows.core.children import SLUG_PATTERN
 from workflows.core.graph import AGENT
 
 __all__ = ["AGENT"]
 TURN, TOOL = "turn", "tool"
 OK, ERROR, FAILED = "ok", "error", "failed"
+WAITING = "waiting"  # a workflow tool's call whose child run has not ended yet
+WORKFLOW_PREFIX = "workflow:"  # a workflow tool's name in the step log (the handler's, for others)
 FAIL, FINISH = "fail", "finish"
 MAX_STEPS_LIMIT = 100
 ERROR_CHARS = 2000  # what the model is told of a refused or failed tool call
@@ -72,6 +75,15 @@ def agent_schema(tool_names: Sequence[str]) -> dict[str, Any]:
                 "uniqueItems": True,
                 "maxItems": 64,
                 "description": "The tools it may call: " + (", ".join(tool_names) or "none registered") + ".",
+            },
+            "workflow_tools": {
+                "type": "array",
+                "items": {"type": "string", "minLength": 1, "maxLength": 100, "pattern": SLUG_PATTERN},
+                "uniqueItems": True,
+                "maxItems": 16,
+                "x-picker": "workflows",
+                "description": "Published workflows it may call as tools, each a child run: "
+                "named and described by the workflow, its arguments the workflow's input_schema.",
             },
             "max_steps": {
                 "type": "integer",
@@ -152,7 +164,7 @@ Move = CallModel | CallTool | Finish | OutOfSteps
 
 def counted(steps: Sequence[Step]) -> list[Step]:
     """The steps a loop continues from: finished ones (ok or error), in order."""
-    return sorted((s for s in steps if s.status != FAILED), key=lambda s: s.seq)
+    return sorted((s for s in steps if s.status in (OK, ERROR)), key=lambda s: s.seq)
 
 
 def next_move(steps: Sequence[Step], max_steps: int, on_max_steps: str = FAIL) -> Move:
@@ -230,6 +242,31 @@ def tool_spec(name: str, doc: str, schema: Mapping[str, Any]) -> dict[str, Any]:
 def function_name(handler: str) -> str:
     """`demo.get_weather` -> `demo__get_weather`: OpenAI's names allow [a-zA-Z0-9_-] only."""
     return handler.replace(".", "__")
+
+
+def workflow_function_name(slug: str) -> str:
+    """`demo-profile` -> `workflow__demo-profile`, cut to OpenAI's 64 characters (a hash keeps
+    two long slugs apart)."""
+    name = f"workflow__{slug}"
+    if len(name) <= 64:
+        return name
+    return f"{name[:55]}_{hashlib.sha256(slug.encode()).hexdigest()[:8]}"
+
+
+def workflow_tool_spec(
+    slug: str, title: str, description: str, schema: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    """A workflow as a tool: named by its slug, described by its title and description, its
+    arguments its published version's input_schema (any object when it has none)."""
+    spec = tool_spec("", f"{title}: {description}" if description else title, schema or {"type": "object"})
+    spec["function"]["name"] = workflow_function_name(slug)
+    return spec
+
+
+def offered_names(config: Mapping[str, Any]) -> list[str]:
+    """What an agent's config offers, as the step log names tools: handlers, then workflows."""
+    handlers = [str(name) for name in config.get("tools") or ()]
+    return handlers + [WORKFLOW_PREFIX + str(slug) for slug in config.get("workflow_tools") or ()]
 
 
 def fingerprint(provider: str, model: str, opening: Sequence[Mapping[str, Any]], tools: Sequence[str]) -> str:

@@ -13,16 +13,19 @@ the value's type). Without `input`, the child gets the parent's run input.
 A run's output is what its sinks (nodes with no successors) produced: the one sink's output,
 or an object of the succeeded sinks' outputs by node id.
 
-Workflows call each other through these nodes; `find_call_cycle` refuses a publish that
-would make them call each other in a cycle (a run would start itself forever).
+Workflows call each other through these nodes, and through the workflows an `llm.agent`
+offers as tools (`workflow_tools`, workflows/agenttools.py): both are calls (`calls_of`), and
+`find_call_cycle` refuses a publish that would make them call each other in a cycle (a run
+would start itself forever).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from workflows.core.graph import CHILD, Graph
+from workflows.core.graph import AGENT, CHILD, Graph
 
 SLUG_PATTERN = r"^[-a-zA-Z0-9_]+$"
 
@@ -53,15 +56,41 @@ CHILD_SCHEMA: dict[str, Any] = {
 }
 
 
-def calls_of(definition: Mapping[str, Any]) -> list[tuple[int, str, str]]:
-    """Return (node index, node id, child slug) for each workflow.run node of a definition."""
+@dataclass(frozen=True)
+class Call:
+    """A definition's call of another workflow: which node, the slug, and the config field
+    that names it (`workflow` of a workflow.run node, `workflow_tools[j]` of an llm.agent)."""
+
+    index: int
+    node_id: str
+    slug: str
+    field: str
+
+    @property
+    def is_tool(self) -> bool:
+        return self.field != "workflow"
+
+
+def calls_of(definition: Mapping[str, Any]) -> list[Call]:
+    """Return the calls of other workflows a definition makes: its workflow.run nodes and
+    the workflows its llm.agent nodes may call as tools."""
     found = []
     for index, node in enumerate(definition.get("nodes") or []):
-        if isinstance(node, dict) and node.get("handler") == CHILD:
-            config = node.get("config") or {}
-            slug = config.get("workflow") if isinstance(config, dict) else None
-            if isinstance(slug, str) and slug:
-                found.append((index, str(node.get("id", "")), slug))
+        if not isinstance(node, dict) or node.get("handler") not in (CHILD, AGENT):
+            continue
+        config = node.get("config") or {}
+        config = config if isinstance(config, dict) else {}
+        node_id = str(node.get("id", ""))
+        if node.get("handler") == CHILD:
+            slugs = [("workflow", config.get("workflow"))]
+        else:
+            tools = config.get("workflow_tools")
+            slugs = [
+                (f"workflow_tools[{j}]", s) for j, s in enumerate(tools if isinstance(tools, list) else [])
+            ]
+        found += [
+            Call(index, node_id, slug, field) for field, slug in slugs if isinstance(slug, str) and slug
+        ]
     return found
 
 

@@ -68,6 +68,7 @@ class Cause(StrEnum):
     CHILD = "child"  # a workflow.run node's child run ends, or cannot start
     COMPENSATE = "compensate"  # a failed or cancelled run starts undoing its nodes; its undoing ends
     RERUN = "rerun"  # an operator re-runs a finished run from a node: it and all below it
+    CALL = "call"  # an agent's attempt calls a workflow as a tool: it waits for the child run, no worker held
 
 
 N = NodeStatus
@@ -118,7 +119,11 @@ NODE_MOVES: Moves = {
     # A child-run node waits (Cause.WAIT) while its child runs; the child's end moves it on:
     # succeeded with the child's output, or failed (the child failed or was cancelled, or it
     # could not start); the engine's retry (a new child) or dead letter then apply.
-    Cause.CHILD: {N.WAITING: frozenset({N.SUCCEEDED, N.FAILED})},
+    # An agent (llm.agent) that calls a workflow as a tool also waits on a child run: its
+    # attempt leaves its worker (cause call: running -> waiting) and the child's end queues
+    # the same attempt again (waiting -> queued, a new job), to go on from its recorded steps.
+    Cause.CHILD: {N.WAITING: frozenset({N.SUCCEEDED, N.FAILED, N.QUEUED})},
+    Cause.CALL: {N.RUNNING: frozenset({N.WAITING})},
     # Re-run from a node (a finished run): the node and every node below it start over.
     Cause.RERUN: {s: frozenset({N.PENDING}) for s in (N.SUCCEEDED, N.DEAD, N.SKIPPED, N.UPSTREAM_FAILED)},
 }

@@ -26,7 +26,10 @@ def llm_agent(ctx: NodeContext) -> Any:
     Each model turn and each tool call is recorded as a durable step: a retry, a worker
     killed mid-loop or a replayed dead letter continues after the last finished step,
     without asking the model again or repeating a tool call. An unknown tool or arguments
-    off a tool's schema are told to the model as the tool's result. The output is the final
+    off a tool's schema are told to the model as the tool's result. Published workflows
+    listed in workflow_tools are tools too: each call runs the workflow as a child run (its
+    arguments the workflow's input_schema, its result the child's output), the node waiting
+    meanwhile without holding a worker. The output is the final
     text, the finish reason, the model, the numbers of turns and tool calls and the tokens.
     """
     raise HandlerError(f"Node {ctx.node_id!r} is an agent loop; its kind runs it (runtime/agent.py).")

@@ -314,6 +314,35 @@ DEMO_AGENT: dict[str, Any] = {
     "edges": [{"source": "support_agent", "target": "reply"}],
 }
 
+# An agent that calls a workflow as a tool (`workflow_tools`, workflows/agenttools.py):
+# demo-profile runs as its child run while the agent's attempt waits without a worker, and
+# the child's output is the tool's result. Against the demo provider (no network) it calls
+# the workflow once (with {}: demo-profile declares no input_schema), then answers.
+DEMO_AGENT_WORKFLOW: dict[str, Any] = {
+    "description": (
+        "An LLM agent calls the demo-profile workflow as a tool (a child run, linked both ways), "
+        'then recommends offers. Input: {"user_id": "u-42"}.'
+    ),
+    "nodes": [
+        {
+            "id": "concierge",
+            "handler": "llm.agent",
+            "config": {
+                "system": "You are a concierge. Use the profile workflow; answer in two sentences.",
+                "prompt": "Recommend offers for user {input.user_id}.",
+                "workflow_tools": ["demo-profile"],
+                "max_steps": 4,
+                "timeout_seconds": 30,
+            },
+            "retry": {"max_attempts": 3, "backoff_seconds": 1},
+            "timeout_seconds": 120,
+            "queue": "agents",
+        },
+        {"id": "reply", "handler": "core.echo"},
+    ],
+    "edges": [{"source": "concierge", "target": "reply"}],
+}
+
 # An LLM step that streams: on a fresh machine the default provider is the scripted demo
 # provider (`make run`), so the text grows live on the run page without a key or a network.
 DEMO_LLM: dict[str, Any] = {
@@ -470,6 +499,7 @@ DEMO_WORKFLOWS: dict[str, tuple[str, dict[str, Any]]] = {
     "demo-retries": ("Retries and dead letters (drill)", DEMO_RETRIES),
     "demo-refund": ("Refund with human approval", DEMO_REFUND),
     "demo-agent": ("Support agent with tools (llm.agent)", DEMO_AGENT),
+    "demo-agent-workflow": ("Agent calling a workflow as a tool", DEMO_AGENT_WORKFLOW),
     "demo-llm": ("LLM welcome note (streamed)", DEMO_LLM),
     "demo-map": ("Summarise documents (map)", DEMO_MAP),
     "demo-order-saga": ("Order saga with compensation", DEMO_SAGA),

@@ -12,6 +12,9 @@ How a tool call can end:
 - error, told to the model as the result (bounded): an unknown tool, arguments that are not
   JSON or off the tool's schema, a HandlerError (the tool's own explanation, e.g. "no such
   order": the model can do something about it);
+- waiting: a workflow tool (`workflow_tools`, workflows/agenttools.py) started its child run
+  and the attempt waits for it, holding no worker (`Parked`); the child's end gives the step
+  its result (ok, or an error told to the model) and queues the attempt to go on;
 - failed: a timeout or an unexpected exception on every try. The attempt fails with it and
   the node is retried per its policy; the next attempt makes the call again (same
   idempotency key), after every step already finished.
@@ -22,13 +25,14 @@ from __future__ import annotations
 import contextlib
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from django.utils import timezone
 
-from workflows import agents, handlers
+from workflows import agents, agenttools, children, handlers
 from workflows.core import agent as core
 from workflows.core.graph import Node
 from workflows.handlers.builtin import time_budget
@@ -102,16 +106,17 @@ def start_loop(ctx: handlers.NodeContext, writer: streams.TextWriter | None = No
     endpoint = resolve_for(ctx, where)
     opening = chat_messages(ctx, where)
     tools = [str(name) for name in ctx.config.get("tools") or ()]
-    fingerprint = core.fingerprint(endpoint.provider, endpoint.model, opening, tools)
+    fingerprint = core.fingerprint(endpoint.provider, endpoint.model, opening, core.offered_names(ctx.config))
     at = agents.Attempt(ctx.node_run_id, ctx.run_id, ctx.node_id, ctx.attempt, fingerprint)
     steps = agents.loop_steps(at)
-    seq = agents.next_seq(at.noderun_id)
-    return Loop(ctx, at, endpoint, opening, offer_tools(tools), steps, seq, writer)
+    offer = offer_tools(tools, [str(slug) for slug in ctx.config.get("workflow_tools") or ()])
+    return Loop(ctx, at, endpoint, opening, offer, steps, agents.next_seq(at.noderun_id), writer)
 
 
-def offer_tools(names: list[str]) -> Offer:
-    """The tools a node may call that are registered as tools now (others are refused by
-    the definition's validation; one unregistered since is simply not offered)."""
+def offer_tools(names: list[str], workflows: Sequence[str] = ()) -> Offer:
+    """The tools a node may call that are registered as tools now, then the workflows it may
+    call that can run now (others are refused by the definition's validation; one
+    unregistered, paused or deleted since is simply not offered)."""
     registered = handlers.tools()
     specs, allowed = [], {}
     for name in names:
@@ -120,6 +125,10 @@ def offer_tools(names: list[str]) -> Offer:
             continue
         specs.append(core.tool_spec(name, handler.doc, handler.config_schema))
         allowed[core.function_name(name)] = {"handler": name, "schema": handler.config_schema}
+    for offered in agenttools.offer(list(workflows)) if workflows else ():
+        specs.append(offered.spec)
+        name = offered.spec["function"]["name"]
+        allowed[name] = {"handler": core.WORKFLOW_PREFIX + offered.slug, "schema": offered.schema}
     return Offer(specs, allowed)
 
 
@@ -226,6 +235,10 @@ def call_tool(loop: Loop, move: core.CallTool) -> core.Step:
         return told_error(loop, seq, key, started, checked, fields)
     name, arguments = checked
     fields.update(tool=name, arguments=arguments)
+    if name.startswith(core.WORKFLOW_PREFIX):
+        return call_workflow(
+            loop, agenttools.ToolCall(seq, key, started, fields, name[len(core.WORKFLOW_PREFIX) :], arguments)
+        )
     handler = handlers.get_handler(name)
     try:
         result = run_tool(loop, handler, arguments, key)
@@ -241,6 +254,20 @@ def call_tool(loop: Loop, move: core.CallTool) -> core.Step:
         loop.at, seq, core.TOOL, core.OK, key, started, timezone.now(), result=result, **fields
     )
     return core.Step(seq, core.TOOL, call_id=call.id, result=result)
+
+
+def call_workflow(loop: Loop, call: agenttools.ToolCall) -> core.Step:
+    """Start the workflow's child run and let the attempt wait for it (workflows/agenttools.py).
+
+    Raise Parked once the call is recorded; a child that cannot start is told to the
+    model instead."""
+    try:
+        child = agenttools.start_call(loop.at, call)
+    except children.CannotStart as exc:
+        return told_error(
+            loop, call.seq, call.key, call.started, f"workflow {call.slug!r}: {exc}", call.fields
+        )
+    raise Parked(f"{loop.where} waits for child run {child.pk} of workflow {call.slug!r}.")
 
 
 def told_error(
@@ -278,6 +305,11 @@ def run_tool(loop: Loop, handler: handlers.Handler, arguments: dict[str, Any], k
         if attempt < policy.max_attempts:
             time.sleep(min(TOOL_RETRY_PAUSE_SECONDS * 2 ** (attempt - 1), loop.ctx.remaining()))
     raise ToolFailed(f"{loop.where}: tool {handler.name} failed {policy.max_attempts} time(s): {problem}")
+
+
+class Parked(Exception):
+    """The attempt now waits, holding no worker (a workflow tool's call moved the node
+    running -> waiting in its own transaction): the worker stores no result (execution.py)."""
 
 
 class ToolFailed(Exception):

@@ -32,7 +32,7 @@ from workflows.core.graph import Node
 from workflows.core.states import NodeStatus
 from workflows.errors import Invalid
 from workflows.runs import check_json_size
-from workflows.runtime import attemptlog, bus, kinds, tally, transitions
+from workflows.runtime import agent, attemptlog, bus, kinds, tally, transitions
 from workflows.runtime.jobs import Given, Item
 from workflows.runtime.limits import NodeTimeout, time_limit
 from workflows.versions import load_graph
@@ -53,7 +53,7 @@ class Claim:
 
 @dataclass(frozen=True)
 class Outcome:
-    status: NodeStatus  # succeeded or failed
+    status: NodeStatus  # succeeded or failed (waiting: the attempt was parked, see agent.Parked)
     output: str | None = None  # JSON text
     error: str = ""
     traceback: str = ""
@@ -117,7 +117,10 @@ def run_batch(items: list[Item], worker: str, given: Given | None = None) -> int
     results: list[Result] = []
     oldest = 0.0
     for c in claims:
-        results.append(Result(c, *execute(c, upstream.get(c.run_id, {}))))
+        result = Result(c, *execute(c, upstream.get(c.run_id, {})))
+        if result.outcome.status == NodeStatus.WAITING:  # parked (agent.Parked): nothing to store
+            continue
+        results.append(result)
         tally.add(results[-1].outcome.status == NodeStatus.SUCCEEDED)
         if len(results) == 1:
             oldest = time.monotonic()
@@ -199,6 +202,8 @@ def run_attempt(node: Node, ctx: handlers.NodeContext, what: str) -> Outcome:
             output = kinds.kind_of(node).execute(node, ctx)
         limit = settings.SWITCHYARD["MAX_OUTPUT_BYTES"]
         return Outcome(NodeStatus.SUCCEEDED, check_json_size(output, limit, f"The output of {what}"))
+    except agent.Parked:
+        return Outcome(NodeStatus.WAITING)
     except NodeTimeout:
         return Outcome(
             NodeStatus.FAILED,

@@ -30,6 +30,12 @@ The agent kind (`llm.agent`, core/agent.py): claimed, started and finished as a 
 same causes and statements); its `execute` runs the loop, whose steps are rows of their own
 (AgentStep) written only while the attempt is the node's running one. The reconciler
 treats it as a task: a lost attempt is failed and retried, and the retry reads the steps.
+A call of a workflow as a tool (workflows/agenttools.py) makes the running attempt wait
+(cause call: running -> waiting, `agent.Parked`: the worker stores nothing and moves on) while the
+child runs; the child's end queues the same attempt again (cause child: waiting -> queued),
+and a worker continues the loop from its steps. Nothing new for the reconciler: a kill
+before the call's commit is a lost running attempt, after it a waiting node (no worker,
+not stalled), and a resumed attempt's lost job is a queued attempt whose job waits nowhere.
 
 The wait kinds (`human.approval`, `wait.event`, `wait.timer`, core/waits.py): a ready one
 is claimed into `waiting` (pending or retrying -> waiting, a new attempt, no job: it holds

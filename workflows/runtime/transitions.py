@@ -549,6 +549,45 @@ def settle_children(rows: Sequence[Awake]) -> list[tuple[Any, ...]]:
     return leave_wait(Cause.CHILD, CHILD_SQL, rows)
 
 
+# An agent (llm.agent) calling a workflow as a tool (workflows/agenttools.py): its running
+# attempt waits, in the transaction that records the call and creates the child run; the
+# child's end (same transaction as childlinks) queues the same attempt again with a new job,
+# to go on from its recorded steps. A retry budget is spent only by failures, never by calls.
+PARK_SQL = f"""
+WITH moved AS (
+UPDATE workflows_noderun n SET status = '{N.WAITING}', due_at = NULL, job_id = ''
+WHERE n.id = %(id)s AND n.attempt = %(attempt)s AND n.status = '{N.RUNNING}'
+RETURNING n.id, n.run_id
+), {COUNT_WAITS.format(sign="+")}
+SELECT id FROM moved
+"""
+
+RESUME_SQL = f"""
+WITH moved AS (
+UPDATE workflows_noderun n SET status = '{N.QUEUED}', queued_at = now(), job_id = v.job_id, worker = ''
+FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], %(job_ids)s::text[]) AS v(id, attempt, job_id)
+WHERE n.id = v.id AND n.attempt = v.attempt AND n.status = '{N.WAITING}'
+RETURNING n.id, n.run_id, n.attempt, n.node_id
+), {COUNT_WAITS.format(sign="-")}
+SELECT 'claim', m.id, m.attempt, r.version_id, m.node_id, m.run_id, NULL::jsonb, r.priority
+FROM moved m JOIN workflows_run r ON r.id = m.run_id
+"""
+
+
+@performs(Cause.CALL, nodes={N.RUNNING: [N.WAITING]})
+def park_agent(noderun_id: int, attempt: int) -> bool:
+    """Make a running agent attempt wait for the child run its tool call started; return
+    whether it was still running at that attempt."""
+    return bool(execute(PARK_SQL, {"id": noderun_id, "attempt": attempt}))
+
+
+@performs(Cause.CHILD, nodes={N.WAITING: [N.QUEUED]})
+def resume_agents(params: dict[str, Any]) -> list[InputRow]:
+    """Queue waiting agent attempts (ids, attempts; same attempt) in new jobs (job_ids)
+    once their tool call's child run has ended; return a 'claim' row per attempt moved."""
+    return rows_of(InputRow, execute(RESUME_SQL, params))
+
+
 # --------------------------------------------------------------------------- compensation (sagas)
 # In the transaction that fails or cancels a run (workflows/sagas.py), a run with nodes to
 # undo starts compensating and its steps' rows are written pending; the steps then move as

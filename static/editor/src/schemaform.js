@@ -107,6 +107,7 @@ function propertyField(name, prop, value, required, { disabled, onChange, root, 
   const opts = { key, help, required };
   if (Array.isArray(prop.enum)) return field(name, enumSelect(prop, value, required, disabled, (v) => onChange(path, v)), opts);
   if (prop["x-picker"] === "workflow") return field(name, workflowPicker(pickers.workflow ?? [], value, disabled, (v) => onChange(path, v)), opts);
+  if (prop["x-picker"] === "workflows") return field(name, workflowChecks(pickers.workflow ?? [], value, disabled, (v) => onChange(path, v)), opts);
   const type = Array.isArray(prop.type) ? null : prop.type;
   if (type === "string") {
     const long = LONG_TEXT.test(name);
@@ -160,13 +161,14 @@ function enumSelect(prop, value, required, disabled, onValue) {
 }
 
 // An array of choices (an agent's tools): one checkbox per choice, kept in the choices' order.
-function checkList(choices, value, disabled, onValue) {
+function checkList(choices, value, disabled, onValue, labels = []) {
   const chosen = new Set(Array.isArray(value) ? value.map((v) => JSON.stringify(v)) : []);
   const list = h("div", { class: "ed-checklist", role: "group" });
-  const boxes = choices.map((choice) => {
+  const boxes = choices.map((choice, index) => {
     const box = h("input", { type: "checkbox", disabled, value: JSON.stringify(choice) });
     box.checked = chosen.has(JSON.stringify(choice));
-    list.append(h("label", { class: "ed-check" }, box, typeof choice === "string" ? choice : JSON.stringify(choice)));
+    const text = labels[index] ?? (typeof choice === "string" ? choice : JSON.stringify(choice));
+    list.append(h("label", { class: "ed-check" }, box, text));
     return box;
   });
   list.addEventListener("change", () => {
@@ -186,16 +188,33 @@ function booleanSelect(prop, value, disabled, onValue) {
   return select;
 }
 
+function workflowLabel(w) {
+  const notes = [w.paused ? "paused" : "", w.versions.length ? "" : "no published version"].filter(Boolean);
+  return `${w.slug} — ${w.title}${notes.length ? ` (${notes.join(", ")})` : ""}`;
+}
+
+// The workflows an agent may call as tools (`workflow_tools`): a checkbox each, as the picker
+// below describes them; a chosen one no longer offered (deleted) stays listed, unticked on a click.
+function workflowChecks(workflows, value, disabled, onValue) {
+  const slugs = workflows.map((w) => w.slug);
+  const labels = workflows.map(workflowLabel);
+  for (const slug of Array.isArray(value) ? value : []) {
+    if (typeof slug === "string" && !slugs.includes(slug)) {
+      slugs.push(slug);
+      labels.push(`${slug} (not found)`);
+    }
+  }
+  const list = checkList(slugs, value, disabled, onValue, labels);
+  list.dataset.picker = "workflows";
+  return list;
+}
+
 // A select of the workflows a workflow.run node may call; a value no longer offered (deleted)
 // stays shown, so the validator's issue next to it makes sense.
 function workflowPicker(workflows, value, disabled, onValue) {
   const select = h("select", { disabled, dataset: { picker: "workflow" } });
   select.append(h("option", { value: "", text: "(choose a workflow)" }));
-  for (const w of workflows) {
-    const notes = [w.paused ? "paused" : "", w.versions.length ? "" : "no published version"].filter(Boolean);
-    const text = `${w.slug} — ${w.title}${notes.length ? ` (${notes.join(", ")})` : ""}`;
-    select.append(h("option", { value: w.slug, text }));
-  }
+  for (const w of workflows) select.append(h("option", { value: w.slug, text: workflowLabel(w) }));
   if (typeof value === "string" && value && !workflows.some((w) => w.slug === value)) {
     select.append(h("option", { value, text: `${value} (not found)` }));
   }

@@ -20,8 +20,10 @@ from tests.integration.test_agent import agent_runtime, completion, llm, scripte
 from workflows import runs, versions, waits
 from workflows.errors import Invalid
 from workflows.handlers.demo import DEMO_AGENT_WORKFLOW, DEMO_PROFILE
+from workflows.llm import streams
 from workflows.llm.demo_server import script_reply
 from workflows.models import AgentStep, ChildRun, NodeRun, Run, Workflow
+from workflows.runtime import bus
 
 LOOKUP_SCHEMA = {
     "type": "object",
@@ -91,6 +93,11 @@ def test_a_workflow_tool_runs_its_child_once_without_a_worker_and_its_output_rea
     assert node_run.output["content"] == "It ships Monday." and node_run.output["tool_calls"] == 1
     assert len(llm.requests) == 2 and ChildRun.objects.filter(parent_run=run).count() == 1
     assert Run.objects.get(pk=run.pk).waiting_nodes == 0
+    # The attempt's text stream went on after the wait: its pieces lie end to end.
+    pieces = [streams.parse_entry(i, f) for i, f in bus.client().xrange(streams.text_key(node_run.pk, 1))]
+    texts = [p for p in pieces if p.text]
+    assert [p.offset for p in texts] == [sum(len(q.text) for q in texts[:k]) for k in range(len(texts))]
+    assert "It ships Monday." in "".join(p.text for p in texts)
 
 
 def test_a_failing_child_and_bad_arguments_are_told_to_the_model(

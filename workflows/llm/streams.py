@@ -132,8 +132,14 @@ def attempt_of(node_run_id: int, attempt: int) -> Attempt:
 
 
 def writer_for(ctx: NodeContext) -> TextWriter | None:
-    """A writer for the context's attempt; None for a context made outside a worker."""
-    return TextWriter(attempt_of(ctx.node_run_id, ctx.attempt)) if ctx.node_run_id else None
+    """A writer for the context's attempt; None for a context made outside a worker.
+
+    It writes after what the attempt's stream already holds: an agent's attempt resumed after
+    a workflow tool's child run continues its own stream, offsets counting on."""
+    if not ctx.node_run_id:
+        return None
+    so_far, _ = read_so_far(ctx.node_run_id, ctx.attempt)
+    return TextWriter(attempt_of(ctx.node_run_id, ctx.attempt), written=len(so_far.text))
 
 
 def streamed(writer: TextWriter | None, produce: Callable[[], dict[str, Any]]) -> dict[str, Any]:

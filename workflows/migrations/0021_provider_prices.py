@@ -13,7 +13,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('workflows', '0019_workflow_retention'),
+        ('workflows', '0020_agent_workflow_tools'),
     ]
 
     operations = [

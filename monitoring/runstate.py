@@ -11,7 +11,7 @@ from typing import Any
 from django.template.loader import render_to_string
 
 from controlplane import access
-from workflows import agents, mapitems
+from workflows import agents, childlinks, mapitems, runs
 from workflows.core.agent import AGENT
 from workflows.core.compensation import given_by, is_step, step_node, steps_to_run, undone_by
 from workflows.core.states import NODE_TERMINAL, NodeStatus, RunStatus
@@ -24,6 +24,8 @@ FRAGMENTS = {
     "run-header": "monitoring/fragments/run_header.html",
     "run-nodes": "monitoring/fragments/run_nodes.html",
     "run-compensation": "monitoring/fragments/run_compensation.html",
+    "run-family": "monitoring/fragments/run_family.html",
+    "run-output": "monitoring/fragments/run_output.html",
 }
 
 
@@ -52,6 +54,8 @@ def load(run: Run, user: Any, after_span: int = 0) -> dict[str, Any]:
         "can_rerun": access.can(user, "rerun_node"),
         "finished": run.status not in (RunStatus.RUNNING, RunStatus.WAITING, RunStatus.COMPENSATING),
         "llm": usage.run_totals(run.pk),
+        "output": runs.run_output(run),
+        "family": childlinks.family(run.pk),
     }
 
 

@@ -17,7 +17,7 @@ from django.views.decorators.http import require_GET, require_POST
 
 from monitoring import charts, runstate, snapshots
 from monitoring.guards import requires
-from workflows import childlinks, mapitems, runs, schedules
+from workflows import mapitems, runs, schedules
 from workflows.errors import DomainError, NotFound
 from workflows.llm import usage
 from workflows.models import AuditEntry, NodeRun, Run, RunEvent, Workflow
@@ -124,9 +124,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
         **ctx,
         "graph": graph_of(run.version.definition),
         "live": runstate.live_data(ctx),
-        "output": runs.run_output(run),
         "audit": audit,
-        "family": childlinks.family(run.pk),
         "nav": "runs",
     }
     return render(request, "monitoring/run.html", context)

@@ -75,12 +75,23 @@
     if (rerun) rerun.hidden = !["succeeded", "failed"].includes(state.run.status);
   }
 
+  // The open node panel is loaded again when its node's status or attempt moves on.
+  function refreshPanel() {
+    const head = document.querySelector("#node-detail [data-panel-node]");
+    const n = head && state.nodes[head.dataset.panelNode];
+    if (n && `${n.status}:${n.attempt}` !== head.dataset.panelState) {
+      head.dataset.panelState = `${n.status}:${n.attempt}`; // once per move, even while it loads
+      window.SyDag.loadDetail(box.dataset.nodeUrl, head.dataset.panelNode);
+    }
+  }
+
   document.addEventListener("sy:message", (event) => {
     const msg = event.detail;
     if (msg.topic !== topic) return;
     const spans = msg.data.reset ? msg.data.spans : state.spans.concat(msg.data.spans);
     state = { run: msg.data.run, nodes: msg.data.nodes, spans };
     draw();
+    refreshPanel();
   });
   // Running and queued bars grow between messages.
   setInterval(() => {

@@ -52,6 +52,8 @@ def test_the_timeline_links_a_workflow_call_to_its_child_run_and_the_child_links
     expect(call).to_contain_text("workflow:lookup")
     expect(call).to_contain_text("waiting for its child run")
     expect(call.locator(f'a[data-child-run="{link.child_id}"]')).to_have_text(f"#{link.child_id}")
+    child_row = page.locator('#run-family tr[data-relation="child"]')
+    expect(child_row.locator(".badge")).to_have_text("running")
     screenshot(page, "agent-workflow-call-waiting")
 
     waits.post_event("A-5", {"eta": "Monday"})
@@ -59,6 +61,11 @@ def test_the_timeline_links_a_workflow_call_to_its_child_run_and_the_child_links
     expect(call).not_to_contain_text("waiting for its child run")  # the panel polled the result in
     expect(call.locator(".badge")).to_have_text("succeeded")
     expect(page.locator("#agent-steps .agent-step").last).to_contain_text("It ships on Monday.")
+    # The page's live parts follow without a reload: the child's status, the run's output,
+    # and the open node panel's header.
+    expect(page.locator("#node-detail [data-panel-node] .badge")).to_have_text("succeeded")
+    expect(child_row.locator(".badge")).to_have_text("succeeded")
+    expect(page.locator("#run-output")).to_contain_text("It ships on Monday.")
     screenshot(page, "agent-workflow-call-done")
 
     call.locator(f'a[data-child-run="{link.child_id}"]').click()

@@ -207,6 +207,26 @@ def test_a_failing_provider_fails_the_node_clearly_and_is_retried_per_policy(
     assert end is not None and fragment in end["error"]
 
 
+def test_a_follower_of_an_attempt_whose_retry_is_due_is_sent_to_the_next_attempt(
+    stack: tuple[Runtime, str], fake: FakeLLMServer
+) -> None:
+    fake.status, fake.reply = 500, {"error": {"message": "down"}}
+    node_def = {
+        "id": "ask",
+        "handler": "llm.chat",
+        "config": {"prompt": "hi"},
+        "retry": {"max_attempts": 2, "backoff_seconds": 600},
+    }
+    run, _ = runs.start_run(publish("later", {"nodes": [node_def], "edges": []}), {})
+    node = wait_for(
+        lambda: NodeRun.objects.filter(run=run, node_id="ask", status="retrying").first(), 30, "the retry"
+    )
+    end = follow.node_state(node.pk, 1)
+    assert end is not None and (end["abandoned"], end["next_attempt"], end["status"]) == (True, 2, "retrying")
+    assert "provider 'fakeco'" in end["error"]
+    assert follow.node_state(node.pk, 2) is None, "attempt 2 has not begun: its follower waits"
+
+
 def test_a_provider_that_times_out_fails_naming_it(stack: tuple[Runtime, str], fake: FakeLLMServer) -> None:
     fake.delay = 30
     run = wait_finished(runs.start_run(chat_workflow(), {"topic": "x"})[0])

@@ -4,8 +4,9 @@ An async view under Daphne: the response is an async iterator over Redis (XREAD 
 a client holds no thread. Events: `text` ({"text", "offset"}: append in order; each has an
 `id`, so a client reconnecting with `Last-Event-ID` gets only what it missed), keep-alive
 comments while the stream is quiet, then one `end`
-({"output"} of the node, or {"error"}, or {"abandoned": true} when a newer attempt took over:
-follow that attempt's stream instead; its text starts again from the beginning).
+({"output"} of the node, or {"error"}, or {"abandoned": true, "next_attempt"} when a newer
+attempt took over or a retry is due: follow that attempt's stream instead; its text starts
+again from the beginning).
 
 An `llm.agent` node's attempt streams each model turn between two `turn` events: {"seq",
 "turn", "state": "started"} before the turn's text, then {"seq", "turn", "state":

@@ -26,7 +26,7 @@ from workflows.models import NodeRun
 QUIET_SECONDS = 1.0
 KEEPALIVE_SECONDS = 15.0
 READ_AT_MOST = 500
-IN_FLIGHT = (NodeStatus.QUEUED, NodeStatus.RUNNING)
+IN_FLIGHT = (NodeStatus.QUEUED, NodeStatus.RUNNING, NodeStatus.FAILED)  # failed: retry or dead, not yet known
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,8 @@ def node_state(node_run_id: int, attempt: int) -> dict[str, Any] | None:
         return None
     if node.status == NodeStatus.SUCCEEDED:
         return {"status": node.status, "output": node.output}
+    if node.status == NodeStatus.RETRYING:  # the next attempt is due: follow it
+        return {"abandoned": True, "status": node.status, "error": node.error, "next_attempt": attempt + 1}
     return {"status": node.status, "error": node.error}
 
 

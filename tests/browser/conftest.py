@@ -15,7 +15,6 @@ Chromium is Debian's (/usr/bin/chromium, installed by `make test`), never `playw
 from __future__ import annotations
 
 import os
-import socket
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ from playwright.sync_api import Browser, Page, expect
 
 from controlplane import access
 from tests.browser.chromium import CHROMIUM, CHROMIUM_ARGS
+from tests.integration.conftest import accepts, free_port
 from tests.integration.runtime import ROOT, Runtime, wait_for
 from workflows.runtime import bus
 
@@ -71,20 +71,6 @@ def browser_type_launch_args(browser_type_launch_args: dict[str, Any]) -> dict[s
         "headless": True,
         "args": CHROMIUM_ARGS,
     }
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def accepts(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False
 
 
 @pytest.fixture(scope="session")

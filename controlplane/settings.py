@@ -191,6 +191,10 @@ SWITCHYARD = {
     "RECONCILE_AFTER_SECONDS": env_float("SWITCHYARD_RECONCILE_AFTER_SECONDS", 3.0),
     "WORKER_HEARTBEAT_SECONDS": env_float("SWITCHYARD_WORKER_HEARTBEAT_SECONDS", 1.0),
     "WORKER_LOST_AFTER_SECONDS": env_float("SWITCHYARD_WORKER_LOST_AFTER_SECONDS", 5.0),
+    # Attempts lost with their worker (SIGKILL, OOM, host gone, a drain's hand-back) are
+    # retried without counting against the node's retry policy, this many times per node;
+    # after that they count like failures, so a handler that kills its worker still ends dead.
+    "FREE_LOST_ATTEMPTS": env_int("SWITCHYARD_FREE_LOST_ATTEMPTS", 3),
     # SIGTERM: a worker finishes its current job within this, else hands its attempts back.
     "WORKER_DRAIN_SECONDS": env_float("SWITCHYARD_WORKER_DRAIN_SECONDS", 5.0),
     "HTTP_TIMEOUT_SECONDS": env_float("SWITCHYARD_HTTP_TIMEOUT_SECONDS", 30.0),

@@ -129,7 +129,8 @@ class Run(models.Model):
 
 class NodeRun(models.Model):
     """One node of one run. `attempt` counts every attempt ever made; `tries` counts those
-    of the current retry budget (a replay starts a new budget)."""
+    of the current retry budget (a replay starts a new budget); `lost` counts attempts lost
+    with their worker and forgiven, which `tries` leaves out (transitions.fail_lost)."""
 
     # No index of its own: the unique (run, node_id) index serves lookups by run, and every
     # status change (four per node, none of them HOT) would update one more index.
@@ -138,6 +139,8 @@ class NodeRun(models.Model):
     status = models.CharField(max_length=16, choices=NODE_STATUS_CHOICES, default=NodeStatus.PENDING)
     attempt = models.PositiveIntegerField(default=0)
     tries = models.PositiveIntegerField(default=0)
+    # Attempts lost with their worker that `tries` does not count (FREE_LOST_ATTEMPTS).
+    lost = models.PositiveIntegerField(db_default=0)  # db_default: raw INSERTs omit it
     queue = models.CharField(max_length=40, default="default")
     job_id = models.CharField(max_length=64, blank=True)
     worker = models.CharField(max_length=120, blank=True)
@@ -700,6 +703,7 @@ class MapItem(models.Model):
     item = models.JSONField(null=True)
     attempt = models.PositiveIntegerField(default=0)
     tries = models.PositiveIntegerField(default=0)
+    lost = models.PositiveIntegerField(db_default=0)  # as NodeRun.lost
     job_id = models.CharField(max_length=64, blank=True)
     worker = models.CharField(max_length=120, blank=True)
     queued_at = models.DateTimeField(null=True, blank=True)

@@ -5,7 +5,8 @@ Three checks, each cheap and each safe to run at any time (every change is condi
   commit) are enqueued again, same attempt;
 - running attempts whose worker stopped heart-beating (kill -9, OOM, host lost), or that
   never reported long after their timeout, are failed, so the engine retries them
-  elsewhere or files a dead letter;
+  elsewhere or files a dead letter; an attempt lost with its worker does not count against
+  the node's retry policy (up to FREE_LOST_ATTEMPTS times, transitions.LOST_SQL);
 - running runs with nothing in flight and no recent progress (a notice was lost: scheduler
   killed mid-batch, stream flushed) are advanced again; a node held by its concurrency cap
   counts as in flight (the schedulers' housekeeping offers it again, capacity.py).
@@ -129,7 +130,7 @@ class Reconciler:
                 )
             elif started_at + timedelta(seconds=timeout + OVERDUE_GRACE_SECONDS) < now:
                 reason = f"Attempt {attempt} on {worker} never reported, {timeout:g} s timeout long past."
-                lost.append(Lost(noderun_id, attempt, reason))
+                lost.append(Lost(noderun_id, attempt, reason, free=False))  # a hang: it counts
         return self.fail_attempts(lost) if lost else 0
 
     def fail_attempts(self, lost: list[Lost]) -> int:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple, TypeVar
 
+from django.conf import settings
 from django.db import connection
 from django.db import models as orm
 from django.utils import timezone
@@ -148,9 +149,10 @@ class FinishRun(NamedTuple):
 
 
 class Lost(NamedTuple):
-    noderun_id: int
+    noderun_id: int  # or a map item's id
     attempt: int
     error: str
+    free: bool = True  # its worker is gone: the attempt does not count (FREE_LOST_ATTEMPTS)
 
 
 def rows_of(cls: type[NamedTuple], rows: Iterable[Sequence[Any]]) -> list[Any]:
@@ -643,18 +645,31 @@ def end_compensations(ends: Sequence[tuple[int, str]]) -> list[tuple[int, str]]:
 
 # --------------------------------------------------------------------------- the reconciler
 
-LOST_SQL = f"""
-UPDATE workflows_noderun n SET status = '{N.FAILED}', error = v.error, traceback = ''
-FROM unnest(%s::bigint[], %s::int[], %s::text[]) AS v(id, attempt, error)
-WHERE n.id = v.id AND n.attempt = v.attempt AND n.status = '{N.RUNNING}'
-RETURNING n.run_id, n.node_id, n.attempt, n.worker
+# An attempt lost with its worker is the platform's failure, not the handler's: it is given
+# back to the retry budget (`tries` - 1, so even a node with max_attempts 1 runs again), at
+# most FREE_LOST_ATTEMPTS times per node (`lost`), so a handler that kills its worker (OOM)
+# still ends dead. An attempt that overran its timeout unreported counts like any failure.
+LOST_SQL = """
+UPDATE {table} t SET status = '{failed}', error = v.error, traceback = '',
+  tries = t.tries - (v.free AND t.lost < %s)::int, lost = t.lost + (v.free AND t.lost < %s)::int
+FROM unnest(%s::bigint[], %s::int[], %s::text[], %s::bool[]) AS v(id, attempt, error, free)
+WHERE t.id = v.id AND t.attempt = v.attempt AND t.status = '{running}'
+RETURNING {returning}
 """
+
+
+def lost_params(lost: Sequence[Lost]) -> list[Any]:
+    free = settings.SWITCHYARD["FREE_LOST_ATTEMPTS"]
+    return [free, free, *(list(column) for column in zip(*lost, strict=True))]
 
 
 @performs(Cause.LOST, nodes={N.RUNNING: [N.FAILED]})
 def fail_lost(lost: Sequence[Lost]) -> list[tuple[int, str, int, str]]:
     """Fail running attempts whose worker is gone; return (run id, node id, attempt, worker)."""
-    return execute(LOST_SQL, [[i for i, _, _ in lost], [a for _, a, _ in lost], [e for _, _, e in lost]])  # type: ignore[return-value]
+    sql = LOST_SQL.format(
+        table="workflows_noderun", failed=N.FAILED, running=N.RUNNING, returning="t.run_id, t.node_id, t.attempt, t.worker"
+    )
+    return execute(sql, lost_params(lost))  # type: ignore[return-value]
 
 
 # --------------------------------------------------------------------------- operators' actions
@@ -911,13 +926,10 @@ def kill_items(kills: Sequence[Kill]) -> list[int]:
 @performs(Cause.LOST, nodes={N.RUNNING: [N.FAILED]})
 def fail_lost_items(lost: Sequence[Lost]) -> list[tuple[int, int]]:
     """Fail running items whose worker is gone; return (map node, run) of each."""
-    return execute(  # type: ignore[return-value]
-        f"""UPDATE workflows_mapitem i SET status = '{N.FAILED}', error = v.error, traceback = ''
-            FROM unnest(%s::bigint[], %s::int[], %s::text[]) AS v(id, attempt, error)
-            WHERE i.id = v.id AND i.attempt = v.attempt AND i.status = '{N.RUNNING}'
-            RETURNING i.node_run_id, i.run_id""",
-        [[i for i, _, _ in lost], [a for _, a, _ in lost], [e for _, _, e in lost]],
+    sql = LOST_SQL.format(
+        table="workflows_mapitem", failed=N.FAILED, running=N.RUNNING, returning="t.node_run_id, t.run_id"
     )
+    return execute(sql, lost_params(lost))  # type: ignore[return-value]
 
 
 GATHER_SQL = f"""

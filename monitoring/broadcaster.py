@@ -84,6 +84,9 @@ class Broadcaster:
         self.slow: dict[str, Any] = {}
         self.exporter = tracing.exporter()
         self.texts = livetext.LiveTexts()
+        # Set by start() when it could not resume after its saved cursor: events before it
+        # were never read, so the first tick tells every page that any list may have moved.
+        self.unread_before_start = False
 
     def start(self) -> None:
         """Resume after the saved cursor (or start now), and fill the windows first.
@@ -101,6 +104,7 @@ class Broadcaster:
             self.windows.seed_runs(workflow_id, minute, n if ok else 0, 0 if ok else n)
         self.backfill(max(0, start - BACKFILL_EVENTS), start)
         self.reader = sources.EventReader(start)
+        self.unread_before_start = not resume
         self.windows.prune(now)
         self.texts.start()
 
@@ -124,8 +128,9 @@ class Broadcaster:
         self.track_moves(changed)
         self.windows.prune(now)
         self.exporter.export(batch)
-        messages = self.build(now, changed, letters_changed)
-        if any(e.kind in APPROVAL_KINDS for e in batch):
+        everything, self.unread_before_start = self.unread_before_start, False
+        messages = self.build(now, changed, letters_changed, everything)
+        if everything or any(e.kind in APPROVAL_KINDS for e in batch):
             messages.append(self.stamp("approvals", {"at": now}, now))
         messages += [self.stamp(topic, data, now) for topic, data in self.texts.read(now)]
         self.persist(messages, totals, now)
@@ -160,8 +165,9 @@ class Broadcaster:
         self.moved = set(moved)
 
     def build(
-        self, now: float, changed: dict[str, str | None], letters_changed: bool
+        self, now: float, changed: dict[str, str | None], letters_changed: bool, everything: bool = False
     ) -> list[dict[str, Any]]:
+        """The tick's messages; `everything`: say that any run and letter may have changed."""
         in_flight = snapshots.group_in_flight(sources.rows(sources.IN_FLIGHT_SQL))
         workflows = sources.workflows()
         self.refresh_slow(now)
@@ -196,11 +202,11 @@ class Broadcaster:
                 )
         messages = [self.message(topic, data, now) for topic, data in topics.items()]
         messages = [m for m in messages if m is not None]
-        if changed:
-            overflow = len(changed) > MAX_CHANGED_RUNS
+        if changed or everything:
+            overflow = everything or len(changed) > MAX_CHANGED_RUNS
             runs_data = {"at": now, "overflow": overflow, "runs": {} if overflow else changed}
             messages.append(self.stamp("runs", runs_data, now))
-        if letters_changed:
+        if letters_changed or everything:
             messages.append(self.stamp("deadletters", {"at": now, "open": sum(letters.values())}, now))
         return messages
 

@@ -8,7 +8,9 @@ spans of a run join one trace whichever process exports them. The exporter (OTLP
 HTTP, batched in a background thread) is an optional dependency: requirements-otel.txt.
 
 A run started with a W3C `traceparent` (workflows/tracecontext.py) joins the caller's trace:
-its trace id is the caller's and its span a child of the caller's span. Each LLM call of an
+its trace id is the caller's and its span a child of the caller's span. A child run joins
+its parent run's trace the same way, under the attempt or the agent's tool call that started
+it, so a workflow and the workflows it calls are one trace. Each LLM call of an
 attempt is a child span of the attempt's, with the OpenTelemetry GenAI attributes
 (gen_ai.system, gen_ai.request.model, gen_ai.response.model, gen_ai.usage.*_tokens,
 gen_ai.response.finish_reasons).
@@ -23,7 +25,7 @@ from typing import Any, Protocol
 from django.conf import settings
 
 from workflows.core.agent import FAILED, TOOL
-from workflows.models import AgentStep, LLMCall, Run, RunTraceParent
+from workflows.models import AgentStep, ChildRun, LLMCall, Run, RunTraceParent
 
 log = logging.getLogger(__name__)
 RUN_FINISHED = {"run.succeeded", "run.failed", "run.cancelled"}
@@ -54,11 +56,35 @@ def llm_span_id(call_id: int) -> int:
 
 
 def trace_parents(run_ids: set[int]) -> dict[int, tuple[int, int]]:
-    """run id -> (trace id, parent span id) of the runs started with a traceparent."""
-    rows = RunTraceParent.objects.filter(run_id__in=run_ids).values_list(
-        "run_id", "trace_id", "parent_span_id"
-    )
-    return {run_id: (int(t, 16), int(s, 16)) for run_id, t, s in rows}
+    """run id -> (trace id, parent span id) of the runs whose trace is not their own.
+
+    A run started with a traceparent joins the caller's trace under the caller's span. A
+    child run (a workflow.run node's, or an agent's workflow tool call's) joins its parent
+    run's trace, under the attempt or the tool call that started it: one query per level
+    of nesting, and only for runs that are children.
+    """
+    parents: dict[int, tuple[int, int]] = {}
+    links: dict[int, tuple[int, int]] = {}  # child run -> (parent run, span it starts under)
+    todo = set(run_ids)
+    while todo:
+        rows = RunTraceParent.objects.filter(run_id__in=todo).values_list(
+            "run_id", "trace_id", "parent_span_id"
+        )
+        parents.update({run_id: (int(t, 16), int(s, 16)) for run_id, t, s in rows})
+        children = ChildRun.objects.filter(child_id__in=todo - set(parents)).values_list(
+            "child_id", "parent_run_id", "node_id", "attempt", "agent_step_id"
+        )
+        for child, parent, node_id, attempt, step in children:
+            links[child] = (parent, step_span_id(step) if step else attempt_span_id(parent, node_id, attempt))
+        todo = {parent for parent, _ in links.values()} - set(parents) - set(links)
+
+    def root_trace(run_id: int) -> int:
+        while run_id in links:
+            run_id = links[run_id][0]
+        return parents[run_id][0] if run_id in parents else trace_id(run_id)
+
+    parents.update({child: (root_trace(parent), span) for child, (parent, span) in links.items()})
+    return parents
 
 
 def genai_attributes(call: LLMCall) -> dict[str, Any]:
@@ -87,8 +113,10 @@ def run_span_id(run_id: int) -> int:
     return id_from(f"switchyard:run-span:{run_id}", 64)
 
 
-def event_span_id(event_id: int) -> int:
-    return id_from(f"switchyard:event:{event_id}", 64)
+def attempt_span_id(run_id: int, node_id: str, attempt: int) -> int:
+    """A node attempt's span: known before the attempt ends, so a child run started by it
+    can name it as its parent span."""
+    return id_from(f"switchyard:attempt:{run_id}:{node_id}:{attempt}", 64)
 
 
 def nanos(seconds: float) -> int:
@@ -185,7 +213,8 @@ class OtlpExport:
 
     def node_span(self, e: Any) -> Any:
         ok = e.status == "succeeded"
-        return self.span(f"node {e.node_id}", event_span_id(e.id), run_span_id(e.run_id), e, e.started_at, ok)
+        span_id = attempt_span_id(e.run_id, e.node_id, e.attempt)
+        return self.span(f"node {e.node_id}", span_id, run_span_id(e.run_id), e, e.started_at, ok)
 
     def tool_span(self, e: Any, step: AgentStep) -> Any:
         """An agent's tool call, `execute_tool <tool>` as the GenAI conventions name it, a
@@ -196,7 +225,7 @@ class OtlpExport:
         return self.span(
             name,
             step_span_id(step.pk),
-            event_span_id(e.id),
+            attempt_span_id(e.run_id, e.node_id, e.attempt),
             e,
             start,
             ok,
@@ -217,7 +246,14 @@ class OtlpExport:
         attributes = genai_attributes(call)
         span_id = llm_span_id(call.pk)
         return self.span(
-            f"chat {call.model}", span_id, event_span_id(e.id), e, start, not call.error, attributes, end
+            f"chat {call.model}",
+            span_id,
+            attempt_span_id(e.run_id, e.node_id, e.attempt),
+            e,
+            start,
+            not call.error,
+            attributes,
+            end,
         )
 
 

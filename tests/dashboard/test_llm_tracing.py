@@ -6,10 +6,11 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from django.utils import timezone
 
 from monitoring import sources, tracing
-from workflows import tracecontext
-from workflows.models import LLMCall, NodeRun, RunTraceParent
+from workflows import runs, tracecontext
+from workflows.models import AgentStep, ChildRun, LLMCall, NodeRun, RunTraceParent
 
 otel = pytest.importorskip("opentelemetry.sdk.trace.export.in_memory_span_exporter")
 CALLER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -64,6 +65,46 @@ def test_a_run_started_with_a_traceparent_joins_the_callers_trace(db: None, dead
     assert run_span.context.trace_id == node_span.context.trace_id == int(CALLER_TRACE, 16)
     assert run_span.parent.span_id == int(CALLER_SPAN, 16)
     assert node_span.parent.span_id == run_span.context.span_id
+
+
+def test_child_runs_join_their_parents_trace_under_the_attempt_or_tool_call_that_started_them(
+    db: None, dead_letter: Any
+) -> None:
+    """caller -> root run (traceparent) -> child (a workflow.run attempt) -> grandchild (an
+    agent's workflow tool call): one trace, each run's span under what started it."""
+    root = dead_letter.run
+    RunTraceParent.objects.create(run=root, trace_id=CALLER_TRACE, parent_span_id=CALLER_SPAN)
+    child, _ = runs.start_run(root.workflow, {"order": 2})
+    grandchild, _ = runs.start_run(root.workflow, {"order": 3})
+    ChildRun.objects.create(
+        parent_run=root, node_run=dead_letter.node_run, node_id="boom", attempt=1, child=child
+    )
+    child_node = NodeRun.objects.get(run=child, node_id="boom")
+    step = AgentStep.objects.create(
+        node_run=child_node, attempt=2, seq=2, kind="tool", status="ok", fingerprint="f",
+        idempotency_key=f"parent:{child.pk}:boom:tool:1.0", tool="demo-profile", started_at=timezone.now(), finished_at=timezone.now(),
+    )  # fmt: skip
+    ChildRun.objects.create(
+        parent_run=child,
+        node_run=child_node,
+        node_id="boom",
+        attempt=2,
+        child=grandchild,
+        depth=2,
+        agent_step=step,
+    )
+    spans = export(
+        [
+            sources.Event(1, root.pk, 3, "node.attempt", "boom", 1, 20.5, 20.0, "failed", 500.0),
+            sources.Event(2, child.pk, 3, "run.failed", "", 0, 21.0, None, None, None),
+            sources.Event(3, grandchild.pk, 3, "run.failed", "", 0, 21.0, None, None, None),
+        ]
+    )
+    child_span, grandchild_span = spans[f"run {child.pk}"], spans[f"run {grandchild.pk}"]
+    assert child_span.context.trace_id == grandchild_span.context.trace_id == int(CALLER_TRACE, 16)
+    assert child_span.parent.span_id == spans["node boom"].context.span_id
+    assert child_span.parent.span_id == tracing.attempt_span_id(root.pk, "boom", 1)
+    assert grandchild_span.parent.span_id == tracing.step_span_id(step.pk)
 
 
 @pytest.mark.parametrize(

@@ -28,7 +28,9 @@ def running_node(**fields: int) -> NodeRun:
     run, _ = runs.start_run(publish("lost", {"nodes": [node("a", "core.echo")]}), {})
     noderun = NodeRun.objects.get(run=run, node_id="a")
     values = {"attempt": 1, "tries": 1, **fields}
-    NodeRun.objects.filter(pk=noderun.pk).update(status="running", worker="w-1", started_at=timezone.now(), **values)
+    NodeRun.objects.filter(pk=noderun.pk).update(
+        status="running", worker="w-1", started_at=timezone.now(), **values
+    )
     return NodeRun.objects.get(pk=noderun.pk)
 
 

@@ -667,7 +667,10 @@ def lost_params(lost: Sequence[Lost]) -> list[Any]:
 def fail_lost(lost: Sequence[Lost]) -> list[tuple[int, str, int, str]]:
     """Fail running attempts whose worker is gone; return (run id, node id, attempt, worker)."""
     sql = LOST_SQL.format(
-        table="workflows_noderun", failed=N.FAILED, running=N.RUNNING, returning="t.run_id, t.node_id, t.attempt, t.worker"
+        table="workflows_noderun",
+        failed=N.FAILED,
+        running=N.RUNNING,
+        returning="t.run_id, t.node_id, t.attempt, t.worker",
     )
     return execute(sql, lost_params(lost))  # type: ignore[return-value]
 

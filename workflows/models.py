@@ -166,9 +166,9 @@ class NodeRun(models.Model):
                 condition=Q(status="pending", due_at__isnull=False),
                 name="noderun_held_idx",
             ),
-            models.Index(
+            models.Index(  # waiting: an attempt holds its node's cap while it waits (capacity.py)
                 fields=["status", "queued_at"],
-                condition=Q(status__in=["queued", "running", "failed"]),
+                condition=Q(status__in=["queued", "running", "failed", "waiting"]),
                 name="noderun_in_flight_idx",
             ),
             # Waiting nodes' next deadline (a timer's end, an SLA, a timeout): the schedulers'

@@ -46,6 +46,25 @@ def test_ready_nodes_beyond_the_cap_are_held_then_admitted_oldest_first_as_place
     assert NodeRun.objects.get(run=started[1]).due_at is None
 
 
+def test_an_attempt_keeps_its_place_while_it_waits_so_its_resumption_stays_within_the_cap() -> None:
+    """As an agent parked on a workflow tool's child run, then resumed (same attempt)."""
+    workflow = capped(1)
+    first, second = (runs.start_run(workflow, {})[0] for _ in range(2))
+    advancing.advance_runs([first.pk, second.pk])
+    NodeRun.objects.filter(run=first).update(status="waiting")  # parked
+
+    advancing.enqueue_due(workers=1)
+    assert statuses([first, second]) == ["waiting", "pending"], "the waiting attempt holds the place"
+
+    NodeRun.objects.filter(run=first).update(status="queued")  # resumed: needs no new place
+    advancing.enqueue_due(workers=1)
+    assert statuses([first, second]) == ["queued", "pending"]
+
+    NodeRun.objects.filter(run=first).update(status="succeeded")
+    advancing.enqueue_due(workers=1)
+    assert statuses([first, second]) == ["succeeded", "queued"]
+
+
 def test_the_cap_counts_every_run_of_the_workflow_across_versions() -> None:
     first = capped(2)
     old = [runs.start_run(first, {})[0] for _ in range(2)]

@@ -78,7 +78,7 @@ class Node:
     timeout_seconds: float = 300.0
     queue: str = "default"
     join: str = DEFAULT_JOIN
-    max_in_flight: int | None = None  # attempts of this node (any run) queued or running at once
+    max_in_flight: int | None = None  # attempts of this node (any run) queued, running or waiting at once
     rate_limit: RateLimit | None = None  # attempts of this node (any run) started per window
     kind: str = TASK  # how the node is claimed, executed and finished (runtime/kinds.py)
     map: str | None = None  # a map node: the expression giving its list of items (core/maps.py)

@@ -1,6 +1,8 @@
 """Per-node limits, over every run of a workflow (whatever version they run):
-- a concurrency cap, `max_in_flight`: at most that many attempts queued or running at once,
-  counted in Postgres;
+- a concurrency cap, `max_in_flight`: at most that many attempts queued, running or
+  waiting at once, counted in Postgres. An attempt holds its place until it ends, its
+  waits included (an approval, an event, a child run, an agent's workflow tool call): an
+  agent attempt resumed after its tool's child run needs no place, since it never gave one up;
 - a rate limit, `rate_limit: {count, per_seconds}`: at most `count` attempts started in any
   window of `per_seconds`, counted in a Redis sorted set of recent starts. Like everything in
   Redis it is no one's only copy: a Redis restarted empty forgets one window, which may then
@@ -44,7 +46,8 @@ LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtextextended('sy:cap:' || %s || ':'
 # Statuses spelled out, not parameters: the partial in-flight index serves generic plans.
 IN_FLIGHT_SQL = f"""
 SELECT r.workflow_id, n.node_id, count(*) FROM workflows_noderun n JOIN workflows_run r ON r.id = n.run_id
-WHERE n.status IN ('{NodeStatus.QUEUED}', '{NodeStatus.RUNNING}') AND n.node_id = ANY(%(nodes)s::text[])
+WHERE n.status IN ('{NodeStatus.QUEUED}', '{NodeStatus.RUNNING}', '{NodeStatus.WAITING}')
+  AND n.node_id = ANY(%(nodes)s::text[])
   AND r.workflow_id = ANY(%(workflows)s::bigint[])
 GROUP BY r.workflow_id, n.node_id
 """

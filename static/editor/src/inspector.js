@@ -179,7 +179,7 @@ export class Inspector {
       field("queue", queue, { key: "queue", help: "Workers listening on this queue run the node." }),
       field("max in flight", cap, {
         key: "max_in_flight",
-        help: "At most this many attempts of this node queued or running at once, over every run; the others wait.",
+        help: "At most this many attempts of this node queued, running or waiting at once, over every run; the others wait.",
       }),
       rate,
       joinField,

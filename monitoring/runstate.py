@@ -19,7 +19,7 @@ from workflows.llm import usage
 from workflows.models import DeadLetter, LLMCall, NodeRun, Run, RunEvent, Wait
 from workflows.versions import load_graph
 
-TRACE_KINDS = ("node.attempt", "node.retry_scheduled", "node.replayed", "run.rerun")
+TRACE_KINDS = ("node.attempt", "node.retry_scheduled", "node.replayed", "run.rerun", "node.child_finished")
 FRAGMENTS = {
     "run-header": "monitoring/fragments/run_header.html",
     "run-nodes": "monitoring/fragments/run_nodes.html",
@@ -104,7 +104,7 @@ def live_data(ctx: dict[str, Any]) -> dict[str, Any]:
             n.node_id: {
                 "status": n.status,
                 "attempt": n.attempt,
-                "started": epoch(n.started_at) if n.status == NodeStatus.RUNNING else None,
+                "started": epoch(n.started_at) if n.status in (NodeStatus.RUNNING, NodeStatus.WAITING) else None,
                 "items": getattr(n, "progress", None),
                 "queued": epoch(n.queued_at) if n.status in (NodeStatus.QUEUED, NodeStatus.RUNNING) else None,
                 "due": epoch(n.due_at) if n.status == NodeStatus.RETRYING else None,
@@ -116,7 +116,8 @@ def live_data(ctx: dict[str, Any]) -> dict[str, Any]:
 
 
 def trace_item(s: dict[str, Any]) -> dict[str, Any]:
-    """One history event as the trace draws it: an attempt, a backoff, or a reset (replay, re-run).
+    """One history event as the trace draws it: an attempt, a backoff, a wait for a child run
+    (a workflow.run node's, an agent's workflow tool call's), or a reset (replay, re-run).
 
     A retry's backoff runs from the failed attempt's end to when the retry is available
     (scheduled at + delay); the queue wait before an attempt is drawn by the page from the
@@ -136,6 +137,8 @@ def trace_item(s: dict[str, Any]) -> dict[str, Any]:
     if s["kind"] == "node.retry_scheduled":
         at = epoch(s["at"]) or 0.0
         return {**item, "kind": "backoff", "start": at, "end": at + float(data.get("delay_seconds") or 0)}
+    if s["kind"] == "node.child_finished":  # the attempt waited for this child run
+        return {**item, "kind": "wait", "start": epoch(s["started_at"]), "child": data.get("child_run")}
     return {**item, "kind": "reset", "start": epoch(s["at"]), "nodes": data.get("nodes") or [s["node_id"]]}
 
 

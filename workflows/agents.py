@@ -18,7 +18,7 @@ from typing import Any
 
 from django.core.exceptions import ObjectDoesNotExist
 from django.db import IntegrityError, connection
-from django.db.models import Max
+from django.db.models import Max, Min
 
 from workflows.core import agent
 from workflows.core.states import NodeStatus
@@ -132,6 +132,15 @@ def record_step(
                 raise superseded
     except IntegrityError:  # a newer attempt took this number: this one is not the running one
         raise superseded from None
+
+
+def attempt_began(noderun_id: int, attempt: int, job_started: datetime) -> datetime:
+    """When this attempt began: before this job if it recorded steps earlier (it ran, waited
+    for a workflow tool's child run, and was queued again), else when this job started."""
+    first = AgentStep.objects.filter(
+        node_run_id=noderun_id, attempt=attempt, started_at__lt=job_started
+    ).aggregate(first=Min("started_at"))["first"]
+    return first or job_started
 
 
 def loop_steps(at: Attempt) -> list[agent.Step]:

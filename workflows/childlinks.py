@@ -83,7 +83,8 @@ def settle_parents(child_ids: Collection[int]) -> list[int]:
             node_id=link.node_id,
             attempt=link.attempt,
             at=timezone.now(),
-            data={"child_run": link.child_id, "status": link.child.status},
+            started_at=link.created_at,  # the trace draws the wait from the child's start to its end
+            data={"child_run": link.child_id, "status": link.child.status, "tool": link.agent_step_id is not None},
         )
         for link in links
         if link.node_run_id in done

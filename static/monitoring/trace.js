@@ -1,5 +1,7 @@
-// A run's trace: per node, the queue wait before each attempt, the attempt itself and the
-// backoff after a failed one, as distinct segments on one time axis.
+// A run's trace: per node, the queue wait before each attempt, the attempt itself, the
+// backoff after a failed one and the waits within an attempt (for a child run: a
+// workflow.run node's, an agent's workflow tool call's; a waiting node's until now), as
+// distinct segments on one time axis.
 //
 // Where each segment comes from (all from the run's history, see monitoring/runstate.py):
 // an attempt runs from its start to its end; a backoff from the failed attempt's retry
@@ -45,6 +47,7 @@
     const attempts = state.spans.filter((s) => s.kind === "attempt" && s.start);
     const backoffs = state.spans.filter((s) => s.kind === "backoff");
     const resets = state.spans.filter((s) => s.kind === "reset");
+    const waits = state.spans.filter((s) => s.kind === "wait" && s.start);
     const out = [];
     const readyAt = (node, before) => {
       let t = state.run.created;
@@ -66,8 +69,14 @@
       const start = failed ? Math.min(failed.end, b.start) : b.start;
       out.push({ node: b.node, kind: "backoff", start, end: Math.min(b.end, now), label: `${b.node} backoff after #${b.attempt}` });
     }
+    // Drawn over their attempt (an agent's attempt spans its tool's child run).
+    for (const w of waits) {
+      out.push({ node: w.node, kind: "wait", start: w.start, end: w.end, label: `${w.node} #${w.attempt} waited for child run ${w.child}` });
+    }
     for (const [id, n] of Object.entries(state.nodes)) {
-      if (n.status === "running" && n.started) {
+      if (n.status === "waiting" && n.started) {
+        out.push({ node: id, kind: "wait", start: n.started, end: now, label: `${id} #${n.attempt} waiting` });
+      } else if (n.status === "running" && n.started) {
         if (n.queued && n.started > n.queued) out.push({ node: id, kind: "queue", start: n.queued, end: n.started, label: `${id} #${n.attempt} waited in the queue` });
         out.push({ node: id, kind: "attempt", start: n.started, end: now, status: "running", label: `${id} #${n.attempt} running` });
       } else if (n.status === "queued" && n.queued) {

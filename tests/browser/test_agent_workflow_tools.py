@@ -17,7 +17,7 @@ from tests.integration.conftest import node, publish, wait_finished
 from tests.integration.runtime import Runtime, wait_for
 from tests.integration.test_agent import completion, scripted
 from workflows import runs, waits
-from workflows.models import ChildRun, NodeRun, Workflow, WorkflowVersion
+from workflows.models import ChildRun, NodeRun, RunEvent, Workflow, WorkflowVersion
 
 PageAs = Callable[[str], Page]
 Screenshot = Callable[[Page, str], Path]
@@ -54,6 +54,8 @@ def test_the_timeline_links_a_workflow_call_to_its_child_run_and_the_child_links
     expect(call.locator(f'a[data-child-run="{link.child_id}"]')).to_have_text(f"#{link.child_id}")
     child_row = page.locator('#run-family tr[data-relation="child"]')
     expect(child_row.locator(".badge")).to_have_text("running")
+    trace = page.locator("#run-timeline")
+    expect(trace.locator("[data-segment=wait][data-node=agent]")).to_have_count(1)  # waiting now
     screenshot(page, "agent-workflow-call-waiting")
 
     waits.post_event("A-5", {"eta": "Monday"})
@@ -66,6 +68,26 @@ def test_the_timeline_links_a_workflow_call_to_its_child_run_and_the_child_links
     expect(page.locator("#node-detail [data-panel-node] .badge")).to_have_text("succeeded")
     expect(child_row.locator(".badge")).to_have_text("succeeded")
     expect(page.locator("#run-output")).to_contain_text("It ships on Monday.")
+    # The trace: one attempt spanning the wait for the child run, drawn over it; the queue
+    # wait ends where the attempt first started, not where it was resumed.
+    attempt_event = RunEvent.objects.get(run=run, node_id="agent", kind="node.attempt")
+    assert attempt_event.started_at <= link.created_at, "the attempt's span covers its first job"
+    bars = {
+        kind: trace.locator(f"[data-segment={kind}][data-node=agent]")
+        for kind in ("attempt", "wait", "queue")
+    }
+    expect(bars["attempt"]).to_have_count(1)
+    expect(bars["wait"]).to_have_count(1)
+    attempt, wait = (bars[kind].bounding_box() for kind in ("attempt", "wait"))
+    assert (
+        attempt
+        and wait
+        and attempt["x"] <= wait["x"] + 1
+        and wait["x"] + wait["width"] <= attempt["x"] + attempt["width"] + 1
+    )
+    for queue in bars["queue"].all():
+        box = queue.bounding_box()
+        assert box and box["x"] + box["width"] <= attempt["x"] + 3  # MIN_PX wide at least
     screenshot(page, "agent-workflow-call-done")
 
     call.locator(f'a[data-child-run="{link.child_id}"]').click()

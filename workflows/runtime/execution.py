@@ -189,7 +189,9 @@ def run_handler(c: Claim, outputs: dict[str, Any]) -> tuple[Outcome, datetime, d
         deadline=time.monotonic() + node.timeout_seconds,
         node_run_id=c.noderun_id,
     )
-    return run_attempt(node, ctx, f"node {c.node_id!r}"), started, timezone.now()
+    outcome = run_attempt(node, ctx, f"node {c.node_id!r}")
+    finished = timezone.now()
+    return outcome, kinds.began(node, ctx, started), finished
 
 
 def run_attempt(node: Node, ctx: handlers.NodeContext, what: str) -> Outcome:

@@ -65,9 +65,10 @@ child: workflows/childlinks.py). Nothing of it is in Redis either.
 from __future__ import annotations
 
 from collections import defaultdict
+from datetime import datetime
 from typing import Any, Protocol
 
-from workflows import children, handlers, waits
+from workflows import agents, children, handlers, waits
 from workflows.core.graph import AGENT, CHILD, MAP, TASK, WAIT_KINDS, Node
 from workflows.core.states import NodeStatus
 from workflows.runtime import agent, jobs, mapping
@@ -152,6 +153,15 @@ KINDS: dict[str, NodeKind] = {
     CHILD: ChildRunKind(),
     **{name: Waiting(name) for name in WAIT_KINDS},
 }
+
+
+def began(node: Node, ctx: handlers.NodeContext, job_started: datetime) -> datetime:
+    """When the attempt this job ran began: an agent's resumed after a workflow tool's child
+    run began in an earlier job, so its span covers the whole attempt, the wait included
+    (as a waiting node's attempt does)."""
+    if node.kind == AGENT:
+        return agents.attempt_began(ctx.node_run_id, ctx.attempt, job_started)
+    return job_started
 
 
 def kind_of(node: Node) -> NodeKind:

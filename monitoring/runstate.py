@@ -104,7 +104,9 @@ def live_data(ctx: dict[str, Any]) -> dict[str, Any]:
             n.node_id: {
                 "status": n.status,
                 "attempt": n.attempt,
-                "started": epoch(n.started_at) if n.status in (NodeStatus.RUNNING, NodeStatus.WAITING) else None,
+                "started": epoch(n.started_at)
+                if n.status in (NodeStatus.RUNNING, NodeStatus.WAITING)
+                else None,
                 "items": getattr(n, "progress", None),
                 "queued": epoch(n.queued_at) if n.status in (NodeStatus.QUEUED, NodeStatus.RUNNING) else None,
                 "due": epoch(n.due_at) if n.status == NodeStatus.RETRYING else None,

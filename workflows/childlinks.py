@@ -84,7 +84,11 @@ def settle_parents(child_ids: Collection[int]) -> list[int]:
             attempt=link.attempt,
             at=timezone.now(),
             started_at=link.created_at,  # the trace draws the wait from the child's start to its end
-            data={"child_run": link.child_id, "status": link.child.status, "tool": link.agent_step_id is not None},
+            data={
+                "child_run": link.child_id,
+                "status": link.child.status,
+                "tool": link.agent_step_id is not None,
+            },
         )
         for link in links
         if link.node_run_id in done

@@ -8,7 +8,7 @@ paused, deleted or left without an active version since the definition was publi
 offered, and calling it anyway is told to the model as an unknown tool.
 
 A call is a child run of its own (the same ChildRun link as a `workflow.run` node's), made
-durable without holding a worker while the child runs. In ONE transaction (`start_call`):
+durable without holding a worker while the child runs. In ONE transaction (`start_calls`):
 the tool call's step is recorded `waiting` (only while the attempt is still the node's
 running one: agents.record_step), the child run is created with the idempotency key
 `parent:<run>:<node>:tool:<turn>.<index>` (one per tool call, the same in every attempt that
@@ -24,8 +24,13 @@ told, as for a handler tool's HandlerError), and the same attempt is queued agai
 job (`transitions.resume_agents`); the loop goes on from its recorded steps. A lost job is
 the reconciler's (queued attempts whose job waits nowhere). A child that cannot start
 (deleted or paused since, no active version, arguments off the version's input_schema, too
-deep) is an error told to the model, and no child is made. Calls in one turn run one after
-another. Waiting does not count toward the node's timeout, which bounds each stretch in a
+deep) is an error told to the model, and no child is made.
+
+Workflow calls that follow one another in a turn start together, in that one transaction,
+and the attempt is queued again once the last of their children has ended (settle_calls
+locks the node's row, so two children ending at once cannot both think the other still
+runs): three sub-workflows take as long as the slowest, not the sum. A handler tool's call
+between them ends the batch (it runs in the worker, in order). Waiting does not count toward the node's timeout, which bounds each stretch in a
 worker; a cancel of the parent run cancels the child (runs.cancel_locked).
 """
 
@@ -82,27 +87,39 @@ class ToolCall:
     arguments: dict[str, Any]
 
 
-def start_call(at: agents.Attempt, call: ToolCall) -> Run:
-    """Record the call waiting, start its child run and make the node wait, in one transaction.
-
-    Raise children.CannotStart (nothing written) when the child cannot start, and
-    agents.Superseded when the attempt no longer runs.
-    """
+def target(call: ToolCall) -> tuple[Workflow, int]:
+    """The workflow and version a call starts; raise children.CannotStart naming why not."""
     workflow, version_id = children.child_target({"workflow": call.slug})
     try:
         runs.check_input(call.arguments)
         runs.check_input_schema(version_id, call.arguments)
     except DomainError as exc:
         raise children.CannotStart(str(exc)) from None
+    return workflow, version_id
+
+
+def start_calls(at: agents.Attempt, calls: list[tuple[ToolCall, tuple[Workflow, int]]]) -> list[Run]:
+    """Record the calls waiting, start their child runs and make the node wait, in one
+    transaction (calls of one turn run side by side: the agent goes on when all have ended).
+
+    Each call comes with its target (`target`); raise agents.Superseded (nothing written)
+    when the attempt no longer runs.
+    """
+    started = []
     with transaction.atomic():
-        agents.record_step(
-            at, call.seq, core.TOOL, core.WAITING, call.key, call.started, call.started, **call.fields
-        )
-        step_id = AgentStep.objects.values_list("pk", flat=True).get(node_run_id=at.noderun_id, seq=call.seq)
-        parent = children.Parent(at.run_id, at.node_id, at.noderun_id, at.attempt, step_id)
-        child = children.open_child(parent, workflow, version_id, call.arguments, f"parent:{call.key}")
+        for call, (workflow, version_id) in calls:
+            agents.record_step(
+                at, call.seq, core.TOOL, core.WAITING, call.key, call.started, call.started, **call.fields
+            )
+            step_id = AgentStep.objects.values_list("pk", flat=True).get(
+                node_run_id=at.noderun_id, seq=call.seq
+            )
+            parent = children.Parent(at.run_id, at.node_id, at.noderun_id, at.attempt, step_id)
+            started.append(
+                children.open_child(parent, workflow, version_id, call.arguments, f"parent:{call.key}")
+            )
         if not transitions.park_agent(at.noderun_id, at.attempt):
             raise agents.Superseded(
                 f"Node {at.node_id!r} of run {at.run_id} no longer runs attempt {at.attempt}."
             )
-    return child
+    return started

@@ -105,6 +105,10 @@ def settle_calls(ends: list[tuple[ChildRun, Awake]]) -> set[int]:
     if not ends:
         return set()
     now = timezone.now()
+    # Locked in one order: a child ending at the same moment in another transaction waits
+    # here, then sees this one's steps settled (else each would think the other still runs).
+    agents_rows = sorted({link.node_run_id for link, _ in ends})
+    list(NodeRun.objects.select_for_update().filter(pk__in=agents_rows).order_by("pk").values_list("pk"))
     for link, end in ends:
         step = AgentStep.objects.filter(pk=link.agent_step_id, status=agent.WAITING)
         if end.status == N.SUCCEEDED:
@@ -113,11 +117,17 @@ def settle_calls(ends: list[tuple[ChildRun, Awake]]) -> set[int]:
             step.update(
                 status=agent.ERROR, error=agent.bounded(end.error, agent.ERROR_CHARS), finished_at=now
             )
-    rows = [
-        jobs.ready(link.node_run_id, load_graph(link.parent_run.version_id), link.node_id) for link, _ in ends
-    ]
+    still = set(
+        AgentStep.objects.filter(node_run_id__in=agents_rows, status=agent.WAITING).values_list(
+            "node_run_id", flat=True
+        )
+    )
+    ready = {
+        link.node_run_id: link for link, _ in ends if link.node_run_id not in still
+    }  # all its calls ended
+    rows = [jobs.ready(i, load_graph(link.parent_run.version_id), link.node_id) for i, link in ready.items()]
     packed = jobs.pack(rows, 1, direct=False)
-    attempts = {link.node_run_id: link.attempt for link, _ in ends}
+    attempts = {i: link.attempt for i, link in ready.items()}
     params = {"attempts": [attempts[i] for job in packed for i in job.noderun_ids]}
     moved: set[int] = set()
     jobs.claim_packed(lambda p: remember(transitions.resume_agents(p), moved), packed, params)

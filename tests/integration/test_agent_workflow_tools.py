@@ -100,6 +100,53 @@ def test_a_workflow_tool_runs_its_child_once_without_a_worker_and_its_output_rea
     assert "It ships Monday." in "".join(p.text for p in texts)
 
 
+def test_workflow_calls_of_one_turn_run_side_by_side_and_the_agent_goes_on_when_the_last_ends(
+    agent_runtime: Runtime, llm: FakeLLMServer
+) -> None:
+    publish("lookup", {**LOOKUP, "nodes": [node("hold", "wait.event", config={"key": "input.order_id"})]})
+    orders = ["A-1", "A-2", "A-3"]
+    llm.reply = scripted(
+        completion(None, *(("workflow__lookup", {"order_id": order}) for order in orders)),
+        completion("All three ship Monday."),
+    )
+    run, _ = runs.start_run(publish("helper", agent_flow("lookup")), {"who": "ana"})
+
+    def children_waiting() -> bool:
+        return NodeRun.objects.filter(run__parent_link__parent_run=run, status="waiting").count() == 3
+
+    wait_for(children_waiting, 30, "the three children to wait on their events, all at once")
+    assert agent_node(run).status == "waiting"
+    links = list(ChildRun.objects.filter(parent_run=run).order_by("agent_step__seq"))
+    assert [link.child.input["order_id"] for link in links] == orders
+    assert [link.child.idempotency_key for link in links] == [
+        f"parent:{run.pk}:agent:tool:1.{i}" for i in range(3)
+    ]
+
+    waits.post_event("A-1", {"eta": "Monday"})
+    wait_for(
+        lambda: ChildRun.objects.filter(pk=links[0].pk, settled_at__isnull=False).exists(), 30, "A-1 settled"
+    )
+    statuses = list(
+        AgentStep.objects.filter(node_run__run=run, kind="tool")
+        .order_by("seq")
+        .values_list("status", flat=True)
+    )
+    assert statuses == ["ok", "waiting", "waiting"] and agent_node(run).status == "waiting", "two still run"
+
+    # The last two end at the same moment, in two transactions: the agent goes on once.
+    posts = [
+        threading.Thread(target=waits.post_event, args=(order, {"eta": "Monday"})) for order in orders[1:]
+    ]
+    for post in posts:
+        post.start()
+    for post in posts:
+        post.join()
+    assert wait_finished(run).status == "succeeded"
+    assert len(llm.requests) == 2, "one turn asked for the three calls, one answered"
+    assert len(tool_messages(llm.requests[1])) == 3
+    assert (agent_node(run).attempt, agent_node(run).output["tool_calls"]) == (1, 3)
+
+
 def test_a_failing_child_and_bad_arguments_are_told_to_the_model(
     agent_runtime: Runtime, llm: FakeLLMServer
 ) -> None:

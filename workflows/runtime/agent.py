@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -236,8 +236,10 @@ def call_tool(loop: Loop, move: core.CallTool) -> core.Step:
     name, arguments = checked
     fields.update(tool=name, arguments=arguments)
     if name.startswith(core.WORKFLOW_PREFIX):
-        return call_workflow(
-            loop, agenttools.ToolCall(seq, key, started, fields, name[len(core.WORKFLOW_PREFIX) :], arguments)
+        return call_workflows(
+            loop,
+            move,
+            agenttools.ToolCall(seq, key, started, fields, name[len(core.WORKFLOW_PREFIX) :], arguments),
         )
     handler = handlers.get_handler(name)
     try:
@@ -256,18 +258,50 @@ def call_tool(loop: Loop, move: core.CallTool) -> core.Step:
     return core.Step(seq, core.TOOL, call_id=call.id, result=result)
 
 
-def call_workflow(loop: Loop, call: agenttools.ToolCall) -> core.Step:
-    """Start the workflow's child run and let the attempt wait for it (workflows/agenttools.py).
+def call_workflows(loop: Loop, move: core.CallTool, first: agenttools.ToolCall) -> core.Step:
+    """Start the workflow's child run, and those of the workflow calls that follow it in the
+    turn, and let the attempt wait for them (workflows/agenttools.py).
 
-    Raise Parked once the call is recorded; a child that cannot start is told to the
-    model instead."""
+    Raise Parked once the calls are recorded; a first call whose child cannot start is told
+    to the model instead (a later one ends the batch, and is told when its turn comes)."""
     try:
-        child = agenttools.start_call(loop.at, call)
+        batch = [(first, agenttools.target(first))]
     except children.CannotStart as exc:
         return told_error(
-            loop, call.seq, call.key, call.started, f"workflow {call.slug!r}: {exc}", call.fields
+            loop, first.seq, first.key, first.started, f"workflow {first.slug!r}: {exc}", first.fields
         )
-    raise Parked(f"{loop.where} waits for child run {child.pk} of workflow {call.slug!r}.")
+    for call in following_workflow_calls(loop, move):
+        try:
+            batch.append((call, agenttools.target(call)))
+        except children.CannotStart:
+            loop.seq = call.seq  # not taken: this call is made on its own, later
+            break
+    started = agenttools.start_calls(loop.at, batch)
+    named = ", ".join(
+        f"{child.pk} of workflow {call.slug!r}" for (call, _), child in zip(batch, started, strict=True)
+    )
+    raise Parked(f"{loop.where} waits for child run{'s' if len(started) > 1 else ''} {named}.")
+
+
+def following_workflow_calls(loop: Loop, move: core.CallTool) -> Iterator[agenttools.ToolCall]:
+    """The valid workflow calls right after `move` in its turn, each with the next seq."""
+    turn = next(s for s in loop.steps if s.seq == move.turn_seq)
+    for index in range(move.index + 1, len(turn.calls)):
+        call = turn.calls[index]
+        checked = core.check_call(call, loop.offer.allowed)
+        if isinstance(checked, str) or not checked[0].startswith(core.WORKFLOW_PREFIX):
+            return
+        name, arguments = checked
+        later = core.CallTool(call, move.turn_seq, index)
+        fields = {"turn_seq": move.turn_seq, "call_id": call.id, "tool": name, "arguments": arguments}
+        yield agenttools.ToolCall(
+            loop.take_seq(),
+            later.key(loop.ctx.run_id, loop.ctx.node_id),
+            timezone.now(),
+            fields,
+            name[len(core.WORKFLOW_PREFIX) :],
+            arguments,
+        )
 
 
 def told_error(

@@ -35,7 +35,13 @@
       return `recorded${asks}`;
     }
     if (turn.state === "failed") return "failed";
-    return s.done ? "cut short" : "writing…";
+    if (s.done) return "cut short";
+    if (turn.state === "calling") return `writing tool calls: ${callNames(turn.calls)}`;
+    return "writing…";
+  }
+
+  function callNames(calls) {
+    return (calls || []).map((c) => c.name || "…").join(", ");
   }
 
   function state(s) {
@@ -98,6 +104,17 @@
     box.querySelector("[data-live-label]").textContent = `turn ${s.turn.turn}`;
     box.querySelector("[data-live-state]").textContent = `attempt ${s.attempt} · ${turnState(s)}`;
     box.querySelector("[data-live-text]").textContent = s.text;
+    // The tool calls the model is writing: name and arguments so far (text, never HTML).
+    const calls = box.querySelector("[data-live-calls]");
+    const writing = s.turn.state === "calling" && !s.done ? s.turn.calls || [] : [];
+    calls.hidden = !writing.length;
+    calls.replaceChildren(
+      ...writing.map((c) => {
+        const item = document.createElement("li");
+        item.textContent = `${c.name || "…"}(${c.arguments})`;
+        return item;
+      })
+    );
   }
 
   function show(message) {

@@ -134,6 +134,34 @@ def test_an_agent_turns_text_grows_on_the_run_page_and_the_live_page_before_the_
     screenshot(page, "agent-turn-recorded")
 
 
+def test_a_tool_call_shows_on_the_run_page_while_the_model_is_still_writing_it(
+    agent_runtime: Runtime, agent_llm: FakeLLMServer, page_as: Any, live_url: str, screenshot: Any
+) -> None:
+    agent_llm.chunk_delay = 0.1
+    order = "A-" + "7" * 400  # arguments in 8-character pieces: a call written over seconds
+    agent_llm.reply = scripted(
+        completion(None, ("demo__lookup_order", {"order_id": order})), completion("Done.")
+    )
+    config = {"prompt": "Where is my order?", "tools": ["demo.lookup_order"], "timeout_seconds": 120}
+    workflow = publish("agent-calls", {"nodes": [{"id": "agent", "handler": "llm.agent", "config": config}]})
+    page: Page = page_as("viewer")
+    run, _ = runs.start_run(workflow, {})
+    page.goto(f"{live_url}/runs/{run.pk}/")
+    page.locator('#run-graph [data-node="agent"]').click()
+
+    turn = page.locator('#node-detail [data-agent-live="agent"]')
+    expect(turn.locator("[data-live-state]")).to_contain_text("writing tool calls: demo__lookup_order")
+    call = turn.locator("[data-live-calls] li")
+    expect(call).to_have_count(1)
+    expect(call).to_contain_text('demo__lookup_order({"order_id": "A-777')
+    assert not AgentStep.objects.filter(node_run__run=run, seq=1).exists(), "the turn is not recorded yet"
+    screenshot(page, "agent-tool-call-writing")
+
+    assert wait_finished(run).status == "succeeded"
+    expect(turn).to_be_hidden()
+    expect(page.locator("#agent-steps .agent-step")).to_have_count(3)
+
+
 def test_the_editor_offers_an_agents_tools_as_choices_and_saves_them(
     page_as: Any, live_url: str, screenshot: Any
 ) -> None:

@@ -8,6 +8,7 @@ malformed streamed tool call fails the turn (recorded failed, marked failed) and
 
 from __future__ import annotations
 
+import json
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -64,9 +65,10 @@ def turn_words(node: NodeRun, attempt: int, seq: int) -> int:
 
 
 def markers(node: NodeRun, attempt: int) -> list[tuple[int, int, str]]:
+    """The turns' boundaries in the attempt's stream (not the `calling` progress within them)."""
     entries = bus.client().xrange(streams.text_key(node.pk, attempt))
     turns = [streams.parse_entry(i, f).turn for i, f in entries]
-    return [(t["seq"], t["turn"], t["state"]) for t in turns if t]
+    return [(t["seq"], t["turn"], t["state"]) for t in turns if t and t["state"] != streams.CALLING]
 
 
 def test_the_sse_endpoint_replays_and_follows_an_agent_with_its_turn_boundaries(
@@ -80,8 +82,17 @@ def test_the_sse_endpoint_replays_and_follows_an_agent_with_its_turn_boundaries(
     assert streams.read_so_far(node.pk, 1)[0].turn["state"] == "started", "connected mid-turn"
     events = list(sse_events(f"{base}/api/v1/runs/{run.pk}/nodes/agent/attempts/1/stream", api_key()))
 
-    turns = [(d["seq"], d["turn"], d["state"]) for name, _, d in events if name == "turn"]
+    turns = [
+        (d["seq"], d["turn"], d["state"])
+        for name, _, d in events
+        if name == "turn" and d["state"] != "calling"
+    ]
     assert turns == [(1, 1, "started"), (1, 1, "recorded"), (3, 2, "started"), (3, 2, "recorded")]
+    # While turn 1 streamed its tool call, the call grew in `calling` markers, ending whole.
+    calling = [(n, d) for n, (name, _, d) in enumerate(events) if name == "turn" and d["state"] == "calling"]
+    assert calling and all(d["seq"] == 1 and d["calls"][0]["name"] == "test__record" for _, d in calling)
+    assert json.loads(calling[-1][1]["calls"][0]["arguments"]) == {"note": "first"}
+    assert len({d["calls"][0]["arguments"] for _, d in calling}) > 1, "seen part-written, then whole"
     first_recorded = next(d for name, _, d in events if name == "turn" and d["state"] == "recorded")
     assert (
         first_recorded["tool_calls"] == ["test__record"] and first_recorded["finish_reason"] == "tool_calls"
@@ -94,6 +105,7 @@ def test_the_sse_endpoint_replays_and_follows_an_agent_with_its_turn_boundaries(
     position = {f"{d['seq']} {d['state']}": n for n, (name, _, d) in enumerate(events) if name == "turn"}
     inside = [n for n, (name, _, d) in enumerate(events) if name == "text" and d["turn"] == 3]
     assert position["3 started"] < min(inside) and max(inside) < position["3 recorded"]
+    assert position["1 started"] < calling[0][0] and calling[-1][0] < position["1 recorded"]
     name, _, end = events[-1]
     assert name == "end" and end["output"]["content"] == STORY and end["output"]["turns"] == 2
     assert wait_finished(run).status == "succeeded"

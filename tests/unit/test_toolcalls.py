@@ -65,6 +65,16 @@ def test_interleaved_fragments_are_joined_per_index() -> None:
     assert assembled(pieces) == EXPECTED
 
 
+def test_progress_shows_each_call_in_index_order_as_far_as_it_has_come() -> None:
+    calls = ToolCalls()
+    calls.add({"index": 1, "id": "call_b", "function": {"name": "lookup_order", "arguments": ""}})
+    assert calls.progress() == [("lookup_order", "")]
+    calls.add({"index": 0, "function": {"arguments": '{"ci'}})  # its name comes later, or never
+    assert calls.progress() == [("", '{"ci'), ("lookup_order", "")]
+    calls.add({"index": 0, "id": "call_a", "function": {"name": "weather", "arguments": 'ty": "Oslo"}'}})
+    assert calls.progress() == [("weather", '{"city": "Oslo"}'), ("lookup_order", "")]
+
+
 def test_a_repeated_name_and_id_are_fine_and_missing_ones_get_defaults() -> None:
     pieces = [
         {"index": 0, "function": {"name": "weather", "arguments": '{"city": '}},

@@ -11,7 +11,8 @@ again from the beginning).
 An `llm.agent` node's attempt streams each model turn between two `turn` events: {"seq",
 "turn", "state": "started"} before the turn's text, then {"seq", "turn", "state":
 "recorded", "finish_reason", "tool_calls": [names]} once the turn is a recorded step (or
-"failed" with "error"); its `text` events carry the turn's step number as "turn". Offsets
+"failed" with "error"); between them, {"state": "calling", "calls": [{"name", "arguments"}]}
+as the model writes tool calls (arguments' text so far); its `text` events carry the turn's step number as "turn". Offsets
 count over the attempt's whole text. The tool calls between turns are the node's steps
 (`GET .../nodes/{node}/steps`).
 """
@@ -42,7 +43,8 @@ SSE_SCHEMA = {
     "type": "string",
     "description": (
         "event: text (data {text, offset[, turn]}); for llm.agent, event: turn (data {seq, turn, state:"
-        " started | recorded | failed, ...}) around each model turn; then one event: end"
+        " started | calling | recorded | failed, ...}) around each model turn (calling: the tool calls"
+        " written so far); then one event: end"
         " (data {output} | {error} | {abandoned})"
     ),
 }

@@ -69,6 +69,11 @@ class ToolCalls:
             )
         return index
 
+    def progress(self) -> list[tuple[str, str]]:
+        """The calls so far, in index order: (name, the arguments' text received), for a page
+        to show while the answer streams in; a name may still be empty."""
+        return [(call.name, "".join(call.arguments)) for _, call in sorted(self.pending.items())]
+
     def calls(self) -> list[dict[str, Any]]:
         """The assembled calls in index order: {"id", "name", "arguments"}, arguments parsed
         when they are JSON; raise MalformedToolCall for a call that never got a name."""

@@ -80,8 +80,12 @@ def complete(
     timeout_seconds: float,
     where: str,
     on_delta: Callable[[str], None] | None = None,
+    on_calls: Callable[[list[tuple[str, str]]], None] | None = None,
 ) -> Completion:
-    """Make one chat completion call; raise HandlerError naming provider, model and `where`."""
+    """Make one chat completion call; raise HandlerError naming provider, model and `where`.
+
+    Streamed (with `on_delta`): each piece of text goes to `on_delta`, and after each piece
+    of a tool call, the calls so far (name, arguments' text) to `on_calls`."""
     started = time.monotonic()
     call = _Call(endpoint, where, started + timeout_seconds)
     payload = request_payload(endpoint, messages, tools, options, stream=on_delta is not None)
@@ -93,7 +97,7 @@ def complete(
             if not 200 <= response.status_code < 300:
                 raise call.fail(status_error(response, read_body(response, call)))
             if is_event_stream(response):
-                parts = read_stream(response, call, on_delta)
+                parts = read_stream(response, call, on_delta, on_calls)
             else:
                 parts = parse_body(read_body(response, call), call)
     except httpx.TimeoutException as exc:
@@ -255,13 +259,19 @@ def parse_body(body: bytes, call: _Call) -> Parts:
     return parts
 
 
-def read_stream(response: httpx.Response, call: _Call, on_delta: Callable[[str], None] | None) -> Parts:
+OnDelta = Callable[[str], None]
+OnCalls = Callable[[list[tuple[str, str]]], None]
+
+
+def read_stream(
+    response: httpx.Response, call: _Call, on_delta: OnDelta | None, on_calls: OnCalls | None = None
+) -> Parts:
     """Read server-sent chunks up to `data: [DONE]`; a stream that stops short is an error."""
     parts = Parts()
     for data in sse_data(response, call):
         if data == "[DONE]":
             return parts
-        add_chunk(parts, data, call, on_delta)
+        add_chunk(parts, data, call, on_delta, on_calls)
     raise call.fail("the stream ended before [DONE] (dropped half-way); nothing was kept.")
 
 
@@ -275,7 +285,9 @@ def sse_data(response: httpx.Response, call: _Call) -> Iterator[str]:
             raise call.fail(f"a stream line is not a server-sent event: {snippet(line)!r}")
 
 
-def add_chunk(parts: Parts, data: str, call: _Call, on_delta: Callable[[str], None] | None) -> None:
+def add_chunk(
+    parts: Parts, data: str, call: _Call, on_delta: OnDelta | None, on_calls: OnCalls | None = None
+) -> None:
     """Merge one `chat.completion.chunk` into the answer."""
     try:
         chunk = json.loads(data)
@@ -300,6 +312,8 @@ def add_chunk(parts: Parts, data: str, call: _Call, on_delta: Callable[[str], No
             if on_delta is not None:
                 on_delta(text)
         parts.add_tool_calls(delta.get("tool_calls"), call)
+        if on_calls is not None and delta.get("tool_calls"):
+            on_calls(parts.calls.progress())
         parts.finish_reason = choice.get("finish_reason") or parts.finish_reason
 
 

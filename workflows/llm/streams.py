@@ -10,7 +10,9 @@ An `llm.agent` attempt writes all its model turns into its one stream, each betw
 `turn` entries: {"seq", "turn", "state": "started"} before its first text (`seq` is the
 step's number, `turn` the how-many-th model turn of the loop), then {"state": "recorded",
 "finish_reason", "tool_calls": [names]} once the turn is a recorded step in Postgres, or
-{"state": "failed", "error"}; its text entries carry the turn's `seq` (field `t`). Offsets
+{"state": "failed", "error"}; its text entries carry the turn's `seq` (field `t`). While
+the model streams tool calls, {"state": "calling", "calls": [{"name", "arguments"}]} says
+what they are so far (arguments' text cut at CALL_PREVIEW_CHARS), coalesced as text is. Offsets
 count characters over the attempt's whole text, all turns together.
 
 Nothing here is the only copy: the final text is the node's output in Postgres. Streams
@@ -36,7 +38,8 @@ FLUSH_SECONDS = 0.1
 TEXT_TTL_SECONDS = 3600
 END_FIELD = "end"
 TURN_FIELD = "turn"
-STARTED, RECORDED, FAILED = "started", "recorded", "failed"  # a turn's states
+STARTED, CALLING, RECORDED, FAILED = "started", "calling", "recorded", "failed"  # a turn's states
+CALL_PREVIEW_CHARS = 500  # of a tool call's arguments, while they stream in
 
 
 def text_key(node_run_id: int, attempt: int) -> str:
@@ -73,23 +76,34 @@ class TextWriter:
     written: int = 0  # characters written so far (the offset of the next piece)
     flushed_at: float = 0.0
     turn: dict[str, Any] | None = None  # the agent turn being written: {"seq", "turn"}
+    calls: list[dict[str, str]] | None = None  # the turn's tool calls so far, not yet written
 
     def on_delta(self, text: str) -> None:
         self.pending.append(text)
+        self.flush_if_due()
+
+    def on_calls(self, calls: list[tuple[str, str]]) -> None:
+        """The agent turn's tool calls so far: written as a CALLING marker, coalesced."""
+        self.calls = [{"name": name, "arguments": preview(arguments)} for name, arguments in calls]
+        self.flush_if_due()
+
+    def flush_if_due(self) -> None:
         if time.monotonic() - self.flushed_at >= self.flush_seconds:
             self.flush()
 
     def flush(self) -> None:
         self.flushed_at = time.monotonic()
-        if not self.pending:
-            return
-        piece = "".join(self.pending)
-        self.pending.clear()
-        fields = {"d": piece, "o": str(self.written)}
-        if self.turn is not None:
-            fields["t"] = str(self.turn["seq"])
-        self.write(fields)
-        self.written += len(piece)
+        if self.pending:
+            piece = "".join(self.pending)
+            self.pending.clear()
+            fields = {"d": piece, "o": str(self.written)}
+            if self.turn is not None:
+                fields["t"] = str(self.turn["seq"])
+            self.write(fields)
+            self.written += len(piece)
+        if self.calls is not None and self.turn is not None:
+            self.write_turn(CALLING, calls=self.calls)
+        self.calls = None
 
     def begin_turn(self, seq: int, number: int) -> None:
         """Mark where an agent turn's text starts: step `seq`, the loop's `number`-th turn."""
@@ -123,6 +137,10 @@ class TextWriter:
         pipe.expire(key, TEXT_TTL_SECONDS)
         pipe.xadd(FEED, {**fields, **self.attempt.feed_fields()}, maxlen=FEED_MAXLEN, approximate=True)
         pipe.execute()
+
+
+def preview(arguments: str) -> str:
+    return arguments if len(arguments) <= CALL_PREVIEW_CHARS else arguments[:CALL_PREVIEW_CHARS] + "…"
 
 
 def attempt_of(node_run_id: int, attempt: int) -> Attempt:

@@ -162,6 +162,7 @@ def take_turn(loop: Loop) -> core.Step:
                 timeout_seconds=budget,
                 where=loop.where,
                 on_delta=loop.writer.on_delta if loop.writer else None,
+                on_calls=loop.writer.on_calls if loop.writer else None,
             ),
             step=f"turn {seq}",
         )

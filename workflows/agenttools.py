@@ -30,8 +30,11 @@ Workflow calls that follow one another in a turn start together, in that one tra
 and the attempt is queued again once the last of their children has ended (settle_calls
 locks the node's row, so two children ending at once cannot both think the other still
 runs): three sub-workflows take as long as the slowest, not the sum. A handler tool's call
-between them ends the batch (it runs in the worker, in order). Waiting does not count toward the node's timeout, which bounds each stretch in a
-worker; a cancel of the parent run cancels the child (runs.cancel_locked).
+between them ends the batch (it runs in the worker, in order). Waiting does not count
+toward the node's timeout, which bounds each stretch in a worker; a cancel of the parent
+run cancels the child (runs.cancel_locked). A call starts the workflow's active version, as
+a `workflow.run` node without `version` does: publishing a tool workflow changes what its
+agents call from then on.
 """
 
 from __future__ import annotations

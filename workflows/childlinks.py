@@ -84,11 +84,7 @@ def settle_parents(child_ids: Collection[int]) -> list[int]:
             attempt=link.attempt,
             at=timezone.now(),
             started_at=link.created_at,  # the trace draws the wait from the child's start to its end
-            data={
-                "child_run": link.child_id,
-                "status": link.child.status,
-                "tool": link.agent_step_id is not None,
-            },
+            data={"child_run": link.child_id, "status": link.child.status},
         )
         for link in links
         if link.node_run_id in done
@@ -122,9 +118,7 @@ def settle_calls(ends: list[tuple[ChildRun, Awake]]) -> set[int]:
             "node_run_id", flat=True
         )
     )
-    ready = {
-        link.node_run_id: link for link, _ in ends if link.node_run_id not in still
-    }  # all its calls ended
+    ready = {link.node_run_id: link for link, _ in ends if link.node_run_id not in still}  # all calls ended
     rows = [jobs.ready(i, load_graph(link.parent_run.version_id), link.node_id) for i, link in ready.items()]
     packed = jobs.pack(rows, 1, direct=False)
     attempts = {i: link.attempt for i, link in ready.items()}

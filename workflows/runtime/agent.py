@@ -237,11 +237,7 @@ def call_tool(loop: Loop, move: core.CallTool) -> core.Step:
     name, arguments = checked
     fields.update(tool=name, arguments=arguments)
     if name.startswith(core.WORKFLOW_PREFIX):
-        return call_workflows(
-            loop,
-            move,
-            agenttools.ToolCall(seq, key, started, fields, name[len(core.WORKFLOW_PREFIX) :], arguments),
-        )
+        return call_workflows(loop, move, workflow_call(loop, move, seq, started, name, arguments))
     handler = handlers.get_handler(name)
     try:
         result = run_tool(loop, handler, arguments, key)
@@ -288,21 +284,20 @@ def following_workflow_calls(loop: Loop, move: core.CallTool) -> Iterator[agentt
     """The valid workflow calls right after `move` in its turn, each with the next seq."""
     turn = next(s for s in loop.steps if s.seq == move.turn_seq)
     for index in range(move.index + 1, len(turn.calls)):
-        call = turn.calls[index]
-        checked = core.check_call(call, loop.offer.allowed)
+        later = core.CallTool(turn.calls[index], move.turn_seq, index)
+        checked = core.check_call(later.call, loop.offer.allowed)
         if isinstance(checked, str) or not checked[0].startswith(core.WORKFLOW_PREFIX):
             return
-        name, arguments = checked
-        later = core.CallTool(call, move.turn_seq, index)
-        fields = {"turn_seq": move.turn_seq, "call_id": call.id, "tool": name, "arguments": arguments}
-        yield agenttools.ToolCall(
-            loop.take_seq(),
-            later.key(loop.ctx.run_id, loop.ctx.node_id),
-            timezone.now(),
-            fields,
-            name[len(core.WORKFLOW_PREFIX) :],
-            arguments,
-        )
+        yield workflow_call(loop, later, loop.take_seq(), timezone.now(), *checked)
+
+
+def workflow_call(
+    loop: Loop, move: core.CallTool, seq: int, started: datetime, name: str, arguments: dict[str, Any]
+) -> agenttools.ToolCall:
+    """A checked call of a workflow tool (`name`: workflow__<slug>), as its step records it."""
+    fields = {"turn_seq": move.turn_seq, "call_id": move.call.id, "tool": name, "arguments": arguments}
+    key = move.key(loop.ctx.run_id, loop.ctx.node_id)
+    return agenttools.ToolCall(seq, key, started, fields, name[len(core.WORKFLOW_PREFIX) :], arguments)
 
 
 def told_error(

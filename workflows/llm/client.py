@@ -70,6 +70,10 @@ class _Call:
             raise self.fail("timed out while reading the answer.")
 
 
+OnDelta = Callable[[str], None]  # a piece of streamed text
+OnCalls = Callable[[list[tuple[str, str]]], None]  # the tool calls so far: (name, arguments' text)
+
+
 def complete(
     endpoint: Endpoint,
     messages: list[dict[str, Any]],
@@ -79,8 +83,8 @@ def complete(
     idempotency_key: str,
     timeout_seconds: float,
     where: str,
-    on_delta: Callable[[str], None] | None = None,
-    on_calls: Callable[[list[tuple[str, str]]], None] | None = None,
+    on_delta: OnDelta | None = None,
+    on_calls: OnCalls | None = None,
 ) -> Completion:
     """Make one chat completion call; raise HandlerError naming provider, model and `where`.
 
@@ -257,10 +261,6 @@ def parse_body(body: bytes, call: _Call) -> Parts:
     parts.finish_reason = choice.get("finish_reason") if isinstance(choice, dict) else None
     parts.add_usage(data.get("usage"))
     return parts
-
-
-OnDelta = Callable[[str], None]
-OnCalls = Callable[[list[tuple[str, str]]], None]
 
 
 def read_stream(

@@ -225,10 +225,11 @@ def test_the_demo_agent_works_against_the_scripted_demo_provider(
     agent_runtime: Runtime, llm: FakeLLMServer
 ) -> None:
     llm.reply = script_reply  # what `make run` serves as the demo provider
-    run, _ = runs.start_run(publish("demo-agent", DEMO_AGENT), {"order_id": "A-1001"})
+    run, _ = runs.start_run(publish("demo-agent", DEMO_AGENT), {"order_id": "B-2002"})
     assert wait_finished(run).status == "succeeded"
     agent = NodeRun.objects.get(run=run, node_id="support_agent")
     tool = AgentStep.objects.get(node_run=agent, kind="tool")
-    assert (tool.tool, tool.status, tool.arguments) == ("demo.lookup_order", "ok", {"order_id": "A-1001"})
+    # The script fills order_id with what its pattern finds in the prompt: the order asked about.
+    assert (tool.tool, tool.status, tool.arguments) == ("demo.lookup_order", "ok", {"order_id": "B-2002"})
     assert (agent.output["turns"], agent.output["tool_calls"]) == (2, 1)
     assert tool.result["order_id"] in agent.output["content"], "the answer quotes the tool's result"

@@ -273,6 +273,7 @@ def test_the_seeded_demo_agent_workflow_works_against_the_scripted_demo_provider
         "succeeded",
         "concierge",
     )
+    assert link.child.input == {"user_id": "u-42"}, "the profile of the user the agent was asked about"
     concierge = NodeRun.objects.get(run=run, node_id="concierge")
     assert (concierge.output["turns"], concierge.output["tool_calls"]) == (2, 1)
     step = AgentStep.objects.get(node_run=concierge, kind="tool")

@@ -133,6 +133,12 @@ DEMO_PROFILE: dict[str, Any] = {
         "Enrich a user profile: fetch the profile and the location in parallel, analyse "
         'sentiment, then recommend offers from all three. Input: {"user_id": "u-42"}.'
     ),
+    # Optional: without it the profile is the default user's. An agent calling this workflow
+    # as a tool is offered this schema (demo-agent-workflow passes the user it was asked about).
+    "input_schema": {
+        "type": "object",
+        "properties": {"user_id": {"type": "string", "description": "Whose profile, as u-<number>."}},
+    },
     "nodes": [
         _profile_node("fetch_profile"),
         _profile_node("enrich_location"),
@@ -317,7 +323,7 @@ DEMO_AGENT: dict[str, Any] = {
 # An agent that calls a workflow as a tool (`workflow_tools`, workflows/agenttools.py):
 # demo-profile runs as its child run while the agent's attempt waits without a worker, and
 # the child's output is the tool's result. Against the demo provider (no network) it calls
-# the workflow once (with {}: demo-profile declares no input_schema), then answers.
+# the workflow once (with the user_id its prompt names: demo_server.fill_object), then answers.
 DEMO_AGENT_WORKFLOW: dict[str, Any] = {
     "description": (
         "An LLM agent calls the demo-profile workflow as a tool (a child run, linked both ways), "

@@ -49,13 +49,26 @@ def is_model_name(model: str) -> bool:
     return 0 < len(model) <= 200 and is_text(model) and not any(c < " " for c in model)
 
 
+def is_base_url(url: str) -> bool:
+    if len(url) > 500 or not is_text(url) or any(c <= " " for c in url):
+        return False
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError:  # "Invalid IPv6 URL": a "[" with no "]", say
+        return False
+    return parts.scheme in ("http", "https") and bool(host) and not parts.username and not parts.query
+
+
 def check_provider(change: ProviderChange) -> None:
     """Refuse a provider that could not serve, naming the field."""
     if not is_provider_name(change.name):
         raise Invalid(f"name: use {NAME_HELP}; got {change.name[:80]!r}.")
-    parts = urlsplit(change.base_url)
-    if parts.scheme not in ("http", "https") or not parts.hostname or parts.username or parts.query:
-        raise Invalid("base_url: give an http:// or https:// URL with a host, no credentials, no query.")
+    if not is_base_url(change.base_url):
+        raise Invalid(
+            "base_url: give an http:// or https:// URL (at most 500 characters) with a host, "
+            "no credentials, no query, no spaces."
+        )
     if not change.default_model.strip() or len(change.default_model) > 200:
         raise Invalid("default_model: give the model name (1 to 200 characters).")
     if len(change.models) > MAX_MODELS or any(not m.strip() or len(m) > 200 for m in change.models):

@@ -4,7 +4,10 @@ Not a model. It answers `POST /v1/chat/completions` by a script, streamed (serve
 chunks, a word at a time, `WORD_DELAY_SECONDS` apart, so the text visibly grows) or whole:
 
 - tools offered and no tool result in the messages yet: it calls the first tool whose
-  argument schema it can fill (strings from the user's message, numbers 1, enums' first value);
+  argument schema it can fill (a string: the part of the user's message its `pattern`
+  matches, else its default, else an id-like word such as `u-42` in the message, else the
+  message; numbers 1, enums' first value; optional `..._id` strings when the message names
+  one);
 - otherwise: a text answer that quotes the user's message and the tool results it was given.
 
 Token counts are words. `make run` starts it (`python -m workflows.llm.demo_server --port P`)
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -27,6 +31,7 @@ WORD_DELAY_SECONDS = 0.06
 MAX_BODY_BYTES = 4 * 1024 * 1024
 MAX_QUOTE_WORDS = 40
 ARGUMENT_PIECE_CHARS = 8  # a streamed tool call's arguments come in fragments this long
+ID_LIKE = re.compile(r"\b[A-Za-z]+-[0-9]+\b")  # u-42, A-1001: what a user names a thing by
 
 
 # --- the script -----------------------------------------------------------------------------
@@ -73,7 +78,8 @@ def quote(text: str) -> str:
 def text_answer(messages: list[dict[str, Any]]) -> str:
     """The scripted text: what was asked, and what the tools said."""
     results = [quote(str(m.get("content") or "")) for m in messages if m.get("role") == "tool"]
-    parts = [f"(Demo provider, scripted; not a real model.) You asked: {quote(last_user_text(messages))}."]
+    asked = quote(last_user_text(messages)).rstrip(".")
+    parts = [f"(Demo provider, scripted; not a real model.) You asked: {asked}."]
     if results:
         parts.append("The tools answered: " + "; ".join(results) + ".")
     parts.append("A real provider would answer here; an admin sets one up on the LLM page.")
@@ -105,13 +111,14 @@ def fill(schema: Any, text: str) -> Any:
         return None
     if "enum" in schema:
         return schema["enum"][0] if schema["enum"] else None
+    kind = schema.get("type", "object")
+    if kind == "string":
+        return fill_string(schema, text)
     if "default" in schema:
         return schema["default"]
-    kind = schema.get("type", "object")
     if kind == "object":
         return fill_object(schema, text)
     simple = {
-        "string": (text or "demo")[:100],
         "integer": max(1, int(schema.get("minimum", 1))),
         "boolean": True,
     }
@@ -122,6 +129,21 @@ def fill(schema: Any, text: str) -> Any:
     return simple.get(kind) if isinstance(kind, str) else None
 
 
+def fill_string(schema: dict[str, Any], text: str) -> str:
+    pattern = schema.get("pattern")
+    if isinstance(pattern, str):
+        try:
+            match = re.search(pattern.removeprefix("^").removesuffix("$"), text)
+        except re.error:
+            match = None
+        if match:
+            return match.group(0)
+    if isinstance(schema.get("default"), str):
+        return str(schema["default"])
+    named = ID_LIKE.search(text)
+    return named.group(0) if named else (text or "demo")[:100]
+
+
 def fill_object(schema: dict[str, Any], text: str) -> dict[str, Any] | None:
     properties = schema.get("properties") or {}
     found: dict[str, Any] = {}
@@ -130,6 +152,11 @@ def fill_object(schema: dict[str, Any], text: str) -> dict[str, Any] | None:
         if value is None:
             return None
         found[name] = value
+    named = ID_LIKE.search(text)  # an optional id the message names: what the user means
+    ids = [n for n, spec in properties.items() if n.endswith("_id") and isinstance(spec, dict)]
+    for name in ids if named else ():
+        if name not in found and properties[name].get("type") == "string":
+            found[name] = named.group(0)
     return found
 
 

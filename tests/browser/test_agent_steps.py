@@ -138,7 +138,7 @@ def test_a_tool_call_shows_on_the_run_page_while_the_model_is_still_writing_it(
     agent_runtime: Runtime, agent_llm: FakeLLMServer, page_as: Any, live_url: str, screenshot: Any
 ) -> None:
     agent_llm.chunk_delay = 0.1
-    order = "A-" + "7" * 400  # arguments in 8-character pieces: a call written over seconds
+    order = "A-" + "7" * 800  # arguments in 8-character pieces: a call written over ~10 s
     agent_llm.reply = scripted(
         completion(None, ("demo__lookup_order", {"order_id": order})), completion("Done.")
     )

@@ -49,9 +49,9 @@ def ip(*args: str) -> None:
 class Forward(threading.Thread):
     """Accept on (host, port) and relay each connection to 127.0.0.1:target."""
 
-    def __init__(self, host: str, target: int) -> None:
+    def __init__(self, host: str, target: int, port: int = 0) -> None:
         super().__init__(daemon=True)
-        self.server = socket.create_server((host, 0))
+        self.server = socket.create_server((host, port))
         self.port = self.server.getsockname()[1]
         self.target = target
         self.stopped = False

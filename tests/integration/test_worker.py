@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import threading
+import time
 from datetime import timedelta
 
 import pytest
+import redis
 from django.utils import timezone
+from rq import Queue
 from rq.job import Job
 
 from tests.integration.conftest import node, publish
+from tests.integration.test_cross_host import Forward
 from workflows import runs
 from workflows.models import NodeRun
-from workflows.runtime import advancing, jobs
+from workflows.runtime import advancing, bus, jobs
 from workflows.runtime.reconciler import Reconciler
 from workflows.runtime.transitions import InputRow
 from workflows.runtime.worker import TAKE_AT_MOST, NodeWorker
@@ -125,3 +130,38 @@ def test_the_reconciler_finds_an_urgent_job_waiting_in_its_lane(redis_clean: Non
     NodeRun.objects.filter(run=run).update(queued_at=timezone.now() - timedelta(minutes=5))
 
     assert Reconciler().requeue_lost_jobs(workers=1) == 0  # waiting in the urgent lane: not lost
+
+
+def test_a_worker_waits_out_redis_at_the_top_of_its_loop_instead_of_quitting(redis_clean: None) -> None:
+    """RQ's loop quits on a Redis error from check_for_suspension (rqcompat, assumption 9):
+    a worker whose link dropped right after a job exited. Here its link (a relay to the
+    real Redis) is cut for 6 s, longer than redis-py's own retries (about 4 s), then a new
+    relay listens on the same port."""
+    redis_port = bus.client().connection_pool.connection_kwargs["port"]
+    relay = Forward("127.0.0.1", redis_port)
+    relay.start()
+    connection = redis.Redis(host="127.0.0.1", port=relay.port, socket_timeout=2)
+    worker = NodeWorker([Queue("default", connection=connection)], connection=connection)
+    relay.stop()
+    connection.connection_pool.disconnect()  # the cut reaches the open connections too
+    outcome: list[BaseException | None] = []
+
+    def top_of_loop() -> None:
+        try:
+            worker.check_for_suspension(False)
+            outcome.append(None)
+        except BaseException as exc:  # the test reports whatever came out
+            outcome.append(exc)
+
+    started = time.monotonic()
+    thread = threading.Thread(target=top_of_loop, daemon=True)
+    thread.start()
+    thread.join(6.0)
+    assert not outcome, f"it gave up while Redis was away: {outcome}"
+    back = Forward("127.0.0.1", redis_port, relay.port)
+    back.start()
+    try:
+        thread.join(15)
+        assert outcome == [None] and time.monotonic() - started >= 6.0
+    finally:
+        back.stop()

@@ -45,6 +45,10 @@ Assumptions about RQ 3.0, and why each is needed:
    `request_force_stop` for a second signal, which reads `_shutdown_requested_date`
    (private). NodeWorker's lean path never tells RQ it is busy, so its `request_stop` sets
    those two itself (`stop_after_current_job`).
+9. The work loop calls `check_for_suspension(burst)` at the top of every turn and
+   `run_maintenance_tasks()` now and then, and quits on any exception from them (a Redis
+   TimeoutError: "Redis connection timeout, quitting"); only its own pop retries a Redis
+   that is away. NodeWorker waits both out (`wait_out_redis`).
 """
 
 from __future__ import annotations
@@ -89,6 +93,8 @@ OVERRIDDEN = (
     "set_state",
     "reorder_queues",
     "request_stop",
+    "check_for_suspension",
+    "run_maintenance_tasks",
 )
 
 

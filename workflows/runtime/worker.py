@@ -63,7 +63,7 @@ from rq import Queue, SimpleWorker
 from rq.job import Job
 
 from workflows.core import priorities
-from workflows.outages import STORES_AWAY
+from workflows.outages import STORES_AWAY, Outage
 from workflows.runtime import bus, execution, jobs, mapping, pgsession, reconciler, rqcompat, tally
 from workflows.runtime import items as map_items
 
@@ -169,6 +169,28 @@ class NodeWorker(SimpleWorker):
         with contextlib.suppress(*STORES_AWAY):
             bus.forget_worker(self.name)
         os._exit(0)  # the handler is still running: no cleanup may wait for it
+
+    def check_for_suspension(self, burst: bool) -> None:
+        self.wait_out_redis(super().check_for_suspension, burst)
+
+    def run_maintenance_tasks(self) -> None:
+        self.wait_out_redis(super().run_maintenance_tasks)
+
+    def wait_out_redis(self, step: Callable[..., None], *args: Any) -> None:
+        """Take one of the steps at the top of RQ's loop, waiting out a Redis that is away.
+
+        RQ's loop quits on a Redis error there (rqcompat, assumption 9): a worker whose link
+        to Redis dropped right after a job exited instead of carrying on.
+        """
+        outage = Outage(f"worker {self.name}", log)
+        while True:
+            try:
+                step(*args)
+            except STORES_AWAY as exc:
+                time.sleep(outage.failed(exc))
+                continue
+            outage.ok()
+            return
 
     def work(self, *args: Any, **kwargs: Any) -> bool:
         pgsession.plan_generically()

@@ -12,8 +12,8 @@ An `llm.agent` node's attempt streams each model turn between two `turn` events:
 "turn", "state": "started"} before the turn's text, then {"seq", "turn", "state":
 "recorded", "finish_reason", "tool_calls": [names]} once the turn is a recorded step (or
 "failed" with "error"); between them, {"state": "calling", "calls": [{"name", "arguments"}]}
-as the model writes tool calls (arguments' text so far); its `text` events carry the turn's step number as "turn". Offsets
-count over the attempt's whole text. The tool calls between turns are the node's steps
+as the model writes tool calls (arguments' text so far); its `text` events carry the turn's
+step number as "turn". Offsets count over the attempt's whole text. The tool calls between turns are the node's steps
 (`GET .../nodes/{node}/steps`).
 """
 

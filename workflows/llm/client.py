@@ -71,7 +71,7 @@ class _Call:
 
 
 OnDelta = Callable[[str], None]  # a piece of streamed text
-OnCalls = Callable[[list[tuple[str, str]]], None]  # the tool calls so far: (name, arguments' text)
+OnCalls = Callable[[toolcalls.ToolCalls], None]  # the tool calls so far (read them when needed)
 
 
 def complete(
@@ -89,7 +89,8 @@ def complete(
     """Make one chat completion call; raise HandlerError naming provider, model and `where`.
 
     Streamed (with `on_delta`): each piece of text goes to `on_delta`, and after each piece
-    of a tool call, the calls so far (name, arguments' text) to `on_calls`."""
+    of a tool call, the calls so far to `on_calls` (assembled, not copied: joining their
+    arguments on every piece would cost the square of their length)."""
     started = time.monotonic()
     call = _Call(endpoint, where, started + timeout_seconds)
     payload = request_payload(endpoint, messages, tools, options, stream=on_delta is not None)
@@ -313,7 +314,7 @@ def add_chunk(
                 on_delta(text)
         parts.add_tool_calls(delta.get("tool_calls"), call)
         if on_calls is not None and delta.get("tool_calls"):
-            on_calls(parts.calls.progress())
+            on_calls(parts.calls)
         parts.finish_reason = choice.get("finish_reason") or parts.finish_reason
 
 

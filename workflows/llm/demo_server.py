@@ -139,7 +139,7 @@ def fill_string(schema: dict[str, Any], text: str) -> str:
         if match:
             return match.group(0)
     if isinstance(schema.get("default"), str):
-        return str(schema["default"])
+        return schema["default"]
     named = ID_LIKE.search(text)
     return named.group(0) if named else (text or "demo")[:100]
 
@@ -153,9 +153,13 @@ def fill_object(schema: dict[str, Any], text: str) -> dict[str, Any] | None:
             return None
         found[name] = value
     named = ID_LIKE.search(text)  # an optional id the message names: what the user means
-    ids = [n for n, spec in properties.items() if n.endswith("_id") and isinstance(spec, dict)]
-    for name in ids if named else ():
-        if name not in found and properties[name].get("type") == "string":
+    for name, spec in properties.items() if named else ():
+        if (
+            name not in found
+            and name.endswith("_id")
+            and isinstance(spec, dict)
+            and spec.get("type") == "string"
+        ):
             found[name] = named.group(0)
     return found
 

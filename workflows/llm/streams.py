@@ -12,8 +12,8 @@ step's number, `turn` the how-many-th model turn of the loop), then {"state": "r
 "finish_reason", "tool_calls": [names]} once the turn is a recorded step in Postgres, or
 {"state": "failed", "error"}; its text entries carry the turn's `seq` (field `t`). While
 the model streams tool calls, {"state": "calling", "calls": [{"name", "arguments"}]} says
-what they are so far (arguments' text cut at CALL_PREVIEW_CHARS), coalesced as text is. Offsets
-count characters over the attempt's whole text, all turns together.
+what they are so far (arguments' text cut at CALL_PREVIEW_CHARS), coalesced as text is.
+Offsets count characters over the attempt's whole text, all turns together.
 
 Nothing here is the only copy: the final text is the node's output in Postgres. Streams
 expire TEXT_TTL_SECONDS after their last write. A retried attempt writes a stream of its
@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from workflows.core.toolcalls import ToolCalls
 from workflows.handlers import HandlerError, NodeContext
 from workflows.models import NodeRun
 from workflows.runtime import bus
@@ -76,15 +77,15 @@ class TextWriter:
     written: int = 0  # characters written so far (the offset of the next piece)
     flushed_at: float = 0.0
     turn: dict[str, Any] | None = None  # the agent turn being written: {"seq", "turn"}
-    calls: list[dict[str, str]] | None = None  # the turn's tool calls so far, not yet written
+    calls: ToolCalls | None = None  # the turn's tool calls being assembled, not yet written
 
     def on_delta(self, text: str) -> None:
         self.pending.append(text)
         self.flush_if_due()
 
-    def on_calls(self, calls: list[tuple[str, str]]) -> None:
+    def on_calls(self, calls: ToolCalls) -> None:
         """The agent turn's tool calls so far: written as a CALLING marker, coalesced."""
-        self.calls = [{"name": name, "arguments": preview(arguments)} for name, arguments in calls]
+        self.calls = calls
         self.flush_if_due()
 
     def flush_if_due(self) -> None:
@@ -102,7 +103,8 @@ class TextWriter:
             self.write(fields)
             self.written += len(piece)
         if self.calls is not None and self.turn is not None:
-            self.write_turn(CALLING, calls=self.calls)
+            so_far = [{"name": name, "arguments": preview(text)} for name, text in self.calls.progress()]
+            self.write_turn(CALLING, calls=so_far)
         self.calls = None
 
     def begin_turn(self, seq: int, number: int) -> None:

@@ -39,8 +39,8 @@ not stalled), and a resumed attempt's lost job is a queued attempt whose job wai
 
 The wait kinds (`human.approval`, `wait.event`, `wait.timer`, core/waits.py): a ready one
 is claimed into `waiting` (pending or retrying -> waiting, a new attempt, no job: it holds
-no worker, but keeps its place under the node's `max_in_flight`, capacity.py) with its Wait row (workflows/waits.py); it leaves by a
-decision, an event or a deadline (`transitions.decide_waits`, `wake_waits`, `expire_waits`).
+no worker, but keeps its place under the node's `max_in_flight`, capacity.py) with its Wait
+row (workflows/waits.py); it leaves by a decision, an event or a deadline (`transitions.decide_waits`, `wake_waits`, `expire_waits`).
 The reconciler has nothing to repair in it: the wait is all in Postgres, and a run whose
 node waits is neither stalled nor finished (reconciler.STALLED_RUNS_SQL).
 

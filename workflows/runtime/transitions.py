@@ -651,16 +651,22 @@ def end_compensations(ends: Sequence[tuple[int, str]]) -> list[tuple[int, str]]:
 # still ends dead. An attempt that overran its timeout unreported counts like any failure.
 LOST_SQL = """
 UPDATE {table} t SET status = '{failed}', error = v.error, traceback = '',
-  tries = t.tries - (v.free AND t.lost < %s)::int, lost = t.lost + (v.free AND t.lost < %s)::int
-FROM unnest(%s::bigint[], %s::int[], %s::text[], %s::bool[]) AS v(id, attempt, error, free)
+  tries = t.tries - (v.free AND t.lost < %(cap)s)::int, lost = t.lost + (v.free AND t.lost < %(cap)s)::int
+FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], %(errors)s::text[], %(free)s::bool[])
+  AS v(id, attempt, error, free)
 WHERE t.id = v.id AND t.attempt = v.attempt AND t.status = '{running}'
 RETURNING {returning}
 """
 
 
-def lost_params(lost: Sequence[Lost]) -> list[Any]:
-    free = settings.SWITCHYARD["FREE_LOST_ATTEMPTS"]
-    return [free, free, *(list(column) for column in zip(*lost, strict=True))]
+def lost_params(lost: Sequence[Lost]) -> dict[str, Any]:
+    return {
+        "cap": settings.SWITCHYARD["FREE_LOST_ATTEMPTS"],
+        "ids": [x.noderun_id for x in lost],
+        "attempts": [x.attempt for x in lost],
+        "errors": [x.error for x in lost],
+        "free": [x.free for x in lost],
+    }
 
 
 @performs(Cause.LOST, nodes={N.RUNNING: [N.FAILED]})

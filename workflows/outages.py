@@ -71,4 +71,4 @@ class Outage:
             self.since, self.away, self.delay = None, "", FIRST_DELAY_SECONDS
 
 
-__all__ = ["RETRY_AFTER_SECONDS", "STORES_AWAY", "Outage", "store_of", "unavailable"]
+__all__ = ["MAX_DELAY_SECONDS", "RETRY_AFTER_SECONDS", "STORES_AWAY", "Outage", "store_of", "unavailable"]

@@ -63,7 +63,7 @@ from rq import Queue, SimpleWorker
 from rq.job import Job
 
 from workflows.core import priorities
-from workflows.outages import STORES_AWAY, Outage
+from workflows.outages import MAX_DELAY_SECONDS, STORES_AWAY, Outage
 from workflows.runtime import bus, execution, jobs, mapping, pgsession, reconciler, rqcompat, tally
 from workflows.runtime import items as map_items
 
@@ -127,6 +127,11 @@ class NodeWorker(SimpleWorker):
     (core/priorities.py), except on one pop in every AGING_EVERY, which takes the plain
     queues first: a stream of urgent jobs never starves the plain ones.
     """
+
+    # RQ's pop waits for a Redis that is away with a doubling delay up to this: 5 s, as every
+    # other loop here (outages.Outage), not RQ's 60 s, which left a worker idle for up to a
+    # minute after Redis was back (seen: "retrying in 32 seconds" after a cut link returned).
+    max_connection_wait_time = MAX_DELAY_SECONDS
 
     companions: tuple[Job, ...] = ()  # batchable jobs taken with the one RQ popped
     pops = 0

@@ -91,12 +91,14 @@ def main() -> None:
     from django.db import connection
 
     from tests.fakes.llm_server import FakeLLMServer
-    from workflows import handlers, runs, versions
+    from workflows import handlers
+    from workflows.agents.loop import run_agent
     from workflows.core import agent as core
     from workflows.llm import client, providers
-    from workflows.models import NodeRun
-    from workflows.runtime.agent import run_agent
-    from workflows.versions import load_graph
+    from workflows.runs import actions as runs
+    from workflows.store.graphs import load_graph
+    from workflows.store.models import NodeRun
+    from workflows.versions import publish as versions
 
     statements = [0]
 

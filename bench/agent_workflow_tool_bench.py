@@ -48,8 +48,9 @@ def reply(request: dict[str, Any]) -> dict[str, Any]:
 def main() -> None:
     env = prepare()
     from tests.fakes.llm_server import FakeLLMServer
-    from workflows import runs, versions
-    from workflows.models import AgentStep, Run
+    from workflows.runs import actions as runs
+    from workflows.store.models import AgentStep, Run
+    from workflows.versions import publish as versions
 
     with FakeLLMServer() as llm:
         llm.reply = reply

@@ -156,8 +156,10 @@ def prepare() -> dict[str, Any]:
     from django.db import connection
     from django.utils import timezone
 
-    from workflows import keys, runs, versions
-    from workflows.models import NodeRun, Run
+    from workflows.integrations import keys
+    from workflows.runs import actions as runs
+    from workflows.store.models import NodeRun, Run
+    from workflows.versions import publish as versions
 
     admin = get_user_model().objects.create_superuser("bench", "bench@example.test")
     _, token = keys.create_key(admin, "bench", ["admin"])

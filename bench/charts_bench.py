@@ -4,7 +4,7 @@ Fills a database of its own (`switchyard_chartsbench`, on the embedded servers o
 .data/bench-charts or those DATABASE_URL/REDIS_URL name) with RUNS runs (100,000) of five
 workflows finished over the last 7 days, LETTERS dead letters (40,000) and 7 days of backlog
 samples (every 30 s, two queues and five workflows), all bulk-inserted with SQL
-(generate_series), then ANALYZE. Then times every chart (monitoring/charts.py) for every
+(generate_series), then ANALYZE. Then times every chart (monitoring/services/charts.py) for every
 window, over all workflows and for one, REPEAT times each, in process (the SQL and the
 shaping of the answer, no HTTP), and prints p50/p95 in ms and the indexes the plan reads.
 Figures only; nothing here is asserted.
@@ -68,7 +68,7 @@ FROM generate_series(now() - interval '7 days', now(), interval '30 seconds') t,
 def fill() -> None:
     from django.db import connection
 
-    from workflows import versions
+    from workflows.versions import publish as versions
 
     for n in range(WORKFLOWS):
         flow = versions.create_workflow(f"bench-{n}", f"Bench {n}")
@@ -93,7 +93,7 @@ def indexes_read(name: str, window: str, workflow_id: int | None) -> list[str]:
     """The indexes PostgreSQL's plan reads for one chart (EXPLAIN of its main query)."""
     from django.db import connection
 
-    from monitoring import charts
+    from monitoring.services import charts
 
     captured: list[str] = []
     original = charts.query
@@ -114,8 +114,8 @@ def indexes_read(name: str, window: str, workflow_id: int | None) -> list[str]:
 
 
 def measure() -> list[dict[str, Any]]:
-    from monitoring import charts
-    from workflows.models import Workflow
+    from monitoring.services import charts
+    from workflows.store.models import Workflow
 
     one = Workflow.objects.get(slug="bench-0").pk
     rows = []

@@ -30,9 +30,10 @@ PARENT = {"nodes": [{"id": "call", "handler": "workflow.run", "config": {"workfl
 
 def main() -> None:
     env = prepare()
-    from workflows import runs, versions
     from workflows.handlers.demo import DEMO_SAGA
-    from workflows.models import Run, RunEvent
+    from workflows.runs import actions as runs
+    from workflows.store.models import Run, RunEvent
+    from workflows.versions import publish as versions
 
     procs = start_processes(
         {

@@ -229,8 +229,9 @@ class Bench:
         from django.contrib.auth.models import Group, User
         from django.contrib.sessions.backends.db import SessionStore
 
-        from workflows import runs, versions
         from workflows.handlers.demo import DEMO_PROFILE
+        from workflows.runs import actions as runs
+        from workflows.versions import publish as versions
 
         workflow = versions.create_workflow("bench-demo", "Bench demo")
         versions.publish_version(versions.create_version(workflow, DEMO_PROFILE))
@@ -289,7 +290,7 @@ class Bench:
         return run.pk
 
     def wait_finished(self, ids: list[int], timeout: float) -> float:
-        from workflows.models import Run
+        from workflows.store.models import Run
 
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -123,8 +123,8 @@ def prepare(sizes: list[int]) -> dict[int, dict[str, Any]]:
     from django.core.management import call_command
 
     from tests.browser.editor_fixtures import layered_definition
-    from workflows import versions
-    from workflows.models import Workflow
+    from workflows.store.models import Workflow
+    from workflows.versions import publish as versions
 
     call_command("migrate", verbosity=0)
     user, _ = User.objects.get_or_create(username=USER)

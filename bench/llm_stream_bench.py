@@ -210,8 +210,9 @@ class StreamBench(Bench):
         super().prepare()
         from django.contrib.auth.models import User
 
-        from workflows import keys, versions
-        from workflows.models import LLMProvider
+        from workflows.integrations import keys
+        from workflows.store.models import LLMProvider
+        from workflows.versions import publish as versions
 
         url = serve_provider(self.args.rate, self.args.tokens)
         LLMProvider.objects.create(

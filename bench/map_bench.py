@@ -110,9 +110,10 @@ def main() -> None:
     import django
 
     django.setup()
-    from workflows import runs, versions
-    from workflows.models import Run
+    from workflows.runs import actions as runs
     from workflows.runtime import bus
+    from workflows.store.models import Run
+    from workflows.versions import publish as versions
 
     bus.client().flushdb()
     bus.ensure_group()

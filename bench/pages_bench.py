@@ -132,7 +132,7 @@ def prepare(runs: int, letters: int) -> dict[str, Any]:
     from django.core.management import call_command
     from django.test import Client
 
-    from workflows.models import DeadLetter, Run
+    from workflows.store.models import DeadLetter, Run
 
     call_command("migrate", verbosity=0)
     if Run.objects.filter(workflow__slug__in=SLUGS).count() < runs:

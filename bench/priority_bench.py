@@ -65,9 +65,10 @@ def main() -> None:
     import django
 
     django.setup()
-    from workflows import runs, versions
-    from workflows.models import NodeRun
+    from workflows.runs import actions as runs
     from workflows.runtime import bus
+    from workflows.store.models import NodeRun
+    from workflows.versions import publish as versions
 
     bus.client().flushdb()
     bus.ensure_group()

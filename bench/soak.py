@@ -9,7 +9,7 @@ PostgreSQL tables' total size; at the end: each process's memory slope (least sq
 per hour, over the second half so that start-up is not counted), the tables' sizes at the
 start and the end, and the run latency (start to finish) p50/p95 of the first and the last
 five minutes (or fifths of the run if shorter). With --retention-days, finished runs older
-than that are pruned by the scheduler as in production (workflows/retention.py): compare
+than that are pruned by the scheduler as in production (workflows/operations/retention.py): compare
 the table growth of two soaks, with and without.
 """
 

@@ -157,9 +157,10 @@ class SwitchyardBench:
         import django
 
         django.setup()
-        from workflows import runs, versions
-        from workflows.models import NodeRun, Run
+        from workflows.runs import actions as runs
         from workflows.runtime import bus
+        from workflows.store.models import NodeRun, Run
+        from workflows.versions import publish as versions
 
         self.bus, self.runs, self.versions = bus, runs, versions
         self.Run, self.NodeRun = Run, NodeRun

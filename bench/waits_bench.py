@@ -132,9 +132,12 @@ def main() -> None:
     from django.test import Client
     from django.utils import timezone
 
-    from workflows import approvals, runs, versions, waits
-    from workflows.models import NodeRun, Wait
+    from workflows.runs import actions as runs
     from workflows.runtime import bus  # noqa: F401
+    from workflows.store.models import NodeRun, Wait
+    from workflows.versions import publish as versions
+    from workflows.waits import approvals
+    from workflows.waits import waiting as waits
 
     procs = start_processes(
         {

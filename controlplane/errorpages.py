@@ -4,7 +4,7 @@ Django calls `server_error` (controlplane.urls.handler500) while the exception i
 handled, so `sys.exc_info()` still names it; a database or Redis that does not answer is
 the operator's cue to wait or restart, not a bug, and gets its own page, status and
 Retry-After. The API answers the same as problem+json (workflows/api/api.py,
-`on_store_away`); both take the decision, the message and the wait from workflows/outages.py.
+`on_store_away`); both take the decision, the message and the wait from workflows/runtime/outages.py.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from django.db import close_old_connections
 from django.http import HttpRequest, HttpResponse
 from django.template import loader
 
-from workflows import outages
+from workflows.runtime import outages
 
 
 def server_error(request: HttpRequest) -> HttpResponse:

@@ -132,7 +132,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "monitoring.views_inbox.inbox_nav",
+                "monitoring.views.overview.inbox.inbox_nav",
             ],
         },
     },
@@ -210,7 +210,7 @@ SWITCHYARD = {
     # An event posted on a key nobody waits on is kept this long for a node that will (waits.py).
     "EVENT_RETENTION_SECONDS": env_int("SWITCHYARD_EVENT_RETENTION_SECONDS", 86400),
     # Finished runs (with their history, outputs and spans) are deleted after this many
-    # days; 0 keeps them for ever. Per workflow: Workflow.retention_days (workflows/retention.py).
+    # days; 0 keeps them for ever. Per workflow: Workflow.retention_days (workflows/operations/retention.py).
     "RETENTION_DAYS": env_float("SWITCHYARD_RETENTION_DAYS", 30.0),
     # How long a signed one-click decision link stays valid.
     "DECISION_LINK_SECONDS": env_int("SWITCHYARD_DECISION_LINK_SECONDS", 7 * 86400),
@@ -272,7 +272,7 @@ LOGGING = {
     "disable_existing_loggers": False,
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
-        "json": {"()": "monitoring.logging.JsonFormatter"},
+        "json": {"()": "workflows.runtime.logcontext.JsonFormatter"},
     },
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},

@@ -3,7 +3,7 @@
 A NUL character (or an unpaired surrogate) in a reason, a comment, a filter or a path
 segment reached PostgreSQL from the pages and answered 500 (`DataError`). One middleware
 covers every page and form, those written later included; it uses the API's own check
-(workflows/texts.py). The API is left to its parser (api/parsing.py), which answers the
+(workflows/store/texts.py). The API is left to its parser (api/parsing.py), which answers the
 same refusal as problem+json. The answer is 400 naming the field, and nothing is stored.
 """
 
@@ -14,7 +14,7 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
-from workflows.texts import is_text
+from workflows.store.texts import is_text
 
 API_PREFIX = "/api/"
 FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")

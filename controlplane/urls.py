@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from monitoring import views as monitoring_views
+from monitoring.views import overview as monitoring_views
 
 urlpatterns = [
     path("admin/", admin.site.urls),

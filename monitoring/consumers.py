@@ -31,8 +31,8 @@ from django.contrib.auth import get_user_model
 from django.contrib.sessions.backends.base import SessionBase
 
 from controlplane import access
-from monitoring import events, runstate
-from workflows.models import Run
+from monitoring.services import events, runstate
+from workflows.store.models import Run
 
 MAX_TOPICS = 6
 CLOSE_FORBIDDEN = 4403

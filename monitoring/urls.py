@@ -3,17 +3,15 @@ from __future__ import annotations
 from django.urls import path
 from django.views.generic import RedirectView
 
-from monitoring import (
-    metrics,
-    views,
-    views_charts,
-    views_inbox,
-    views_letters,
-    views_manage,
-    views_retention,
-    views_runs,
-    views_schedules,
-)
+from monitoring.views import charts as views_charts
+from monitoring.views import inbox as views_inbox
+from monitoring.views import letters as views_letters
+from monitoring.views import manage as views_manage
+from monitoring.views import metrics
+from monitoring.views import overview as views
+from monitoring.views import retention as views_retention
+from monitoring.views import runs as views_runs
+from monitoring.views import schedules as views_schedules
 
 urlpatterns = [
     path("", views.overview, name="overview"),

@@ -159,8 +159,9 @@ def prepare() -> str:
     """Publish the workflows and return an admin API key's plaintext."""
     from django.contrib.auth import get_user_model
 
-    from workflows import keys, versions
-    from workflows.models import Workflow
+    from workflows.integrations import keys
+    from workflows.store.models import Workflow
+    from workflows.versions import publish as versions
 
     user = get_user_model().objects.filter(username="chaos").first()
     user = user or get_user_model().objects.create_superuser("chaos", "chaos@localhost")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from workflows import versions
-from workflows.models import Workflow, WorkflowVersion
+from workflows.store.models import Workflow, WorkflowVersion
+from workflows.versions import publish as versions
 
 CHAIN: dict[str, Any] = {
     "nodes": [

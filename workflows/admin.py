@@ -11,9 +11,11 @@ from django.template.response import TemplateResponse
 from django.utils import timezone
 
 from controlplane import access
-from workflows import deadletters, keys, schedules
-from workflows.errors import Invalid
-from workflows.models import (
+from workflows.integrations import keys
+from workflows.runs import letters as deadletters
+from workflows.schedules import timetable as schedules
+from workflows.store.errors import Invalid
+from workflows.store.models import (
     ApiKey,
     DeadLetter,
     NodeRun,
@@ -224,7 +226,7 @@ class WebhookDeliveryAdmin(AdminsOnly, admin.ModelAdmin):
 
 
 class ScheduleAdminForm(forms.ModelForm):
-    """Checked by the domain (workflows/schedules.py), errors beside their fields."""
+    """Checked by the domain (workflows/schedules/timetable.py), errors beside their fields."""
 
     class Meta:
         model = Schedule

@@ -21,3 +21,24 @@ class WorkflowsConfig(AppConfig):
                 *settings.SWITCHYARD["HANDLER_MODULES"],
             ]
         )
+        wire_runtime()
+
+
+def wire_runtime() -> None:
+    """Plug the domain's node kinds and periodic duties into the runtime's two seams."""
+    from workflows.agents.kind import AgentLoop
+    from workflows.children.kind import ChildRunKind
+    from workflows.core.graph import WAIT_KINDS
+    from workflows.integrations import webhooks
+    from workflows.operations import retention
+    from workflows.runtime import duties, kinds
+    from workflows.schedules import timetable
+    from workflows.waits import waiting
+    from workflows.waits.kind import Waiting
+
+    for kind in (AgentLoop(), ChildRunKind(), *(Waiting(name) for name in WAIT_KINDS)):
+        kinds.register(kind)
+    duties.register(duties.Duty("wait deadlines", waiting.DEADLINE_SECONDS, waiting.fire_deadlines))
+    duties.register(duties.Duty("schedules", timetable.FIRE_SECONDS, timetable.fire_due))
+    duties.register(duties.Duty("retention", retention.PRUNE_EVERY_SECONDS, retention.prune_and_report))
+    duties.register(duties.Duty("webhooks", 0.0, webhooks.dispatch_round, exclusive=True))

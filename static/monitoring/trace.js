@@ -3,7 +3,7 @@
 // workflow.run node's, an agent's workflow tool call's; a waiting node's until now), as
 // distinct segments on one time axis.
 //
-// Where each segment comes from (all from the run's history, see monitoring/runstate.py):
+// Where each segment comes from (all from the run's history, see monitoring/services/runstate.py):
 // an attempt runs from its start to its end; a backoff from the failed attempt's retry
 // being scheduled to when the retry is available (scheduled at + delay); the queue wait
 // before an attempt from the moment the node became ready (its last predecessor's end, the

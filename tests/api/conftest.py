@@ -19,9 +19,10 @@ from django.test import Client
 from controlplane import access
 from tests.integration.conftest import node, publish
 from tests.integration.runtime import Runtime
-from workflows import keys, runs
-from workflows.models import NodeRun, Run, Workflow
+from workflows.integrations import keys
+from workflows.runs import actions as runs
 from workflows.runtime import advancing, bus
+from workflows.store.models import NodeRun, Run, Workflow
 
 PREFIX = "/api/v1"
 _names = itertools.count(1)

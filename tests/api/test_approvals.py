@@ -8,9 +8,10 @@ import pytest
 
 from tests.api.conftest import Api, assert_problem
 from tests.integration.conftest import publish
-from workflows import keys, runs
-from workflows.models import NodeRun, PostedEvent, Run, Wait
+from workflows.integrations import keys
+from workflows.runs import actions as runs
 from workflows.runtime import advancing
+from workflows.store.models import NodeRun, PostedEvent, Run, Wait
 
 pytestmark = pytest.mark.django_db
 

@@ -8,8 +8,8 @@ import pytest
 from django.utils import timezone
 
 from tests.api.conftest import Api, assert_problem
-from workflows import keys
-from workflows.models import ApiKey, AuditEntry
+from workflows.integrations import keys
+from workflows.store.models import ApiKey, AuditEntry
 
 pytestmark = pytest.mark.django_db
 

@@ -6,8 +6,8 @@ import pytest
 
 from tests.api.conftest import assert_problem
 from tests.integration.conftest import publish
-from workflows import runs
-from workflows.models import ChildRun, NodeRun, WorkflowVersion
+from workflows.runs import actions as runs
+from workflows.store.models import ChildRun, NodeRun, WorkflowVersion
 
 pytestmark = pytest.mark.django_db
 

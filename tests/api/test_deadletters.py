@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.api.conftest import assert_problem, dead_letter
-from workflows.models import AuditEntry, DeadLetter, NodeRun
+from workflows.store.models import AuditEntry, DeadLetter, NodeRun
 
 pytestmark = pytest.mark.django_db
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.api.conftest import assert_problem
-from workflows.models import Run
+from workflows.store.models import Run
 
 pytestmark = pytest.mark.django_db
 

@@ -9,7 +9,7 @@ import pytest
 
 from controlplane import access
 from tests.api.conftest import Api, assert_problem
-from workflows.models import AuditEntry, LLMProvider
+from workflows.store.models import AuditEntry, LLMProvider
 
 pytestmark = pytest.mark.django_db
 KEY = "sk-live-do-not-show-8d1f"

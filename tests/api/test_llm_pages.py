@@ -9,11 +9,11 @@ import pytest
 from django.test import Client
 
 from tests.integration.conftest import publish
-from workflows import runs
 from workflows.llm import usage
 from workflows.llm.client import Completion
 from workflows.llm.providers import Endpoint
-from workflows.models import LLMPrice, NodeRun
+from workflows.runs import actions as runs
+from workflows.store.models import LLMPrice, NodeRun
 
 pytestmark = pytest.mark.django_db
 KEY = "sk-page-secret-777"

@@ -16,11 +16,11 @@ from django.test import Client
 from controlplane import access
 from tests.api.conftest import Api, assert_problem
 from tests.integration.conftest import publish
-from workflows import runs
 from workflows.llm import prices, usage
 from workflows.llm.client import Completion
 from workflows.llm.providers import Endpoint
-from workflows.models import AuditEntry, LLMCall, LLMPrice, LLMProvider, NodeRun
+from workflows.runs import actions as runs
+from workflows.store.models import AuditEntry, LLMCall, LLMPrice, LLMProvider, NodeRun
 
 pytestmark = pytest.mark.django_db
 PRICE = {"input_per_million": 2, "output_per_million": 8}

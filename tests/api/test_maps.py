@@ -7,7 +7,7 @@ from typing import Any
 from tests.api.conftest import assert_problem
 from tests.integration.conftest import node, publish, wait_finished
 from tests.integration.runtime import Runtime
-from workflows import runs
+from workflows.runs import actions as runs
 
 
 def test_a_map_nodes_items_are_listed_in_order_page_by_page_with_its_progress(

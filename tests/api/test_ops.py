@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from tests.api.conftest import Api, assert_problem, dead_letter
-from workflows import runs
-from workflows.models import NodeRun, Run, RunEvent, Workflow
+from workflows.runs import actions as runs
+from workflows.store.models import NodeRun, Run, RunEvent, Workflow
 
 pytestmark = pytest.mark.django_db
 

@@ -18,8 +18,8 @@ from django.test import Client
 
 from controlplane import access
 from tests.api.conftest import assert_problem
-from workflows.models import Run
 from workflows.runtime import bus
+from workflows.store.models import Run
 
 
 def dead_port() -> int:

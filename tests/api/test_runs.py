@@ -11,8 +11,8 @@ from django.utils import timezone
 from tests.api.conftest import CHAIN, assert_problem
 from tests.integration.conftest import publish, wait_finished
 from tests.integration.runtime import Runtime
-from workflows.models import NodeRun, Run
 from workflows.runtime import bus
+from workflows.store.models import NodeRun, Run
 
 pytestmark = pytest.mark.django_db
 

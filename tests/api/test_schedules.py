@@ -11,7 +11,7 @@ import pytest
 from controlplane import access
 from tests.api.conftest import Api, assert_problem
 from tests.api.test_webhooks import send, signed
-from workflows.models import AuditEntry, Schedule, Workflow
+from workflows.store.models import AuditEntry, Schedule, Workflow
 
 pytestmark = pytest.mark.django_db
 

@@ -6,7 +6,7 @@ import pytest
 from django.test import Client
 
 from tests.api.conftest import PREFIX, Api, assert_problem
-from workflows.models import AuditEntry
+from workflows.store.models import AuditEntry
 
 pytestmark = pytest.mark.django_db
 

@@ -18,9 +18,10 @@ from django.utils import timezone
 from tests.api.conftest import Api, assert_problem, dead_letter
 from tests.integration.conftest import wait_finished
 from tests.integration.runtime import wait_for
-from workflows import runs, webhooks
-from workflows.models import AuditEntry, Run, RunEvent, WebhookDelivery, WebhookSubscription
+from workflows.integrations import webhooks
+from workflows.runs import actions as runs
 from workflows.runtime import advancing
+from workflows.store.models import AuditEntry, Run, RunEvent, WebhookDelivery, WebhookSubscription
 
 pytestmark = pytest.mark.django_db
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.api.conftest import CHAIN, assert_problem
-from workflows.models import AuditEntry, Run, Workflow
+from workflows.store.models import AuditEntry, Run, Workflow
 
 pytestmark = pytest.mark.django_db
 

@@ -13,9 +13,9 @@ from tests.fakes.llm_server import FakeLLMServer
 from tests.integration.conftest import publish, wait_finished
 from tests.integration.runtime import Runtime, wait_for
 from tests.integration.test_agent import completion, scripted
-from workflows import runs
-from workflows.models import AgentStep
+from workflows.runs import actions as runs
 from workflows.runtime import bus
+from workflows.store.models import AgentStep
 
 
 @pytest.fixture
@@ -167,7 +167,7 @@ def test_the_editor_offers_an_agents_tools_as_choices_and_saves_them(
 ) -> None:
     from tests.browser.editor_fixtures import open_editor, select_node
     from tests.factories import make_workflow
-    from workflows.models import WorkflowVersion
+    from workflows.store.models import WorkflowVersion
 
     agent = {
         "id": "agent",

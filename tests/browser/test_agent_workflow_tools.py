@@ -16,8 +16,9 @@ from tests.fakes.llm_server import FakeLLMServer
 from tests.integration.conftest import node, publish, wait_finished
 from tests.integration.runtime import Runtime, wait_for
 from tests.integration.test_agent import completion, scripted
-from workflows import runs, waits
-from workflows.models import ChildRun, NodeRun, RunEvent, Workflow, WorkflowVersion
+from workflows.runs import actions as runs
+from workflows.store.models import ChildRun, NodeRun, RunEvent, Workflow, WorkflowVersion
+from workflows.waits import waiting as waits
 
 PageAs = Callable[[str], Page]
 Screenshot = Callable[[Page, str], Path]

@@ -13,9 +13,9 @@ from tests.browser.editor_fixtures import open_editor, select_node
 from tests.factories import make_workflow
 from tests.integration.conftest import node, publish, wait_finished
 from tests.integration.runtime import Runtime
-from workflows import runs
 from workflows.handlers.demo import DEMO_SAGA
-from workflows.models import ChildRun, Workflow, WorkflowVersion
+from workflows.runs import actions as runs
+from workflows.store.models import ChildRun, Workflow, WorkflowVersion
 
 PageAs = Callable[[str], Page]
 Screenshot = Callable[[Page, str], Path]

@@ -27,7 +27,7 @@ from tests.browser.editor_fixtures import (
     wait_ready,
 )
 from tests.factories import CHAIN, add_draft, make_workflow
-from workflows.models import Run, Workflow
+from workflows.store.models import Run, Workflow
 
 BUNDLE = Path(__file__).resolve().parents[2] / "static" / "editor" / "dist" / "editor.js"
 PageAs = Callable[[str], Page]

@@ -14,7 +14,7 @@ from playwright.sync_api import Page, expect
 from tests.browser.editor_fixtures import center, edge, layered_definition, node, open_editor, select_node
 from tests.factories import CHAIN, make_workflow
 from workflows.handlers.registry import registered
-from workflows.models import Workflow
+from workflows.store.models import Workflow
 
 PageAs = Callable[[str], Page]
 Screenshot = Callable[[Page, str], Path]

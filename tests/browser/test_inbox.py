@@ -9,9 +9,9 @@ from playwright.sync_api import Page, expect
 from tests.browser.test_dashboard import assert_not_reloaded, mark_page
 from tests.integration.conftest import publish
 from tests.integration.runtime import Runtime, wait_for
-from workflows import runs
 from workflows.handlers.demo import DEMO_REFUND
-from workflows.models import NodeRun, Wait, Workflow
+from workflows.runs import actions as runs
+from workflows.store.models import NodeRun, Wait, Workflow
 
 
 def refund_workflow() -> Workflow:

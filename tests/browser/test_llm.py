@@ -12,9 +12,9 @@ from playwright.sync_api import Page, expect
 from tests.fakes.llm_server import FakeLLMServer
 from tests.integration.conftest import publish, wait_finished
 from tests.integration.runtime import LOGS, Runtime
-from workflows import runs
 from workflows.llm.providers import DEMO_LABEL
-from workflows.models import LLMCall, LLMPrice, LLMProvider, NodeRun
+from workflows.runs import actions as runs
+from workflows.store.models import LLMCall, LLMPrice, LLMProvider, NodeRun
 
 KEY = "sk-browser-secret-5150"
 WORDS = [f"token{n}" for n in range(30)]

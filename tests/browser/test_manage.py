@@ -17,11 +17,11 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import ConsoleMessage, Page, expect
 
-from monitoring import charts
+from monitoring.services import charts
 from tests.integration.conftest import node, publish, wait_finished
 from tests.integration.runtime import Runtime, wait_for
-from workflows import runs
-from workflows.models import ApiKey, DeadLetter, NodeRun, Run, Trigger, WebhookDelivery, Workflow
+from workflows.runs import actions as runs
+from workflows.store.models import ApiKey, DeadLetter, NodeRun, Run, Trigger, WebhookDelivery, Workflow
 
 
 def watch_console(page: Page) -> list[str]:

@@ -8,7 +8,7 @@ from playwright.sync_api import expect
 
 from tests.integration.conftest import node, publish, wait_finished
 from tests.integration.runtime import Runtime
-from workflows import runs
+from workflows.runs import actions as runs
 
 
 def test_the_run_page_shows_a_map_nodes_progress_and_its_items_paged(

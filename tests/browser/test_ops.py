@@ -11,9 +11,9 @@ from playwright.sync_api import Page, expect
 
 from tests.integration.conftest import node, publish, wait_finished
 from tests.integration.runtime import Runtime
-from workflows import runs
 from workflows.core.signatures import error_signature
-from workflows.models import DeadLetter, NodeRun, Run, Workflow
+from workflows.runs import actions as runs
+from workflows.store.models import DeadLetter, NodeRun, Run, Workflow
 
 
 class Console:

@@ -9,7 +9,7 @@ from playwright.sync_api import expect
 
 from tests.integration.conftest import node, publish
 from tests.integration.runtime import Runtime, wait_for
-from workflows.models import Schedule
+from workflows.store.models import Schedule
 
 ONE = {"nodes": [node("step")], "edges": []}
 

@@ -13,7 +13,7 @@ import pytest
 from playwright.sync_api import Page, expect
 
 from tests.factories import CHAIN, make_workflow
-from workflows.models import Run
+from workflows.store.models import Run
 
 PageAs = Callable[[str], Page]
 Screenshot = Callable[[Page, str], Path]

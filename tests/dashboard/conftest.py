@@ -8,9 +8,9 @@ from django.test import Client
 
 from controlplane import access
 from tests.integration.conftest import node, publish
-from workflows import runs
-from workflows.models import DeadLetter, NodeRun, Run
+from workflows.runs import actions as runs
 from workflows.runtime import bus
+from workflows.store.models import DeadLetter, NodeRun, Run
 
 
 @pytest.fixture

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from tests.integration.conftest import publish
-from workflows import runs
-from workflows.models import NodeRun, Run, Wait
+from workflows.runs import actions as runs
 from workflows.runtime import advancing
+from workflows.store.models import NodeRun, Run, Wait
 
 FORM = {
     "type": "object",

@@ -8,8 +8,8 @@ from typing import Any
 from django.utils import timezone
 
 from tests.integration.conftest import publish
-from workflows import runs
-from workflows.models import AgentStep, NodeRun
+from workflows.runs import actions as runs
+from workflows.store.models import AgentStep, NodeRun
 
 
 def agent_run_with_steps(status: str) -> NodeRun:

@@ -8,13 +8,13 @@ from typing import Any
 
 from django.utils import timezone
 
-from monitoring import counters, sources
-from monitoring.broadcaster import Broadcaster
-from monitoring.logging import JsonFormatter, log_context
-from monitoring.stats import Windows, percentile
+from monitoring.services import counters, sources
+from monitoring.services.broadcaster import Broadcaster
+from monitoring.services.stats import Windows, percentile
 from tests.integration.conftest import node, publish
-from workflows import runs
-from workflows.models import NodeRun, RunEvent
+from workflows.runs import actions as runs
+from workflows.runtime.logcontext import JsonFormatter, log_context
+from workflows.store.models import NodeRun, RunEvent
 
 
 def test_percentile_is_nearest_rank() -> None:
@@ -137,7 +137,7 @@ def test_the_broadcaster_waits_for_a_store_that_is_away_instead_of_exiting(
     from channels.layers import channel_layers
     from django.db import connections
 
-    from monitoring.broadcaster import run_forever
+    from monitoring.services.broadcaster import run_forever
 
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from asgiref.sync import async_to_sync
 
-from monitoring import events
+from monitoring.services import events
 from tests.dashboard.test_consumers import communicator, session_cookie
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from monitoring import charts
+from monitoring.services import charts
 from tests.integration.conftest import node, publish
-from workflows import runs
-from workflows.models import DeadLetter, NodeRun, Run, Workflow
+from workflows.runs import actions as runs
+from workflows.store.models import DeadLetter, NodeRun, Run, Workflow
 
 
 @pytest.fixture

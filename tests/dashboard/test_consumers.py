@@ -15,10 +15,11 @@ from django.contrib.sessions.backends.db import SessionStore
 from django.test import Client
 
 from controlplane.origins import SameOriginValidator
-from monitoring import consumers, events
+from monitoring import consumers
 from monitoring.routing import websocket_urlpatterns
+from monitoring.services import events
 from tests.integration.conftest import node, publish
-from workflows import runs
+from workflows.runs import actions as runs
 
 # Transactional: the consumer's database calls run on their own connection handling, which
 # closes a connection left inside a test's atomic block.

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from workflows.models import AuditEntry, DeadLetter, NodeRun, Run
+from workflows.store.models import AuditEntry, DeadLetter, NodeRun, Run
 
 NUL = "before\x00after"
 DEEP = "[" * 1000 + "]" * 1000

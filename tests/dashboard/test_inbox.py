@@ -8,7 +8,7 @@ import pytest
 from django.test import Client
 
 from tests.dashboard.inbox_fixtures import waiting_approval
-from workflows.models import NodeRun, Wait
+from workflows.store.models import NodeRun, Wait
 
 pytestmark = pytest.mark.django_db
 

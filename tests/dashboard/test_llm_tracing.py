@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from monitoring import sources, tracing
-from workflows import runs, tracecontext
-from workflows.models import AgentStep, ChildRun, LLMCall, NodeRun, RunTraceParent
+from monitoring.services import sources, tracing
+from workflows.runs import actions as runs
+from workflows.runs import tracecontext
+from workflows.store.models import AgentStep, ChildRun, LLMCall, NodeRun, RunTraceParent
 
 otel = pytest.importorskip("opentelemetry.sdk.trace.export.in_memory_span_exporter")
 CALLER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"

@@ -9,9 +9,11 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 
 from tests.integration.conftest import node, publish
-from workflows import keys, runs, webhooks, workers
-from workflows.models import ApiKey, AuditEntry, Trigger, WebhookDelivery, WebhookSubscription, Workflow
+from workflows.integrations import keys, webhooks
+from workflows.operations import workers
+from workflows.runs import actions as runs
 from workflows.runtime import bus
+from workflows.store.models import ApiKey, AuditEntry, Trigger, WebhookDelivery, WebhookSubscription, Workflow
 
 
 @pytest.fixture

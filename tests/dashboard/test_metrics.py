@@ -6,9 +6,9 @@ from typing import Any
 
 from django.test import Client
 
-from monitoring import counters
-from workflows.models import DeadLetter
+from monitoring.services import counters
 from workflows.runtime import bus
+from workflows.store.models import DeadLetter
 
 
 def test_metrics_refuse_anonymous_and_non_admin_users(dead_letter: DeadLetter, client_as: Any) -> None:

@@ -12,10 +12,14 @@ from typing import Any
 import pytest
 
 from tests.integration.conftest import node, publish
-from workflows import deadletters, reruns, runbulk, runs, runsearch
 from workflows.core.signatures import error_signature
-from workflows.errors import Conflict, Invalid
-from workflows.models import AuditEntry, DeadLetter, NodeRun, Run, RunEvent
+from workflows.runs import actions as runs
+from workflows.runs import bulk as runbulk
+from workflows.runs import letters as deadletters
+from workflows.runs import rerun as reruns
+from workflows.runs import search as runsearch
+from workflows.store.errors import Conflict, Invalid
+from workflows.store.models import AuditEntry, DeadLetter, NodeRun, Run, RunEvent
 
 pytestmark = pytest.mark.django_db
 CHAIN = {

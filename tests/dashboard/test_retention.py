@@ -12,8 +12,9 @@ from controlplane import access
 from tests.api.conftest import dead_letter as kill_a_node
 from tests.integration.conftest import node, publish
 from tests.integration.runtime import Runtime, wait_for
-from workflows import retention, runs
-from workflows.models import AuditEntry, DeadLetter, NodeRun, Run, RunEvent
+from workflows.operations import retention
+from workflows.runs import actions as runs
+from workflows.store.models import AuditEntry, DeadLetter, NodeRun, Run, RunEvent
 
 CHAIN = {"nodes": [node("first"), node("second")], "edges": [{"source": "first", "target": "second"}]}
 

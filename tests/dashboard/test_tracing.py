@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from monitoring import sources, tracing
+from monitoring.services import sources, tracing
 
 otel = pytest.importorskip("opentelemetry.sdk.trace.export.in_memory_span_exporter")
 
@@ -50,7 +50,7 @@ def test_agent_tool_calls_become_child_spans_of_their_attempt_beside_its_llm_cal
 ) -> None:
     from datetime import UTC, datetime
 
-    from workflows.models import AgentStep
+    from workflows.store.models import AgentStep
 
     at = lambda seconds: datetime.fromtimestamp(seconds, UTC)  # noqa: E731
     common = {"node_run": dead_letter.node_run, "fingerprint": "f", "attempt": 1}

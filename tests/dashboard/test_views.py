@@ -9,9 +9,10 @@ from django.contrib.messages import get_messages
 from django.test import Client
 
 from tests.integration.conftest import node, publish
-from workflows import deadletters, runs
-from workflows.models import AuditEntry, DeadLetter, NodeRun, Run
+from workflows.runs import actions as runs
+from workflows.runs import letters as deadletters
 from workflows.runtime import advancing
+from workflows.store.models import AuditEntry, DeadLetter, NodeRun, Run
 
 PAGES = ["/", "/runs/", "/dead-letters/", "/workers/", "/workflows/drill/live/"]
 

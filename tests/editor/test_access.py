@@ -19,8 +19,9 @@ from django.test import Client
 from controlplane import access
 from tests.editor.conftest import ROLES_AND_NOBODY, JsonClient, api, url
 from tests.factories import CHAIN, add_draft, make_workflow
-from workflows import drafts, runs
-from workflows.models import Workflow
+from workflows.runs import actions as runs
+from workflows.store.models import Workflow
+from workflows.versions import drafts
 
 CHANGED = {**CHAIN, "description": "changed"}
 

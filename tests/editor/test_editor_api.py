@@ -11,8 +11,8 @@ import pytest
 
 from tests.editor.conftest import JsonClient, api, if_match
 from tests.factories import CHAIN, add_draft, make_workflow
-from workflows import editing
-from workflows.models import AuditEntry, NodeRun, Run, Workflow, WorkflowVersion
+from workflows.store.models import AuditEntry, NodeRun, Run, Workflow, WorkflowVersion
+from workflows.versions import editing
 
 PROBLEM = "application/problem+json"
 CYCLE: dict[str, Any] = {

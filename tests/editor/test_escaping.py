@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.editor.conftest import JsonClient, api, url
-from workflows import versions
+from workflows.versions import publish as versions
 
 PAYLOAD = "</script><script>alert(1)</script><img src=x onerror=alert(2)>"
 DEFINITION: dict[str, Any] = {

@@ -10,7 +10,7 @@ import pytest
 
 from tests.editor.conftest import JsonClient, api
 from tests.factories import CHAIN, make_workflow
-from workflows.models import Run, WorkflowVersion
+from workflows.store.models import Run, WorkflowVersion
 
 pytestmark = pytest.mark.django_db
 

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from tests.integration.runtime import Runtime, wait_for
-from workflows import versions
-from workflows.models import Run, Workflow
 from workflows.runtime import bus
+from workflows.store.models import Run, Workflow
+from workflows.versions import publish as versions
 
 FINISHED = {"succeeded", "failed", "cancelled"}
 

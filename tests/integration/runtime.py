@@ -96,7 +96,7 @@ class Runtime:
         wait_for(ready, timeout, "workers and schedulers to start")
 
     def broadcaster(self, name: str = "broadcaster") -> subprocess.Popen[bytes]:
-        """The dashboard's broadcaster (monitoring/broadcaster.py)."""
+        """The dashboard's broadcaster (monitoring/services/broadcaster.py)."""
         return self.start(name, "runbroadcaster")
 
     def web(self, name: str, port: int) -> subprocess.Popen[bytes]:

@@ -15,10 +15,10 @@ from tests.fakes.llm_server import FakeLLMServer
 from tests.integration import agent_tools  # noqa: F401  (registers the test tools here too)
 from tests.integration.conftest import publish, two_workers_and_a_scheduler, wait_finished
 from tests.integration.runtime import Runtime, wait_for
-from workflows import runs
 from workflows.handlers.demo import DEMO_AGENT
 from workflows.llm.demo_server import script_reply
-from workflows.models import AgentStep, DeadLetter, NodeRun, Run
+from workflows.runs import actions as runs
+from workflows.store.models import AgentStep, DeadLetter, NodeRun, Run
 
 MODULES = "workflows.handlers.builtin,workflows.handlers.demo,tests.integration.agent_tools"
 

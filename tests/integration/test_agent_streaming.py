@@ -21,10 +21,10 @@ from tests.integration.conftest import publish, wait_finished, worker_scheduler_
 from tests.integration.runtime import Runtime, wait_for
 from tests.integration.test_agent import MODULES, agent_flow, bodies, completion, scripted, steps, tool_log
 from tests.integration.test_llm_streaming import api_key, sse_events
-from workflows import runs
 from workflows.llm import streams
-from workflows.models import NodeRun, Run
+from workflows.runs import actions as runs
 from workflows.runtime import bus
+from workflows.store.models import NodeRun, Run
 
 STORY = " ".join(f"word{n}" for n in range(40))
 FIRST = "Let me note that first."

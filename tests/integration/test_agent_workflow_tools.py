@@ -17,13 +17,15 @@ from tests.integration.runtime import Runtime, wait_for
 
 # The agent tests' fixtures (the fake provider, workers that use it) and reply helpers.
 from tests.integration.test_agent import agent_runtime, completion, llm, scripted  # noqa: F401
-from workflows import runs, versions, waits
-from workflows.errors import Invalid
 from workflows.handlers.demo import DEMO_AGENT_WORKFLOW, DEMO_PROFILE
 from workflows.llm import streams
 from workflows.llm.demo_server import script_reply
-from workflows.models import AgentStep, ChildRun, NodeRun, Run, Workflow
+from workflows.runs import actions as runs
 from workflows.runtime import bus
+from workflows.store.errors import Invalid
+from workflows.store.models import AgentStep, ChildRun, NodeRun, Run, Workflow
+from workflows.versions import publish as versions
+from workflows.waits import waiting as waits
 
 LOOKUP_SCHEMA = {
     "type": "object",

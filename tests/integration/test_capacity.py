@@ -11,9 +11,9 @@ from django.db import connection
 from django.utils import timezone
 
 from tests.integration.conftest import node, publish
-from workflows import runs
-from workflows.models import NodeRun, Run, Workflow
+from workflows.runs import actions as runs
 from workflows.runtime import advancing, reconciler
+from workflows.store.models import NodeRun, Run, Workflow
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("redis_clean", "lone_starts")]
 

@@ -9,9 +9,10 @@ import pytest
 
 from tests.integration.conftest import node, publish, wait_finished
 from tests.integration.runtime import Runtime, wait_for
-from workflows import runs, versions
-from workflows.errors import Invalid
-from workflows.models import ChildRun, DeadLetter, NodeRun, Run, Workflow
+from workflows.runs import actions as runs
+from workflows.store.errors import Invalid
+from workflows.store.models import ChildRun, DeadLetter, NodeRun, Run, Workflow
+from workflows.versions import publish as versions
 
 
 def call(node_id: str, slug: str, retry: dict[str, Any] | None = None, **config: Any) -> dict[str, Any]:

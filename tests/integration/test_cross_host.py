@@ -33,9 +33,9 @@ from django.utils import timezone
 
 from tests.integration.conftest import node, publish, wait_finished
 from tests.integration.runtime import ROOT, Runtime, wait_for
-from workflows import runs
-from workflows.models import NodeRun, RunEvent
+from workflows.runs import actions as runs
 from workflows.runtime import bus
+from workflows.store.models import NodeRun, RunEvent
 
 pytestmark = pytest.mark.skipif(
     os.geteuid() != 0 or shutil.which("ip") is None, reason="needs root and iproute2 for a network namespace"

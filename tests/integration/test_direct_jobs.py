@@ -11,9 +11,9 @@ from django.test.utils import CaptureQueriesContext
 from rq.job import Job
 
 from tests.integration.conftest import node, publish
-from workflows import runs
-from workflows.models import NodeRun, Run, RunEvent
+from workflows.runs import actions as runs
 from workflows.runtime import advancing, execution, jobs
+from workflows.store.models import NodeRun, Run, RunEvent
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

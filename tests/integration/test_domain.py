@@ -9,11 +9,12 @@ import pytest
 from django.db import connection
 
 from tests.integration.conftest import node, publish
-from workflows import runs, versions
-from workflows.errors import Conflict, Invalid, NotFound
 from workflows.handlers.demo import DEMO_PROFILE
-from workflows.models import DeadLetter, NodeRun, Run, Workflow, WorkflowVersion
+from workflows.runs import actions as runs
 from workflows.runtime import advancing, execution
+from workflows.store.errors import Conflict, Invalid, NotFound
+from workflows.store.models import DeadLetter, NodeRun, Run, Workflow, WorkflowVersion
+from workflows.versions import publish as versions
 
 pytestmark = pytest.mark.django_db
 

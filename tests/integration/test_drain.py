@@ -10,8 +10,8 @@ import pytest
 
 from tests.integration.conftest import node, publish
 from tests.integration.runtime import Runtime, wait_for
-from workflows import runs
-from workflows.models import NodeRun, RunEvent
+from workflows.runs import actions as runs
+from workflows.store.models import NodeRun, RunEvent
 
 
 @pytest.fixture

@@ -10,10 +10,10 @@ from django.core.management import call_command
 
 from tests.integration.conftest import wait_finished
 from tests.integration.runtime import Runtime
-from workflows import runs
 from workflows.llm import demo_server
 from workflows.llm.providers import DEMO_LABEL
-from workflows.models import LLMCall, LLMProvider, NodeRun, Workflow
+from workflows.runs import actions as runs
+from workflows.store.models import LLMCall, LLMProvider, NodeRun, Workflow
 
 
 @pytest.fixture

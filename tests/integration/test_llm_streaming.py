@@ -22,9 +22,10 @@ from django.contrib.auth import get_user_model
 from tests.fakes.llm_server import FakeLLMServer
 from tests.integration.conftest import publish, wait_finished, worker_scheduler_and_daphne
 from tests.integration.runtime import Runtime, wait_for
-from workflows import keys, runs
+from workflows.integrations import keys
 from workflows.llm import follow, streams, usage
-from workflows.models import LLMCall, LLMPrice, LLMProvider, NodeRun, Run
+from workflows.runs import actions as runs
+from workflows.store.models import LLMCall, LLMPrice, LLMProvider, NodeRun, Run
 
 KEY = "sk-fake-provider-key-31337"
 STORY = " ".join(f"word{n}" for n in range(40))

@@ -14,11 +14,11 @@ from django.test import override_settings
 from django.utils import timezone
 
 from tests.integration.conftest import node, publish
-from workflows import runs
-from workflows.models import NodeRun, RunEvent
+from workflows.runs import actions as runs
 from workflows.runtime.advancing import advance_runs
 from workflows.runtime.reconciler import Reconciler
 from workflows.runtime.transitions import Lost
+from workflows.store.models import NodeRun, RunEvent
 
 pytestmark = pytest.mark.django_db
 

@@ -9,9 +9,9 @@ import pytest
 
 from tests.integration.conftest import node, publish, wait_finished
 from tests.integration.runtime import Runtime, wait_for
-from workflows import runs
-from workflows.models import DeadLetter, MapItem, NodeRun, Run, RunEvent
+from workflows.runs import actions as runs
 from workflows.runtime import bus
+from workflows.store.models import DeadLetter, MapItem, NodeRun, Run, RunEvent
 
 SUMMARISE = "demo.summarise_document"
 

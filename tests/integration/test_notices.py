@@ -14,9 +14,9 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from tests.integration.conftest import node, publish
-from workflows import runs
-from workflows.models import NodeRun, Run
+from workflows.runs import actions as runs
 from workflows.runtime import advancing, bus, execution, jobs
+from workflows.store.models import NodeRun, Run
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("lone_starts")]
 

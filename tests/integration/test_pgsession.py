@@ -10,7 +10,7 @@ from django.db import connection
 from django.db.backends.signals import connection_created
 
 from tests.factories import make_workflow
-from workflows import webhooks
+from workflows.integrations import webhooks
 from workflows.runtime import advancing, capacity, pgsession, reconciler, transitions
 
 SCANS = {

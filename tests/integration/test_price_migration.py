@@ -9,7 +9,7 @@ from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
 from workflows.llm import prices
-from workflows.models import LLMPrice, LLMProvider
+from workflows.store.models import LLMPrice, LLMProvider
 
 MIGRATION = ("workflows", "0021_provider_prices")
 

@@ -8,8 +8,8 @@ import pytest
 
 from tests.integration.conftest import node, publish, wait_finished
 from tests.integration.runtime import Runtime, wait_for
-from workflows import runs
-from workflows.models import NodeRun, Run
+from workflows.runs import actions as runs
+from workflows.store.models import NodeRun, Run
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

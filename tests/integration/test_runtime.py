@@ -10,10 +10,10 @@ from rq.job import Job
 
 from tests.integration.conftest import node, publish, wait_finished
 from tests.integration.runtime import Runtime, wait_for
-from workflows import runs
 from workflows.handlers.demo import DEMO_PROFILE, DEMO_RETRIES
-from workflows.models import DeadLetter, NodeRun, Run, RunEvent
+from workflows.runs import actions as runs
 from workflows.runtime import bus
+from workflows.store.models import DeadLetter, NodeRun, Run, RunEvent
 
 DEMO_PROFILE_NODES = [n["id"] for n in DEMO_PROFILE["nodes"]]
 
@@ -230,7 +230,7 @@ def test_replaying_a_dead_letter_carries_the_run_on_and_a_second_replay_is_refus
 
 
 def _assert_refused(call: Any, fragment: str) -> None:
-    from workflows.errors import Conflict
+    from workflows.store.errors import Conflict
 
     try:
         call()

@@ -9,10 +9,11 @@ import pytest
 
 from tests.integration.conftest import node, publish, wait_finished
 from tests.integration.runtime import Runtime, wait_for
-from workflows import runs, versions
-from workflows.errors import Conflict, Invalid
 from workflows.handlers.demo import DEMO_SAGA
-from workflows.models import ChildRun, DeadLetter, NodeRun, Run, RunEvent
+from workflows.runs import actions as runs
+from workflows.store.errors import Conflict, Invalid
+from workflows.store.models import ChildRun, DeadLetter, NodeRun, Run, RunEvent
+from workflows.versions import publish as versions
 
 FINISHED = {"succeeded", "failed", "cancelled", "compensated", "compensation_failed"}
 

@@ -9,7 +9,7 @@ from django.contrib.auth.models import Group, User
 from django.test import Client
 
 from tests.integration.conftest import node, publish
-from workflows.models import Schedule
+from workflows.store.models import Schedule
 
 pytestmark = pytest.mark.django_db
 
@@ -63,7 +63,7 @@ def test_a_viewer_may_not_add_a_schedule_in_the_admin(db: Any) -> None:
 def test_a_schedule_whose_stored_zone_no_longer_computes_is_paused_not_fatal(db: Any) -> None:
     from django.utils import timezone
 
-    from workflows import schedules
+    from workflows.schedules import timetable as schedules
 
     workflow = publish("nightly", {"nodes": [node("a")], "edges": []})
     schedule = schedules.create_schedule(workflow, {"name": "n", "cron": "* * * * *"})

@@ -17,9 +17,10 @@ from django.utils import timezone
 
 from tests.integration.conftest import node, publish, wait_finished
 from tests.integration.runtime import Runtime, wait_for
-from workflows import runs, schedules
 from workflows.core import schedules as core
-from workflows.models import Run, Schedule, Workflow
+from workflows.runs import actions as runs
+from workflows.schedules import timetable as schedules
+from workflows.store.models import Run, Schedule, Workflow
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -12,10 +12,12 @@ from django.utils import timezone
 
 from tests.integration.conftest import publish, wait_finished
 from tests.integration.runtime import Runtime, wait_for
-from workflows import approvals, runs, waits
-from workflows.errors import Conflict, Forbidden, Invalid
-from workflows.models import AuditEntry, DeadLetter, NodeRun, PostedEvent, Run, RunEvent, Wait
+from workflows.runs import actions as runs
 from workflows.runtime import bus, reconciler
+from workflows.store.errors import Conflict, Forbidden, Invalid
+from workflows.store.models import AuditEntry, DeadLetter, NodeRun, PostedEvent, Run, RunEvent, Wait
+from workflows.waits import approvals
+from workflows.waits import waiting as waits
 
 FORM = {"type": "object", "properties": {"reason": {"type": "string", "minLength": 3}}}
 

@@ -14,12 +14,12 @@ from rq.job import Job
 
 from tests.integration.conftest import node, publish
 from tests.integration.test_cross_host import Forward
-from workflows import runs
-from workflows.models import NodeRun
+from workflows.runs import actions as runs
 from workflows.runtime import advancing, bus, jobs
 from workflows.runtime.reconciler import Reconciler
 from workflows.runtime.transitions import InputRow
 from workflows.runtime.worker import TAKE_AT_MOST, NodeWorker
+from workflows.store.models import NodeRun
 
 pytestmark = pytest.mark.django_db
 

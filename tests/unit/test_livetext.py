@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from monitoring.livetext import TAIL_CHARS, WHOLE_EVERY_SECONDS, Text
+from monitoring.services.livetext import TAIL_CHARS, WHOLE_EVERY_SECONDS, Text
 from workflows.llm.streams import SoFar
 
 

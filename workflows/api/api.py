@@ -22,7 +22,6 @@ from ninja import NinjaAPI, Router
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.operation import Operation
 
-from workflows import outages
 from workflows.api import (
     auth,
     inputs,
@@ -45,7 +44,8 @@ from workflows.api import (
 )
 from workflows.api.errors import ApiError, from_domain, from_validation, problem
 from workflows.api.parsing import StrictJsonParser
-from workflows.errors import DomainError
+from workflows.runtime import outages
+from workflows.store.errors import DomainError
 
 
 class Api(NinjaAPI):

@@ -3,7 +3,7 @@
 Two ways in, tried in this order, each a django-ninja security class (and a security
 scheme of the OpenAPI document):
 - `apiKey`: `Authorization: Bearer sy_<prefix>_<secret>` names an API key
-  (workflows/keys.py). A request that sends an Authorization header is judged by it alone:
+  (workflows/integrations/keys.py). A request that sends an Authorization header is judged by it alone:
   a bad key is a 401, never a fall-back to the session.
 - `session`: the browser's Django session (the editor and other pages). The person acts
   with their role; CSRF is checked on unsafe methods (a 403), as Django checks forms.
@@ -31,10 +31,10 @@ from ninja.security.base import AuthBase
 from ninja.utils import check_csrf
 
 from controlplane import access
-from workflows import keys
 from workflows.api.errors import ApiError, FieldError
-from workflows.models import ApiKey
+from workflows.integrations import keys
 from workflows.runtime import bus
+from workflows.store.models import ApiKey
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ about a definition also carries the core's structured problem (`Issue.as_problem
 `node`, `field` (the path inside the definition) and, for a cycle, `cycle` (its node ids),
 so a program (the editor) never parses the message. `type`
 points at the docs page's section on that kind of problem. Domain errors
-(workflows/errors.py) carry their own status; their issues become `errors`. Input that
+(workflows/store/errors.py) carry their own status; their issues become `errors`. Input that
 ninja's validation refuses is reported per field: a bad header first (400, or the status
 the header names when it is missing: If-Match answers 428), then the query string (400),
 then the body (422).
@@ -26,8 +26,8 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from workflows.core.definition import Issue
-from workflows.errors import DomainError
-from workflows.texts import loc_path
+from workflows.store.errors import DomainError
+from workflows.store.texts import loc_path
 
 CONTENT_TYPE = "application/problem+json"
 DOCS_PATH = "/api/v1/docs"

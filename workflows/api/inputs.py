@@ -27,7 +27,7 @@ from pydantic import (
 from workflows.api.parsing import MAX_ID
 from workflows.core import priorities
 from workflows.core.states import RunStatus
-from workflows.webhooks import EVENT_TYPES
+from workflows.integrations.webhooks import EVENT_TYPES
 
 SLUG_PATTERN = r"^[-a-zA-Z0-9_]+$"
 

@@ -21,7 +21,7 @@ from django.utils.datastructures import MultiValueDict
 from ninja.parser import Parser
 
 from workflows.api.errors import ApiError, FieldError, loc_path
-from workflows.texts import first_bad_text, is_text, parse_json
+from workflows.store.texts import first_bad_text, is_text, parse_json
 
 MAX_ID = 10**18 - 1  # fits Postgres bigint; longer digit strings are no id of ours
 

@@ -13,12 +13,11 @@ from typing import Any, NotRequired
 
 from typing_extensions import TypedDict
 
-from workflows import drafts, editing
 from workflows.api.errors import definition_error
-from workflows.childlinks import Family
 from workflows.core.definition import Issue
 from workflows.handlers.registry import Handler
-from workflows.models import (
+from workflows.runtime.parents import Family
+from workflows.store.models import (
     ApiKey,
     ChildRun,
     DeadLetter,
@@ -31,6 +30,7 @@ from workflows.models import (
     Workflow,
     WorkflowVersion,
 )
+from workflows.versions import drafts, editing
 
 API = "/api/v1"
 

@@ -1,4 +1,4 @@
-"""Agent steps: the model turns and tool calls of an `llm.agent` node (workflows/agents.py)."""
+"""Agent steps: the model turns and tool calls of an `llm.agent` node (workflows/agents/steps.py)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,13 @@ from django.http import HttpRequest
 from ninja import Path, Router
 from typing_extensions import TypedDict
 
-from workflows import agents, runs
+from workflows.agents import steps as agents
 from workflows.api.auth import allowed
 from workflows.api.parsing import MAX_ID
 from workflows.api.schema import refuses
-from workflows.errors import NotFound
-from workflows.models import NodeRun
+from workflows.runs import actions as runs
+from workflows.store.errors import NotFound
+from workflows.store.models import NodeRun
 
 router = Router(tags=["runs"])
 RunId = Annotated[int, Path(ge=1, le=MAX_ID)]

@@ -8,12 +8,12 @@ from django.http import HttpRequest
 from django.utils import timezone
 from ninja import Path, Query, Router, Status
 
-from workflows import approvals
 from workflows.api import inputs as i
 from workflows.api import serializers as s
 from workflows.api.auth import allowed, person_of
 from workflows.api.parsing import MAX_ID
 from workflows.api.schema import refuses
+from workflows.waits import approvals
 
 router = Router(tags=["approvals"])
 ApprovalId = Annotated[int, Path(ge=1, le=MAX_ID)]

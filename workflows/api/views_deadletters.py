@@ -7,15 +7,16 @@ from typing import Annotated, Any
 from django.http import HttpRequest
 from ninja import Path, Query, Router
 
-from workflows import deadletters, runs
 from workflows.api import inputs as i
 from workflows.api import serializers as s
 from workflows.api.auth import allowed
 from workflows.api.pagination import paginate
 from workflows.api.parsing import MAX_ID
 from workflows.api.schema import refuses
-from workflows.errors import NotFound
-from workflows.models import DeadLetter, RunEvent
+from workflows.runs import actions as runs
+from workflows.runs import letters as deadletters
+from workflows.store.errors import NotFound
+from workflows.store.models import DeadLetter, RunEvent
 
 router = Router(tags=["dead letters"])
 LetterId = Annotated[int, Path(ge=1, le=MAX_ID)]

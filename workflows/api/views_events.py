@@ -7,10 +7,10 @@ from typing import Any
 from django.http import HttpRequest
 from ninja import Router, Status
 
-from workflows import waits
 from workflows.api import inputs as i
 from workflows.api import serializers as s
 from workflows.api.auth import allowed
+from workflows.waits import waiting as waits
 
 router = Router(tags=["events"])
 

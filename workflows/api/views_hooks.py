@@ -1,5 +1,5 @@
 """Webhooks: inbound triggers (and the signed endpoint they expose), outbound subscriptions
-and their delivery log. Signing and delivery live in workflows/webhooks.py."""
+and their delivery log. Signing and delivery live in workflows/integrations/webhooks.py."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from typing import Annotated, Any
 from django.http import HttpRequest, HttpResponse
 from ninja import Header, Path, Query, Router, Status
 
-from workflows import runs, versions, webhooks
 from workflows.api import auth
 from workflows.api import inputs as i
 from workflows.api import serializers as s
@@ -18,7 +17,10 @@ from workflows.api.auth import allowed
 from workflows.api.pagination import paginate
 from workflows.api.parsing import MAX_ID, decode_body
 from workflows.api.schema import raw_body, refuses
-from workflows.models import Trigger, WebhookDelivery, WebhookSubscription
+from workflows.integrations import webhooks
+from workflows.runs import actions as runs
+from workflows.store.models import Trigger, WebhookDelivery, WebhookSubscription
+from workflows.versions import publish as versions
 
 router = Router(tags=["webhooks"])
 SlugPath = Annotated[str, Path(pattern=i.SLUG_PATTERN)]

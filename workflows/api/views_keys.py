@@ -8,15 +8,15 @@ from django.contrib.auth import get_user_model
 from django.http import HttpRequest, HttpResponse
 from ninja import Path, Query, Router, Status
 
-from workflows import keys
 from workflows.api import inputs as i
 from workflows.api import serializers as s
 from workflows.api.auth import allowed, person_of
 from workflows.api.pagination import paginate
 from workflows.api.parsing import MAX_ID
 from workflows.api.schema import refuses
-from workflows.errors import Invalid
-from workflows.models import ApiKey
+from workflows.integrations import keys
+from workflows.store.errors import Invalid
+from workflows.store.models import ApiKey
 
 router = Router(tags=["api keys"])
 KeyId = Annotated[int, Path(ge=1, le=MAX_ID)]

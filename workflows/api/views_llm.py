@@ -22,7 +22,7 @@ from workflows.api.schema import refuses
 from workflows.llm import catalog, prices
 from workflows.llm.providers import DEMO_LABEL
 from workflows.llm.usage import plain
-from workflows.models import LLMPrice, LLMProvider
+from workflows.store.models import LLMPrice, LLMProvider
 
 router = Router(tags=["llm"])
 ProviderName = Annotated[str, Path(pattern=r"^[a-z][a-z0-9_-]{0,59}$")]

@@ -10,7 +10,6 @@ from ninja import Path, Query, Router
 from pydantic import Field
 from typing_extensions import TypedDict
 
-from workflows import mapitems, runs
 from workflows.api import inputs as i
 from workflows.api.auth import allowed
 from workflows.api.pagination import paginate
@@ -18,7 +17,9 @@ from workflows.api.parsing import MAX_ID
 from workflows.api.schema import refuses
 from workflows.api.serializers import millis
 from workflows.core.definition import NODE_ID_PATTERN
-from workflows.models import MapItem
+from workflows.runs import actions as runs
+from workflows.runs import mapitems
+from workflows.store.models import MapItem
 
 router = Router(tags=["runs"])
 RunId = Annotated[int, Path(ge=1, le=MAX_ID)]

@@ -7,14 +7,16 @@ from typing import Annotated, Any
 from django.http import HttpRequest
 from ninja import Path, Query, Router
 
-from workflows import deadletters, reruns, runs
 from workflows.api import inputs as i
 from workflows.api import serializers as s
 from workflows.api.auth import allowed
 from workflows.api.parsing import MAX_ID
 from workflows.api.schema import refuses
-from workflows.errors import NotFound
-from workflows.models import RunEvent
+from workflows.runs import actions as runs
+from workflows.runs import letters as deadletters
+from workflows.runs import rerun as reruns
+from workflows.store.errors import NotFound
+from workflows.store.models import RunEvent
 
 router = Router(tags=["runs"])
 RunId = Annotated[int, Path(ge=1, le=MAX_ID)]

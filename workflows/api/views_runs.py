@@ -7,7 +7,6 @@ from typing import Annotated, Any
 from django.http import HttpRequest, HttpResponse
 from ninja import Header, Path, Query, Router, Status
 
-from workflows import childlinks, editing, mapitems, runs, runsearch, tracecontext, versions
 from workflows.api import inputs as i
 from workflows.api import serializers as s
 from workflows.api.auth import allowed, authorize_actor
@@ -15,9 +14,15 @@ from workflows.api.errors import ApiError, FieldError
 from workflows.api.pagination import paginate
 from workflows.api.parsing import MAX_ID
 from workflows.api.schema import refuses
-from workflows.errors import Invalid
 from workflows.llm import usage
-from workflows.models import DeadLetter, NodeRun, Run, RunEvent
+from workflows.runs import actions as runs
+from workflows.runs import mapitems, tracecontext
+from workflows.runs import search as runsearch
+from workflows.runtime import parents as childlinks
+from workflows.store.errors import Invalid
+from workflows.store.models import DeadLetter, NodeRun, Run, RunEvent
+from workflows.versions import editing
+from workflows.versions import publish as versions
 
 router = Router(tags=["runs"])
 SlugPath = Annotated[str, Path(pattern=i.SLUG_PATTERN)]

@@ -1,4 +1,4 @@
-"""Schedules: a workflow's runs started by the clock (workflows/schedules.py).
+"""Schedules: a workflow's runs started by the clock (workflows/schedules/timetable.py).
 
 Reading needs the viewer role (`read` scope); creating, changing, pausing and deleting the
 editor role (`edit` scope). A cron expression or time zone that does not parse is refused
@@ -15,7 +15,6 @@ from ninja import Path, Router, Status
 from pydantic import Field
 from typing_extensions import TypedDict
 
-from workflows import schedules, versions
 from workflows.api import inputs as i
 from workflows.api import serializers as s
 from workflows.api.auth import allowed
@@ -23,7 +22,9 @@ from workflows.api.parsing import MAX_ID
 from workflows.api.schema import refuses
 from workflows.core import priorities
 from workflows.core import schedules as core
-from workflows.models import Schedule
+from workflows.schedules import timetable as schedules
+from workflows.store.models import Schedule
+from workflows.versions import publish as versions
 
 router = Router(tags=["schedules"])
 SlugPath = Annotated[str, Path(pattern=i.SLUG_PATTERN)]

@@ -30,9 +30,9 @@ from ninja import Path, Router
 from workflows.api.auth import allowed
 from workflows.api.parsing import MAX_ID
 from workflows.api.schema import answers_as, refuses
-from workflows.errors import NotFound
 from workflows.llm import follow
-from workflows.models import NodeRun
+from workflows.store.errors import NotFound
+from workflows.store.models import NodeRun
 
 router = Router(tags=["runs"])
 RunId = Annotated[int, Path(ge=1, le=MAX_ID)]

@@ -8,17 +8,20 @@ from typing import Annotated, Any
 from django.http import HttpRequest, HttpResponse
 from ninja import Header, Path, Query, Router, Status
 
-from workflows import calls, catalog, drafts, handlers, versions
+from workflows import handlers
 from workflows.api import inputs as i
 from workflows.api import serializers as s
 from workflows.api.auth import allowed
 from workflows.api.errors import ApiError, FieldError, issues_under
 from workflows.api.parsing import MAX_ID
 from workflows.api.schema import refuses
+from workflows.children import calls
 from workflows.core.definition import validate_definition
 from workflows.core.diff import diff_definitions
-from workflows.errors import NotFound
-from workflows.models import WorkflowVersion
+from workflows.store.errors import NotFound
+from workflows.store.models import WorkflowVersion
+from workflows.versions import catalog, drafts
+from workflows.versions import publish as versions
 
 router = Router(tags=["versions"])
 ETAG = re.compile(r'^"(\d{1,18})-(\d{1,9})"$')

@@ -4,7 +4,7 @@ Pure: standard library and jsonschema. An agent node talks to a model in turns; 
 asks for tools is followed by one tool step per call, in the order the model gave them,
 then the next turn; a turn that asks for none ends the loop with its text.
 
-Every finished step is recorded (workflows/agents.py, the AgentStep table) under the node's
+Every finished step is recorded (workflows/agents/steps.py, the AgentStep table) under the node's
 row, numbered by `seq` across all its attempts. An attempt starts by reading what the
 earlier attempts recorded and asks `next_move` what comes next, so a retry, a worker killed
 mid-loop or a dead-letter replay picks up after the last finished step: no finished turn is

@@ -1,7 +1,7 @@
 """Child runs (`workflow.run`): the node's config, a run's output, and calls between workflows.
 
 Pure: standard library only. A `workflow.run` node starts another workflow as a run of its
-own (workflows/children.py) and waits, holding no worker, until that child run ends: the
+own (workflows/children/start.py) and waits, holding no worker, until that child run ends: the
 child's output becomes the node's output, its failure the node's failure.
 
 Config: `workflow` (the child's slug), optionally `version` (a published version number;
@@ -14,7 +14,7 @@ A run's output is what its sinks (nodes with no successors) produced: the one si
 or an object of the succeeded sinks' outputs by node id.
 
 Workflows call each other through these nodes, and through the workflows an `llm.agent`
-offers as tools (`workflow_tools`, workflows/agenttools.py): both are calls (`calls_of`), and
+offers as tools (`workflow_tools`, workflows/agents/tools.py): both are calls (`calls_of`), and
 `find_call_cycle` refuses a publish that would make them call each other in a cycle (a run
 would start itself forever).
 """

@@ -1,7 +1,7 @@
 """The child-run kind as the editor and the validator see it: `workflow.run` with its schema.
 
 A `workflow.run` node never reaches a worker (runtime/kinds.py claims it into `waiting` and
-starts its child run, workflows/children.py); this entry gives the editor its docstring and
+starts its child run, workflows/children/start.py); this entry gives the editor its docstring and
 config schema (core/children.py) and lets definitions name it. Always loaded (workflows/apps.py).
 """
 

@@ -320,7 +320,7 @@ DEMO_AGENT: dict[str, Any] = {
     "edges": [{"source": "support_agent", "target": "reply"}],
 }
 
-# An agent that calls a workflow as a tool (`workflow_tools`, workflows/agenttools.py):
+# An agent that calls a workflow as a tool (`workflow_tools`, workflows/agents/tools.py):
 # demo-profile runs as its child run while the agent's attempt waits without a worker, and
 # the child's output is the tool's result. Against the demo provider (no network) it calls
 # the workflow once (with the user_id its prompt names: demo_server.fill_object), then answers.

@@ -16,10 +16,10 @@ from urllib.parse import urlsplit
 
 from django.db import IntegrityError, transaction
 
-from workflows import audit
-from workflows.errors import Conflict, Invalid, NotFound
-from workflows.models import LLMPrice, LLMProvider
-from workflows.texts import is_text
+from workflows.store import audit
+from workflows.store.errors import Conflict, Invalid, NotFound
+from workflows.store.models import LLMPrice, LLMProvider
+from workflows.store.texts import is_text
 
 NAME_PATTERN = re.compile(r"[a-z][a-z0-9_-]{0,59}")
 NAME_HELP = "lowercase letters, digits, '-' and '_', starting with a letter, at most 60 characters"

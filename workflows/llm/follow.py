@@ -21,7 +21,7 @@ from django.conf import settings
 
 from workflows.core.states import NodeStatus
 from workflows.llm import streams
-from workflows.models import NodeRun
+from workflows.store.models import NodeRun
 
 QUIET_SECONDS = 1.0
 KEEPALIVE_SECONDS = 15.0

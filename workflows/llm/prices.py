@@ -13,7 +13,7 @@ from typing import Literal
 
 from django.db.models import F, Q, QuerySet
 
-from workflows.models import LLMPrice, LLMProvider
+from workflows.store.models import LLMPrice, LLMProvider
 
 MILLION = Decimal(1_000_000)
 Source = Literal["provider", "any_provider"]

@@ -12,7 +12,7 @@ from typing import Any
 
 from workflows.handlers import builtin
 from workflows.handlers.registry import HandlerError
-from workflows.models import LLMProvider
+from workflows.store.models import LLMProvider
 
 SETTINGS_PROVIDER = "default"
 DEMO_LABEL = "Demo provider (scripted, not a real model)"

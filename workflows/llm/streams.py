@@ -30,8 +30,8 @@ from typing import Any
 
 from workflows.core.toolcalls import ToolCalls
 from workflows.handlers import HandlerError, NodeContext
-from workflows.models import NodeRun
 from workflows.runtime import bus
+from workflows.store.models import NodeRun
 
 FEED = "sy:llm:live"
 FEED_MAXLEN = 20_000

@@ -20,8 +20,8 @@ from django.utils import timezone
 from workflows.llm.client import Completion
 from workflows.llm.prices import cost_of
 from workflows.llm.providers import Endpoint
-from workflows.models import LLMCall, NodeRun
 from workflows.runtime import bus
+from workflows.store.models import LLMCall, NodeRun
 
 
 def plain(value: Decimal) -> str:

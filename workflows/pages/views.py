@@ -25,12 +25,13 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 
 from controlplane import access
-from workflows import catalog, editing, versions
 from workflows.core.engine import JOINS
 from workflows.core.graph import DEFAULT_JOIN
-from workflows.errors import Conflict, NotFound
-from workflows.models import Workflow
+from workflows.store.errors import Conflict, NotFound
+from workflows.store.models import Workflow
 from workflows.templatetags.start_run import dialog_config
+from workflows.versions import catalog, editing
+from workflows.versions import publish as versions
 
 View = Callable[..., HttpResponse]
 NAV = "workflows"  # highlights the top bar's Workflows link (templates/base.html)

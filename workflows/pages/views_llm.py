@@ -13,11 +13,11 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from monitoring.guards import requires
-from workflows.errors import DomainError
+from monitoring.views.guards import requires
 from workflows.llm import catalog, prices, usage
 from workflows.llm.providers import DEMO_LABEL
-from workflows.models import LLMProvider, Workflow
+from workflows.store.errors import DomainError
+from workflows.store.models import LLMProvider, Workflow
 
 
 def page_context(**extra: Any) -> dict[str, Any]:

@@ -22,18 +22,19 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
-from workflows import childlinks, sagas
 from workflows.core import engine, priorities
 from workflows.core.compensation import advance_steps, given_by, step_node, steps_to_run
 from workflows.core.graph import Graph
 from workflows.core.signatures import error_signature
 from workflows.core.states import NodeStatus, RunStatus
-from workflows.models import DeadLetter, NodeRun, RunEvent
-from workflows.runs import event
 from workflows.runtime import bus, jobs, kinds, transitions
-from workflows.runtime.execution import from_json
+from workflows.runtime import compensations as sagas
+from workflows.runtime import parents as childlinks
 from workflows.runtime.transitions import FinishRun, Kill, NodeRow, Retry, Skip
-from workflows.versions import load_graph
+from workflows.store.graphs import load_graph
+from workflows.store.history import event
+from workflows.store.models import DeadLetter, NodeRun, RunEvent
+from workflows.store.payloads import from_json
 
 
 @dataclass

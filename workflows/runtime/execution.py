@@ -14,7 +14,6 @@ nothing: the reconciler finds the finished node and re-drives its run.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 import traceback
@@ -25,17 +24,17 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from monitoring.logging import log_context
 from workflows import handlers
 from workflows.core.compensation import given_by, step_node
 from workflows.core.graph import Node
 from workflows.core.states import NodeStatus
-from workflows.errors import Invalid
-from workflows.runs import check_json_size
-from workflows.runtime import agent, attemptlog, bus, kinds, tally, transitions
+from workflows.runtime import attemptlog, bus, kinds, tally, transitions
 from workflows.runtime.jobs import Given, Item
 from workflows.runtime.limits import NodeTimeout, time_limit
-from workflows.versions import load_graph
+from workflows.runtime.logcontext import log_context
+from workflows.store.errors import Invalid
+from workflows.store.graphs import load_graph
+from workflows.store.payloads import check_json_size, from_json
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +52,7 @@ class Claim:
 
 @dataclass(frozen=True)
 class Outcome:
-    status: NodeStatus  # succeeded or failed (waiting: the attempt was parked, see agent.Parked)
+    status: NodeStatus  # succeeded or failed (waiting: the attempt was parked, see kinds.Parked)
     output: str | None = None  # JSON text
     error: str = ""
     traceback: str = ""
@@ -97,10 +96,6 @@ class Result:
         }
 
 
-def from_json(value: Any) -> Any:
-    return json.loads(value) if isinstance(value, str) else value
-
-
 def run_batch(items: list[Item], worker: str, given: Given | None = None) -> int:
     """Execute the claimable attempts among (noderun id, attempt, version id, node id).
 
@@ -118,7 +113,7 @@ def run_batch(items: list[Item], worker: str, given: Given | None = None) -> int
     oldest = 0.0
     for c in claims:
         result = Result(c, *execute(c, upstream.get(c.run_id, {})))
-        if result.outcome.status == NodeStatus.WAITING:  # parked (agent.Parked): nothing to store
+        if result.outcome.status == NodeStatus.WAITING:  # parked (kinds.Parked): nothing to store
             continue
         results.append(result)
         tally.add(results[-1].outcome.status == NodeStatus.SUCCEEDED)
@@ -204,7 +199,7 @@ def run_attempt(node: Node, ctx: handlers.NodeContext, what: str) -> Outcome:
             output = kinds.kind_of(node).execute(node, ctx)
         limit = settings.SWITCHYARD["MAX_OUTPUT_BYTES"]
         return Outcome(NodeStatus.SUCCEEDED, check_json_size(output, limit, f"The output of {what}"))
-    except agent.Parked:
+    except kinds.Parked:
         return Outcome(NodeStatus.WAITING)
     except NodeTimeout:
         return Outcome(

@@ -19,9 +19,9 @@ from django.utils import timezone
 from workflows import handlers
 from workflows.core.graph import Graph
 from workflows.runtime import bus, execution, mapping, transitions
-from workflows.runtime.execution import from_json
 from workflows.runtime.transitions import ItemRow
-from workflows.versions import load_graph
+from workflows.store.graphs import load_graph
+from workflows.store.payloads import from_json
 
 
 def run_items(items: list[mapping.JobItem], worker: str) -> int:

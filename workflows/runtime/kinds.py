@@ -15,7 +15,9 @@ How a new kind plugs in (waiting nodes, maps, child runs, agent loops):
    of moves (a `waiting` status; causes such as `wait`, `decide`, `expire`);
 2. transitions.py: a function per new statement, each a conditional UPDATE declared with
    `@performs` (the table refuses a move it does not list);
-3. here: a class with the methods of `NodeKind`, registered in KINDS under the kind's name:
+3. a class with the methods of `NodeKind`, registered here with `register` (the runtime's own
+   kinds below; a domain package's kind from its `kind` module, wired in workflows/apps.py, so
+   the runtime never imports the domain):
    `claim` takes ready nodes of the kind out of pending (a waiting node: pending -> waiting,
    no job, no worker held); `execute` runs one attempt in a worker (an agent loop: its turns
    as durable steps under the attempt); a kind whose attempts never reach a worker does not
@@ -30,8 +32,8 @@ The agent kind (`llm.agent`, core/agent.py): claimed, started and finished as a 
 same causes and statements); its `execute` runs the loop, whose steps are rows of their own
 (AgentStep) written only while the attempt is the node's running one. The reconciler
 treats it as a task: a lost attempt is failed and retried, and the retry reads the steps.
-A call of a workflow as a tool (workflows/agenttools.py) makes the running attempt wait
-(cause call: running -> waiting, `agent.Parked`: the worker stores nothing and moves on) while the
+A call of a workflow as a tool (workflows/agents/tools.py) makes the running attempt wait
+(cause call: running -> waiting, `Parked`: the worker stores nothing and moves on) while the
 child runs; the child's end queues the same attempt again (cause child: waiting -> queued),
 and a worker continues the loop from its steps. Nothing new for the reconciler: a kill
 before the call's commit is a lost running attempt, after it a waiting node (no worker,
@@ -40,7 +42,7 @@ not stalled), and a resumed attempt's lost job is a queued attempt whose job wai
 The wait kinds (`human.approval`, `wait.event`, `wait.timer`, core/waits.py): a ready one
 is claimed into `waiting` (pending or retrying -> waiting, a new attempt, no job: it holds
 no worker, but keeps its place under the node's `max_in_flight`, capacity.py) with its Wait
-row (workflows/waits.py); it leaves by a decision, an event or a deadline (`transitions.decide_waits`, `wake_waits`, `expire_waits`).
+row (workflows/waits/waiting.py); it leaves by a decision, an event or a deadline (`transitions.decide_waits`, `wake_waits`, `expire_waits`).
 The reconciler has nothing to repair in it: the wait is all in Postgres, and a run whose
 node waits is neither stalled nor finished (reconciler.STALLED_RUNS_SQL).
 
@@ -57,9 +59,9 @@ reconciler repairs items queued without a job, items on dead workers, and maps w
 step a crash lost (mapping.reconcile). A cancel of the run cancels its open items.
 
 The child-run kind (`workflow.run`, core/children.py) is claimed the same way, into
-`waiting` with its child run created in the same transaction (workflows/children.py); it
+`waiting` with its child run created in the same transaction (workflows/children/start.py); it
 leaves by its child's end (`transitions.settle_children`, in the transaction that ends the
-child: workflows/childlinks.py). Nothing of it is in Redis either.
+child: workflows/runtime/parents.py). Nothing of it is in Redis either.
 """
 
 from __future__ import annotations
@@ -68,10 +70,15 @@ from collections import defaultdict
 from datetime import datetime
 from typing import Any, Protocol
 
-from workflows import agents, children, handlers, waits
-from workflows.core.graph import AGENT, CHILD, MAP, TASK, WAIT_KINDS, Node
+from workflows import handlers
+from workflows.core.graph import MAP, TASK, Node
 from workflows.core.states import NodeStatus
-from workflows.runtime import agent, jobs, mapping
+from workflows.runtime import jobs, mapping
+
+
+class Parked(Exception):
+    """The attempt now waits, holding no worker (a workflow tool's call moved the node
+    running -> waiting in its own transaction): the worker stores no result (execution.py)."""
 
 
 class NodeKind(Protocol):
@@ -83,6 +90,10 @@ class NodeKind(Protocol):
 
     def execute(self, node: Node, ctx: handlers.NodeContext) -> Any:
         """Run one attempt in a worker and return its output (JSON); raise to fail it."""
+        ...
+
+    def began(self, node: Node, ctx: handlers.NodeContext, job_started: datetime) -> datetime:
+        """When the attempt this job ran began (an attempt may span several jobs)."""
         ...
 
 
@@ -97,32 +108,11 @@ class Task:
     def execute(self, node: Node, ctx: handlers.NodeContext) -> Any:
         return handlers.get_handler(node.handler).func(ctx)
 
-
-class AgentLoop(Task):
-    """Run a tool-calling loop (`llm.agent`): claimed and retried as a task, its model turns
-    and tool calls durable steps under the node (runtime/agent.py), so an attempt continues
-    after the last step any earlier attempt recorded."""
-
-    name = AGENT
-
-    def execute(self, node: Node, ctx: handlers.NodeContext) -> Any:
-        return agent.run_agent(node, ctx)
+    def began(self, node: Node, ctx: handlers.NodeContext, job_started: datetime) -> datetime:
+        return job_started
 
 
-class Waiting:
-    """Wait on a person, an event or a deadline, holding no worker (workflows/waits.py)."""
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-
-    def claim(self, rows: list[jobs.Ready], workers: int, status: NodeStatus) -> int:
-        return waits.enter_waits(rows, status)
-
-    def execute(self, node: Node, ctx: handlers.NodeContext) -> Any:
-        raise handlers.HandlerError(f"Node {node.id!r} waits ({self.name}); it never runs in a worker.")
-
-
-class Mapper:
+class Mapper(Task):
     """Run the node's handler once per item of a list, the node waiting meanwhile (runtime/mapping.py)."""
 
     name = MAP
@@ -130,38 +120,32 @@ class Mapper:
     def claim(self, rows: list[jobs.Ready], workers: int, status: NodeStatus) -> int:
         return mapping.enter_maps(rows, status, workers)
 
-    def execute(self, node: Node, ctx: handlers.NodeContext) -> Any:
-        return handlers.get_handler(node.handler).func(ctx)
 
+class HoldsNoWorker:
+    """A kind whose attempts never reach a worker (waits, child runs): claimed into `waiting`."""
 
-class ChildRunKind:
-    """Start another workflow as a child run and wait for its end, holding no worker."""
-
-    name = CHILD
-
-    def claim(self, rows: list[jobs.Ready], workers: int, status: NodeStatus) -> int:
-        return children.start_children(rows, status)
+    name: str
 
     def execute(self, node: Node, ctx: handlers.NodeContext) -> Any:
-        raise handlers.HandlerError(f"Node {node.id!r} waits for a child run; it never runs in a worker.")
+        raise handlers.HandlerError(f"Node {node.id!r} waits ({self.name}); it never runs in a worker.")
+
+    def began(self, node: Node, ctx: handlers.NodeContext, job_started: datetime) -> datetime:
+        return job_started
 
 
-KINDS: dict[str, NodeKind] = {
-    TASK: Task(),
-    AGENT: AgentLoop(),
-    MAP: Mapper(),
-    CHILD: ChildRunKind(),
-    **{name: Waiting(name) for name in WAIT_KINDS},
-}
+KINDS: dict[str, NodeKind] = {TASK: Task(), MAP: Mapper()}
+
+
+def register(kind: NodeKind) -> None:
+    """Make a node kind known to the runtime (at app start, before any job runs)."""
+    KINDS[kind.name] = kind
 
 
 def began(node: Node, ctx: handlers.NodeContext, job_started: datetime) -> datetime:
     """When the attempt this job ran began: an agent's resumed after a workflow tool's child
     run began in an earlier job, so its span covers the whole attempt, the wait included
     (as a waiting node's attempt does)."""
-    if node.kind == AGENT:
-        return agents.attempt_began(ctx.node_run_id, ctx.attempt, job_started)
-    return job_started
+    return kind_of(node).began(node, ctx, job_started)
 
 
 def kind_of(node: Node) -> NodeKind:

@@ -46,13 +46,13 @@ from workflows.core import engine, maps
 from workflows.core.graph import Graph, Node
 from workflows.core.states import NodeStatus as N
 from workflows.core.waits import expression_output
-from workflows.errors import Invalid
-from workflows.models import DeadLetter, MapItem, RunEvent
-from workflows.runs import check_json_size, event
 from workflows.runtime import bus, jobs, rqcompat, transitions
 from workflows.runtime.transitions import Kill, Lost, MapNode, Retry
-from workflows.versions import load_graph
-from workflows.waits import from_json
+from workflows.store.errors import Invalid
+from workflows.store.graphs import load_graph
+from workflows.store.history import event
+from workflows.store.models import DeadLetter, MapItem, RunEvent
+from workflows.store.payloads import check_json_size, from_json
 
 log = logging.getLogger(__name__)
 

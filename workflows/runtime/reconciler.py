@@ -25,12 +25,12 @@ from django.utils import timezone
 from workflows.core.compensation import step_node
 from workflows.core.states import NodeStatus as N
 from workflows.core.states import RunStatus as R
-from workflows.models import NodeRun, RunEvent
-from workflows.runs import event
 from workflows.runtime import bus, jobs, mapping, transitions
 from workflows.runtime.advancing import advance_compensations, advance_runs
 from workflows.runtime.transitions import Lost
-from workflows.versions import load_graph
+from workflows.store.graphs import load_graph
+from workflows.store.history import event
+from workflows.store.models import NodeRun, RunEvent
 
 SCAN_LIMIT = 2000
 OVERDUE_GRACE_SECONDS = 30

@@ -20,19 +20,15 @@ from typing import Any
 from django.conf import settings
 from django.db import close_old_connections
 
-from workflows import retention, schedules, versions, waits, webhooks
-from workflows.outages import STORES_AWAY, Outage
-from workflows.runtime import advancing, bus, mapping, pgsession
+from workflows.runtime import advancing, bus, duties, mapping, pgsession
+from workflows.runtime.outages import STORES_AWAY, Outage
 from workflows.runtime.reconciler import Reconciler
+from workflows.store.graphs import active_versions, load_graph
 
 log = logging.getLogger(__name__)
 
 BATCH = 500
 HOUSEKEEPING_SECONDS = 0.1
-# Wait deadlines (SLAs, timeouts, timers) fire within this much of their time. Probed with
-# the 0.1 s housekeeping, the probe was a quarter more statements on the scheduler's loop and
-# cost 12 % of node throughput at N=2000 (make bench, four alternating pairs).
-DEADLINE_SECONDS = 0.5
 RECONCILE_SECONDS = 1.0
 ABANDONED_AFTER_MS = 5000
 
@@ -73,14 +69,14 @@ class VersionWatcher(threading.Thread):
                 self.load(json.loads(message["data"]))
 
     def reload_all(self) -> None:
-        active = versions.active_versions()
+        active = active_versions()
         for version_id in active.values():
-            versions.load_graph(version_id)
+            load_graph(version_id)
         self.active = active
         log.info("loaded %d active versions", len(active))
 
     def load(self, announcement: dict[str, Any]) -> None:
-        versions.load_graph(announcement["version"])
+        load_graph(announcement["version"])
         self.active = {**self.active, announcement["workflow"]: announcement["version"]}
         log.info("workflow %s now runs version %s", announcement["workflow"], announcement["version"])
 
@@ -93,10 +89,8 @@ class Scheduler:
         self.reconciler = Reconciler()
         self.watcher = VersionWatcher()
         self.next_housekeeping = 0.0
-        self.next_deadlines = 0.0
-        self.next_schedules = 0.0
         self.next_reconcile = 0.0
-        self.next_prune = 0.0
+        self.next_duty: dict[str, float] = {}
 
     def start(self) -> None:
         pgsession.plan_generically()
@@ -117,19 +111,13 @@ class Scheduler:
             self.next_housekeeping = now + HOUSEKEEPING_SECONDS
             done += advancing.enqueue_due(self.workers)
             done += mapping.advance_due(self.workers)
-        if now >= self.next_deadlines:
-            self.next_deadlines = now + DEADLINE_SECONDS
-            done += waits.fire_deadlines()
-        if now >= self.next_schedules:
-            self.next_schedules = now + schedules.FIRE_SECONDS
-            done += schedules.fire_due()
+        for duty in duties.periodic():
+            if now >= self.next_duty.get(duty.name, 0.0):
+                self.next_duty[duty.name] = now + duty.every_seconds
+                done += duty.run()
         if now >= self.next_reconcile:
             self.next_reconcile = now + RECONCILE_SECONDS
             done += self.reconcile()
-        if now >= self.next_prune:
-            self.next_prune = now + retention.PRUNE_EVERY_SECONDS
-            if pruned := retention.prune():
-                log.info("retention: deleted %d finished runs past their age", pruned)
         return done
 
     def handle(self, notices: list[bus.Notice]) -> int:
@@ -151,7 +139,8 @@ class Scheduler:
         done = self.handle(bus.claim_abandoned(self.name, ABANDONED_AFTER_MS))
         if bus.client().set(bus.RECONCILER_LOCK, self.name, nx=True, px=int(RECONCILE_SECONDS * 3000)):
             repaired = self.reconciler.run(self.workers)
-            webhooks.dispatch()  # outbound deliveries: run events read as an outbox
+            for duty in duties.exclusive():  # outbound webhook deliveries: one sender at a time
+                done += duty.run()
             bus.client().delete(bus.RECONCILER_LOCK)
             if any(repaired.values()):
                 log.warning("reconciler repaired %s", repaired)

@@ -36,7 +36,7 @@ from django.utils import timezone
 from workflows.core.states import NODE_TERMINAL, Cause, can_move_node, can_move_run
 from workflows.core.states import NodeStatus as N
 from workflows.core.states import RunStatus as R
-from workflows.models import MapItem, NodeRun, Run
+from workflows.store.models import MapItem, NodeRun, Run
 
 # Joined into the FROM list of a single autocommit statement, this makes its commit skip the
 # wait for the WAL flush (`SET LOCAL` in a statement of its own costs two round trips more).
@@ -541,7 +541,7 @@ def expire_waits(rows: Sequence[Awake]) -> list[tuple[Any, ...]]:
 # --------------------------------------------------------------------------- child runs
 # A workflow.run node enters `waiting` like a wait node (enter_waits, in the transaction that
 # creates its child run) and leaves it when the child run ends, in the transaction that ends
-# the child (workflows/childlinks.py), guarded by `status = 'waiting'` and the attempt.
+# the child (workflows/runtime/parents.py), guarded by `status = 'waiting'` and the attempt.
 CHILD_SQL = DECIDE_SQL
 
 
@@ -551,7 +551,7 @@ def settle_children(rows: Sequence[Awake]) -> list[tuple[Any, ...]]:
     return leave_wait(Cause.CHILD, CHILD_SQL, rows)
 
 
-# An agent (llm.agent) calling a workflow as a tool (workflows/agenttools.py): its running
+# An agent (llm.agent) calling a workflow as a tool (workflows/agents/tools.py): its running
 # attempt waits, in the transaction that records the call and creates the child run; the
 # child's end (same transaction as childlinks) queues the same attempt again with a new job,
 # to go on from its recorded steps. A retry budget is spent only by failures, never by calls.
@@ -591,7 +591,7 @@ def resume_agents(params: dict[str, Any]) -> list[InputRow]:
 
 
 # --------------------------------------------------------------------------- compensation (sagas)
-# In the transaction that fails or cancels a run (workflows/sagas.py), a run with nodes to
+# In the transaction that fails or cancels a run (workflows/runtime/compensations.py), a run with nodes to
 # undo starts compensating and its steps' rows are written pending; the steps then move as
 # tasks (claim, start, finish, retry, dead); the run's end is a conditional UPDATE too.
 

@@ -63,9 +63,9 @@ from rq import Queue, SimpleWorker
 from rq.job import Job
 
 from workflows.core import priorities
-from workflows.outages import MAX_DELAY_SECONDS, STORES_AWAY, Outage
 from workflows.runtime import bus, execution, jobs, mapping, pgsession, reconciler, rqcompat, tally
 from workflows.runtime import items as map_items
+from workflows.runtime.outages import MAX_DELAY_SECONDS, STORES_AWAY, Outage
 
 log = logging.getLogger(__name__)
 

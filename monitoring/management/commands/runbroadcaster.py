@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from monitoring.broadcaster import Broadcaster, run_forever
+from monitoring.services.broadcaster import Broadcaster, run_forever
 
 
 class Command(BaseCommand):

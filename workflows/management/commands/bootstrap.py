@@ -7,10 +7,10 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
 
-from workflows import versions
 from workflows.handlers.demo import DEMO_WORKFLOWS
 from workflows.llm import demo_server, providers
-from workflows.models import Workflow
+from workflows.store.models import Workflow
+from workflows.versions import publish as versions
 
 
 class Command(BaseCommand):

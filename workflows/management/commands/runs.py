@@ -6,9 +6,10 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from workflows import runs, versions
-from workflows.errors import DomainError
-from workflows.models import Run
+from workflows.runs import actions as runs
+from workflows.store.errors import DomainError
+from workflows.store.models import Run
+from workflows.versions import publish as versions
 
 TERMINAL_RUN = {"succeeded", "failed", "cancelled"}
 

@@ -8,7 +8,7 @@ from typing import Any
 from django.core.management.base import BaseCommand
 from django.db import close_old_connections
 
-from workflows.outages import STORES_AWAY, Outage
+from workflows.runtime.outages import STORES_AWAY, Outage
 from workflows.runtime.scheduler import Scheduler
 
 

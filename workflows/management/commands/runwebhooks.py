@@ -8,8 +8,8 @@ from typing import Any
 from django.core.management.base import BaseCommand
 from django.db import close_old_connections
 
-from workflows import webhooks
-from workflows.outages import STORES_AWAY, Outage
+from workflows.integrations import webhooks
+from workflows.runtime.outages import STORES_AWAY, Outage
 
 log = logging.getLogger(__name__)
 

@@ -6,9 +6,9 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
-from workflows import versions
-from workflows.errors import DomainError
-from workflows.models import Workflow, WorkflowVersion
+from workflows.store.errors import DomainError
+from workflows.store.models import Workflow, WorkflowVersion
+from workflows.versions import publish as versions
 
 
 class Command(BaseCommand):

@@ -1,0 +1,70 @@
+"""The only code that talks to the channel layer: topics, their groups, typed messages.
+
+Topics a page can subscribe to:
+    overview        counts per workflow, queues, workers alive, executions per second
+    workers         workers, schedulers and queues in detail
+    workflow:<id>   per-node in-flight counts, recent outcomes and durations
+    runs            ids of runs that changed (with their final status when they ended)
+    deadletters     dead letters changed (count of open ones)
+    approvals       approvals were requested, decided, escalated, expired or cancelled (no
+                    names, no counts: each page fetches what its viewer may decide)
+    run:<id>        one run's nodes and trace; served from the `runs` group by the consumer
+    llm:run:<id>    streamed LLM text of a run's attempts (monitoring/services/livetext.py)
+    llm:workflow:<id>  the same, for every run of a workflow (its live page)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, NotRequired, TypedDict
+
+from channels.layers import get_channel_layer
+
+MESSAGE_TYPE = "mon.message"  # handled by MonitorConsumer.mon_message
+TOPIC = re.compile(
+    r"^(overview|workers|runs|deadletters|approvals|(workflow|run|llm:run|llm:workflow):[1-9][0-9]{0,18})$"
+)
+
+
+class Message(TypedDict):
+    topic: str
+    epoch: int
+    seq: int
+    data: dict[str, Any]
+    html: NotRequired[dict[str, str]]
+
+
+def is_topic(topic: str) -> bool:
+    return bool(TOPIC.match(topic))
+
+
+def group_of(topic: str) -> str:
+    """Return the Channels group that carries a topic (a run page listens to `runs`)."""
+    if topic.startswith("run:"):
+        topic = "runs"
+    return "mon." + topic.replace(":", ".")
+
+
+async def publish(messages: list[Message]) -> None:
+    """Send each message to its topic's group (one group_send per topic and tick).
+
+    The message travels as the JSON text the browser receives, encoded once here rather
+    than once per connection by each consumer.
+    """
+    layer = get_channel_layer()
+    for message in messages:
+        envelope = {"type": MESSAGE_TYPE, "topic": message["topic"], "text": json.dumps(message)}
+        await layer.group_send(group_of(message["topic"]), envelope)
+
+
+async def join(channel_name: str, topics: list[str]) -> None:
+    layer = get_channel_layer()
+    for group in {group_of(t) for t in topics}:
+        await layer.group_add(group, channel_name)
+
+
+async def leave(channel_name: str, topics: list[str]) -> None:
+    layer = get_channel_layer()
+    for group in {group_of(t) for t in topics}:
+        await layer.group_discard(group, channel_name)

@@ -1,0 +1,399 @@
+"""Run an `llm.agent` node's attempt in a worker: its turns and tool calls, each a durable step.
+
+The decisions are the core's (core/agent.py: what comes next, the messages, the checks of a
+tool call); the steps are stored by workflows/agents/steps.py; this module makes the calls. The
+attempt runs under its node's time limit like any task; each model call has the node's
+`timeout_seconds` (cut to what is left of the attempt), each tool call its handler's
+`Tool.timeout_seconds` and up to `Tool.max_attempts` tries within the attempt. Model turns
+stream into the attempt's text stream (llm/streams.py), each between two `turn` markers.
+
+How a tool call can end:
+- ok: its output (JSON) is the tool's result;
+- error, told to the model as the result (bounded): an unknown tool, arguments that are not
+  JSON or off the tool's schema, a HandlerError (the tool's own explanation, e.g. "no such
+  order": the model can do something about it);
+- waiting: a workflow tool (`workflow_tools`, workflows/agents/tools.py) started its child run
+  and the attempt waits for it, holding no worker (`Parked`); the child's end gives the step
+  its result (ok, or an error told to the model) and queues the attempt to go on;
+- failed: a timeout or an unexpected exception on every try. The attempt fails with it and
+  the node is retried per its policy; the next attempt makes the call again (same
+  idempotency key), after every step already finished.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.utils import timezone
+
+from workflows import handlers
+from workflows.agents import steps as agents
+from workflows.agents import tools as agenttools
+from workflows.children import start as children
+from workflows.core import agent as core
+from workflows.core.graph import Node
+from workflows.handlers.builtin import time_budget
+from workflows.llm import client, providers, streams
+from workflows.llm.handler import call_recorded, chat_messages, resolve_for
+from workflows.runtime.kinds import Parked
+from workflows.runtime.limits import ToolTimeout, time_limit
+
+TOOL_RETRY_PAUSE_SECONDS = 0.2  # doubled after each failed try of a tool call
+
+
+@dataclass(frozen=True)
+class Offer:
+    """What the model is offered: tool specs, and function name -> handler and schema."""
+
+    specs: list[dict[str, Any]]
+    allowed: dict[str, dict[str, Any]]
+
+
+@dataclass
+class Loop:
+    """One attempt's loop: where it records, what it says to whom, what it has done."""
+
+    ctx: handlers.NodeContext
+    at: agents.Attempt
+    endpoint: providers.Endpoint
+    opening: list[dict[str, Any]]
+    offer: Offer
+    steps: list[core.Step]
+    seq: int  # the number the next step takes (read once: only this attempt adds steps)
+    writer: streams.TextWriter | None = None  # the attempt's text stream (none outside a worker)
+
+    def take_seq(self) -> int:
+        self.seq += 1
+        return self.seq - 1
+
+    @property
+    def where(self) -> str:
+        return f"llm.agent node {self.ctx.node_id!r}"
+
+
+def run_agent(node: Node, ctx: handlers.NodeContext) -> dict[str, Any]:
+    """Run the loop from its last recorded step until the model answers; return the output.
+
+    The model's turns stream into the attempt's text stream (llm/streams.py: each turn
+    between two `turn` markers), which ends with the output or the error, as `llm.chat`'s.
+    """
+    writer = streams.writer_for(ctx)
+    return streams.streamed(writer, lambda: run_loop(start_loop(ctx, writer)))
+
+
+def run_loop(loop: Loop) -> dict[str, Any]:
+    """Take the loop's next moves until the model answers or max_steps is reached."""
+    ctx = loop.ctx
+    max_steps = int(ctx.config.get("max_steps", 10))
+    while True:
+        move = core.next_move(loop.steps, max_steps, str(ctx.config.get("on_max_steps", core.FAIL)))
+        if isinstance(move, core.Finish):
+            return output_of(loop, move)
+        if isinstance(move, core.OutOfSteps):
+            raise handlers.HandlerError(
+                f"{loop.where} reached max_steps ({move.turns} model turns) without a final answer; "
+                "raise max_steps, or set on_max_steps to finish to keep the last text."
+            )
+        step = take_turn(loop) if isinstance(move, core.CallModel) else call_tool(loop, move)
+        loop.steps.append(step)
+
+
+def start_loop(ctx: handlers.NodeContext, writer: streams.TextWriter | None = None) -> Loop:
+    """Resolve the provider, render the opening, and read what earlier attempts recorded."""
+    where = f"llm.agent node {ctx.node_id!r}"
+    endpoint = resolve_for(ctx, where)
+    opening = chat_messages(ctx, where)
+    tools = [str(name) for name in ctx.config.get("tools") or ()]
+    fingerprint = core.fingerprint(endpoint.provider, endpoint.model, opening, core.offered_names(ctx.config))
+    at = agents.Attempt(ctx.node_run_id, ctx.run_id, ctx.node_id, ctx.attempt, fingerprint)
+    steps = agents.loop_steps(at)
+    offer = offer_tools(tools, [str(slug) for slug in ctx.config.get("workflow_tools") or ()])
+    return Loop(ctx, at, endpoint, opening, offer, steps, agents.next_seq(at.noderun_id), writer)
+
+
+def offer_tools(names: list[str], workflows: Sequence[str] = ()) -> Offer:
+    """The tools a node may call that are registered as tools now, then the workflows it may
+    call that can run now (others are refused by the definition's validation; one
+    unregistered, paused or deleted since is simply not offered)."""
+    registered = handlers.tools()
+    specs, allowed = [], {}
+    for name in names:
+        handler = registered.get(name)
+        if handler is None or handler.config_schema is None:
+            continue
+        specs.append(core.tool_spec(name, handler.doc, handler.config_schema))
+        allowed[core.function_name(name)] = {"handler": name, "schema": handler.config_schema}
+    for offered in agenttools.offer(list(workflows)) if workflows else ():
+        specs.append(offered.spec)
+        name = offered.spec["function"]["name"]
+        allowed[name] = {"handler": core.WORKFLOW_PREFIX + offered.slug, "schema": offered.schema}
+    return Offer(specs, allowed)
+
+
+def take_turn(loop: Loop) -> core.Step:
+    """Ask the model once, streaming its text; record the turn (or its failure) and return it.
+
+    The stream marks the turn `recorded` only after its step is in Postgres: a turn cut
+    short (a kill, a malformed answer) is never a step, and the next attempt asks again.
+    """
+    seq = loop.take_seq()
+    key = f"{loop.ctx.run_id}:{loop.ctx.node_id}:turn:{seq}"
+    messages = core.conversation(loop.opening, loop.steps)
+    request = {"messages": messages[len(messages) - new_messages(loop) :], "message_count": len(messages)}
+    request["tools"] = [spec["function"]["name"] for spec in loop.offer.specs]
+    started = timezone.now()
+    budget = time_budget(
+        loop.ctx, loop.ctx.config.get("timeout_seconds") or loop.endpoint.timeout_seconds, loop.where
+    )
+    if loop.writer:
+        loop.writer.begin_turn(seq, 1 + sum(1 for s in loop.steps if s.kind == core.TURN))
+    try:
+        completion = call_recorded(
+            loop.ctx,
+            loop.endpoint,
+            lambda: client.complete(
+                loop.endpoint,
+                messages,
+                tools=loop.offer.specs or None,
+                options=call_options(loop.ctx.config),
+                idempotency_key=key,
+                timeout_seconds=budget,
+                where=loop.where,
+                on_delta=loop.writer.on_delta if loop.writer else None,
+                on_calls=loop.writer.on_calls if loop.writer else None,
+            ),
+            step=f"turn {seq}",
+        )
+    except BaseException as exc:  # recorded, then re-raised: the attempt fails with it
+        error = record_failure(loop, seq, core.TURN, key, started, exc, request=request)
+        if loop.writer:
+            loop.writer.end_turn(streams.FAILED, error=error)
+        raise
+    calls = [as_call(c) for c in completion.tool_calls]
+    response = {
+        "content": completion.text,
+        "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls],
+    }
+    agents.record_step(
+        loop.at,
+        seq,
+        core.TURN,
+        core.OK,
+        key,
+        started,
+        timezone.now(),
+        request=request,
+        response=response,
+        model=completion.model or loop.endpoint.model,
+        finish_reason=completion.finish_reason or "",
+        input_tokens=completion.input_tokens,
+        output_tokens=completion.output_tokens,
+    )
+    if loop.writer:
+        names = [c.name for c in calls]
+        loop.writer.end_turn(streams.RECORDED, finish_reason=completion.finish_reason, tool_calls=names)
+    return core.Step(
+        seq,
+        core.TURN,
+        content=completion.text or "",
+        calls=tuple(calls),
+        input_tokens=completion.input_tokens or 0,
+        output_tokens=completion.output_tokens or 0,
+    )
+
+
+def new_messages(loop: Loop) -> int:
+    """How many messages this turn adds to the previous turn's (the opening for the first)."""
+    done = core.counted(loop.steps)
+    turns = [s for s in done if s.kind == core.TURN]
+    if not turns:
+        return len(loop.opening)
+    return 1 + sum(1 for s in done if s.seq > turns[-1].seq)  # its answer, then the tools' results
+
+
+def as_call(raw: dict[str, Any]) -> core.Call:
+    arguments = raw.get("arguments")
+    text = arguments if isinstance(arguments, str) else json.dumps(arguments if arguments is not None else {})
+    return core.Call(str(raw.get("id") or ""), str(raw.get("name") or ""), text)
+
+
+def call_options(config: dict[str, Any]) -> dict[str, Any]:
+    return {key: config[key] for key in ("temperature", "max_tokens") if key in config}
+
+
+def call_tool(loop: Loop, move: core.CallTool) -> core.Step:
+    """Make one tool call the last turn asked for; record it and return it."""
+    seq = loop.take_seq()
+    key = move.key(loop.ctx.run_id, loop.ctx.node_id)
+    call = move.call
+    fields: dict[str, Any] = {"turn_seq": move.turn_seq, "call_id": call.id, "tool": call.name}
+    started = timezone.now()
+    checked = core.check_call(call, loop.offer.allowed)
+    if isinstance(checked, str):
+        fields["arguments"] = parsed_or_text(call.arguments)
+        return told_error(loop, seq, key, started, checked, fields)
+    name, arguments = checked
+    fields.update(tool=name, arguments=arguments)
+    if name.startswith(core.WORKFLOW_PREFIX):
+        return call_workflows(loop, move, workflow_call(loop, move, seq, started, name, arguments))
+    handler = handlers.get_handler(name)
+    try:
+        result = run_tool(loop, handler, arguments, key)
+    except handlers.HandlerError as exc:
+        return told_error(loop, seq, key, started, str(exc), fields)
+    except ToolFailed as exc:
+        record_failure(loop, seq, core.TOOL, key, started, exc, **fields)
+        raise handlers.HandlerError(str(exc)) from None
+    except BaseException as exc:  # recorded, then re-raised: the attempt fails with it
+        record_failure(loop, seq, core.TOOL, key, started, exc, **fields)
+        raise
+    agents.record_step(
+        loop.at, seq, core.TOOL, core.OK, key, started, timezone.now(), result=result, **fields
+    )
+    return core.Step(seq, core.TOOL, call_id=call.id, result=result)
+
+
+def call_workflows(loop: Loop, move: core.CallTool, first: agenttools.ToolCall) -> core.Step:
+    """Start the workflow's child run, and those of the workflow calls that follow it in the
+    turn, and let the attempt wait for them (workflows/agents/tools.py).
+
+    Raise Parked once the calls are recorded; a first call whose child cannot start is told
+    to the model instead (a later one ends the batch, and is told when its turn comes)."""
+    try:
+        batch = [(first, agenttools.target(first))]
+    except children.CannotStart as exc:
+        return told_error(
+            loop, first.seq, first.key, first.started, f"workflow {first.slug!r}: {exc}", first.fields
+        )
+    for call in following_workflow_calls(loop, move):
+        try:
+            batch.append((call, agenttools.target(call)))
+        except children.CannotStart:
+            loop.seq = call.seq  # not taken: this call is made on its own, later
+            break
+    started = agenttools.start_calls(loop.at, batch)
+    named = ", ".join(
+        f"{child.pk} of workflow {call.slug!r}" for (call, _), child in zip(batch, started, strict=True)
+    )
+    raise Parked(f"{loop.where} waits for child run{'s' if len(started) > 1 else ''} {named}.")
+
+
+def following_workflow_calls(loop: Loop, move: core.CallTool) -> Iterator[agenttools.ToolCall]:
+    """The valid workflow calls right after `move` in its turn, each with the next seq."""
+    turn = next(s for s in loop.steps if s.seq == move.turn_seq)
+    for index in range(move.index + 1, len(turn.calls)):
+        later = core.CallTool(turn.calls[index], move.turn_seq, index)
+        checked = core.check_call(later.call, loop.offer.allowed)
+        if isinstance(checked, str) or not checked[0].startswith(core.WORKFLOW_PREFIX):
+            return
+        yield workflow_call(loop, later, loop.take_seq(), timezone.now(), *checked)
+
+
+def workflow_call(
+    loop: Loop, move: core.CallTool, seq: int, started: datetime, name: str, arguments: dict[str, Any]
+) -> agenttools.ToolCall:
+    """A checked call of a workflow tool (`name`: workflow__<slug>), as its step records it."""
+    fields = {"turn_seq": move.turn_seq, "call_id": move.call.id, "tool": name, "arguments": arguments}
+    key = move.key(loop.ctx.run_id, loop.ctx.node_id)
+    return agenttools.ToolCall(seq, key, started, fields, name[len(core.WORKFLOW_PREFIX) :], arguments)
+
+
+def told_error(
+    loop: Loop, seq: int, key: str, started: datetime, message: str, fields: dict[str, Any]
+) -> core.Step:
+    """Record a tool call whose error goes back to the model as its result."""
+    error = core.bounded(message, core.ERROR_CHARS)
+    agents.record_step(
+        loop.at, seq, core.TOOL, core.ERROR, key, started, timezone.now(), error=error, **fields
+    )
+    return core.Step(seq, core.TOOL, status=core.ERROR, call_id=str(fields["call_id"]), error=error)
+
+
+def run_tool(loop: Loop, handler: handlers.Handler, arguments: dict[str, Any], key: str) -> Any:
+    """Call a tool's handler, trying again after a timeout or an unexpected error.
+
+    A HandlerError is the tool's answer and is raised at once; after the last try the
+    failure is raised as a HandlerError naming the tool.
+    """
+    policy = handler.tool or handlers.Tool()
+    problem = ""
+    for attempt in range(1, policy.max_attempts + 1):
+        tool_ctx = tool_context(loop.ctx, key, arguments, policy.timeout_seconds)
+        try:
+            with time_limit(policy.timeout_seconds, ToolTimeout):
+                result = handler.func(tool_ctx)
+            json.dumps(result)
+            return result
+        except handlers.HandlerError:
+            raise
+        except ToolTimeout:
+            problem = f"timed out after {policy.timeout_seconds:g} s"
+        except Exception as exc:  # the tool's boundary, as execution.execute is the node's
+            problem = f"{type(exc).__name__}: {exc}"
+        if attempt < policy.max_attempts:
+            time.sleep(min(TOOL_RETRY_PAUSE_SECONDS * 2 ** (attempt - 1), loop.ctx.remaining()))
+    raise ToolFailed(f"{loop.where}: tool {handler.name} failed {policy.max_attempts} time(s): {problem}")
+
+
+class ToolFailed(Exception):
+    """A tool call failed on every try: the attempt fails (not told to the model)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+def tool_context(
+    ctx: handlers.NodeContext, key: str, arguments: dict[str, Any], seconds: float
+) -> handlers.NodeContext:
+    return handlers.NodeContext(
+        run_id=ctx.run_id,
+        node_id=ctx.node_id,
+        attempt=ctx.attempt,
+        idempotency_key=key,
+        input=ctx.input,
+        upstream=ctx.upstream,
+        config=arguments,
+        deadline=min(ctx.deadline, time.monotonic() + seconds),
+    )
+
+
+def record_failure(
+    loop: Loop, seq: int, kind: str, key: str, started: datetime, exc: BaseException, **fields: Any
+) -> str:
+    """Record a step that did not finish, unless the attempt was taken away meanwhile; return
+    its error."""
+    error = str(exc) or f"{loop.where}: the node's time limit ended this {kind}."
+    with contextlib.suppress(agents.Superseded):  # the attempt is gone: nobody's history
+        agents.record_step(
+            loop.at, seq, kind, core.FAILED, key, started, timezone.now(), error=error, **fields
+        )
+    return error
+
+
+def parsed_or_text(arguments: str) -> Any:
+    try:
+        return json.loads(arguments)
+    except ValueError:
+        return arguments
+
+
+def output_of(loop: Loop, finish: core.Finish) -> dict[str, Any]:
+    done = core.counted(loop.steps)
+    return {
+        "content": finish.content,
+        "finish_reason": finish.reason,
+        "model": loop.endpoint.model,
+        "provider": loop.endpoint.provider,
+        "turns": sum(1 for s in done if s.kind == core.TURN),
+        "tool_calls": sum(1 for s in done if s.kind == core.TOOL),
+        "usage": {
+            "input_tokens": sum(s.input_tokens for s in done),
+            "output_tokens": sum(s.output_tokens for s in done),
+        },
+    }

@@ -1,0 +1,4 @@
+"""What operators do to the fleet: workers (drain, pause) and retention (domain layer).
+
+Imports the runtime and the store.
+"""

@@ -70,7 +70,7 @@ lint: venv
 # mkdocs builds strictly: a broken link or a page missing from the nav fails.
 docs: venv
 	$(PY) docs/gen_reference.py
-	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 clean-data:
 	@if [ -x $(PY) ]; then \

@@ -113,7 +113,8 @@ def env_reads(source: str) -> list[tuple[str, str, str, str, str]]:
     for _stmt, target, anchor_line, call in env_calls(tree):
         name = ast.literal_eval(call.args[0])
         default = default_of(call, constants)
-        kind = call.func.id.removeprefix("env_")  # type: ignore[union-attr]  # checked in env_calls
+        assert isinstance(call.func, ast.Name)  # calls_in keeps only env_* names
+        kind = call.func.id.removeprefix("env_")
         rows.append((name, kind, default, target, comment_above(text, anchor_line)))
     return rows
 
@@ -178,7 +179,7 @@ def default_of(call: ast.Call, constants: dict[str, Any]) -> str:
 
 def comment_above(text: list[str], lineno: int) -> str:
     """Join the comment lines right above line `lineno` (1-based) and its own trailing comment."""
-    parts = []
+    parts: list[str] = []
     i = lineno - 2
     while i >= 0 and text[i].strip().startswith("#"):
         parts.insert(0, text[i].strip().lstrip("#").strip())

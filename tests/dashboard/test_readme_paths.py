@@ -36,6 +36,11 @@ def test_the_readme_names_where_to_click_first() -> None:
     )
 
 
+def test_the_readme_is_a_page_not_a_manual() -> None:
+    lines = len(README.read_text().splitlines())
+    assert lines < 150, f"README.md has {lines} lines: move the detail into docs/ and link to it"
+
+
 def test_the_manual_names_the_pages() -> None:
     assert {"/runs/", "/dead-letters/", "/workflows/<slug>/live/", "/keys/", "/llm/"} <= set(
         named_paths(*MANUAL)

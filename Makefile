@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help venv assets browser run status test chaos bench lint clean-data
+.PHONY: help venv assets browser run status test chaos bench lint docs clean-data
 
 help:
 	@echo "make run         start Switchyard (embedded PostgreSQL + Valkey, web, scheduler, workers)"
@@ -17,6 +17,7 @@ help:
 	@echo "make bench       run the benchmarks"
 	@echo "make assets      install the npm packages (npm ci) and bundle the editor (npm run build)"
 	@echo "make lint        ruff check and format check, mypy --strict on workflows/core"
+	@echo "make docs        build the manual (docs/, MkDocs) into site/; a broken link fails"
 	@echo "make clean-data  stop the embedded servers and delete .data"
 
 venv: $(VENV)/.installed
@@ -64,6 +65,12 @@ bench: venv
 # mypy reads its files and strictness from [tool.mypy] in pyproject.toml.
 lint: venv
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(VENV)/bin/mypy
+
+# The reference pages (node kinds, settings, API) are generated from the code first, then
+# mkdocs builds strictly: a broken link or a page missing from the nav fails.
+docs: venv
+	$(PY) docs/gen_reference.py
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 clean-data:
 	@if [ -x $(PY) ]; then \

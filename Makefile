@@ -15,7 +15,7 @@ help:
 	@echo "make test        run the tests (PYTEST_ARGS=... to pass options)"
 	@echo "make chaos       1,000 runs through the API while every process and both stores are killed"
 	@echo "make bench       run the benchmarks"
-	@echo "make assets      install the npm packages (npm ci) and bundle the editor (npm run build)"
+	@echo "make assets      install the npm packages (npm ci) and bundle the editor and dashboard (npm run build)"
 	@echo "make lint        ruff check and format check, mypy --strict on workflows/core"
 	@echo "make docs        build the manual (docs/, MkDocs) into site/; a broken link fails"
 	@echo "make clean-data  stop the embedded servers and delete .data"
@@ -31,7 +31,8 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-otel.txt
 	$(VENV)/bin/pip install -q -r requirements-dev.txt
 	touch $@
 
-# Front-end assets: the editor's ES modules bundled with esbuild (npm registry, lockfile).
+# Front-end assets: the ES modules of the editor, the dashboard and its charts, bundled with
+# esbuild (npm registry, lockfile) into static/*/dist (not in git).
 # `npm ci` runs again only when the lockfile changes (--ignore-scripts: no package runs code at
 # install; esbuild needs none, its binary is the @esbuild/<platform> package); the bundle is
 # rebuilt every time (~0.1 s).

@@ -122,7 +122,10 @@ log = logging.getLogger(__name__)
 @lru_cache(maxsize=1)
 def document() -> dict[str, Any]:
     """Build the document once per process: the routes do not change while it runs."""
-    return json.loads(json.dumps(api.get_openapi_schema()))  # as served: status codes are text
+    served: dict[str, Any] = json.loads(
+        json.dumps(api.get_openapi_schema())
+    )  # as served: status codes are text
+    return served
 
 
 api.add_router("", meta)

@@ -216,11 +216,11 @@ class Document(OpenAPISchema):
         return result
 
     def operation_security(self, operation: Operation) -> list[dict[str, Any]] | None:
-        result = []
+        result: list[dict[str, Any]] = []
         for auth in operation.auth_callbacks:
             name = getattr(auth, "scheme_name", type(auth).__name__)
             result.append({name: []})
-            self.securitySchemes[name] = auth.openapi_security_schema
+            self.securitySchemes[name] = auth.openapi_security_schema  # type: ignore[attr-defined]  # ninja types auth_callbacks as callables; ours are AuthBase, which has it
         return result or None
 
     def _extract_parameters(self, model: Any) -> list[dict[str, Any]]:

@@ -451,7 +451,7 @@ def version_summary(v: WorkflowVersion) -> VersionSummary:
 
 
 def version(v: WorkflowVersion) -> VersionOut:
-    return {**version_summary(v), "definition": v.definition}  # type: ignore[typeddict-item]
+    return {**version_summary(v), "definition": v.definition}
 
 
 def run_summary(r: Run) -> RunSummary:
@@ -578,7 +578,7 @@ def letter_summary(d: DeadLetter) -> DeadLetterSummary:
 
 
 def letter(d: DeadLetter, attempts: list[RunEvent]) -> DeadLetterOut:
-    return {  # type: ignore[typeddict-item]
+    return {
         **letter_summary(d),
         "traceback": d.traceback,
         "input_snapshot": d.input_snapshot,
@@ -755,7 +755,7 @@ class AttemptOut(SpanOut):
 
 def attempt(e: RunEvent) -> AttemptOut:
     data = e.data if isinstance(e.data, dict) else {}
-    return {**span(e), "log": str(data.get("log", ""))}  # type: ignore[typeddict-item]
+    return {**span(e), "log": str(data.get("log", ""))}
 
 
 class RerunOut(TypedDict):

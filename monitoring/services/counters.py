@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from typing import Any
+from typing import Any, cast
 
 from workflows.runtime import bus
 
@@ -54,7 +54,7 @@ class Totals:
 
 
 def read_totals() -> dict[str, float]:
-    return {k: float(v) for k, v in bus.client().hgetall(TOTALS).items()}
+    return {k: float(v) for k, v in cast(dict[str, str], bus.client().hgetall(TOTALS)).items()}
 
 
 def save_latest(pipe: Any, topic: str, message: dict[str, Any]) -> None:

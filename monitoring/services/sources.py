@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import django_rq
 import redis
@@ -210,7 +210,9 @@ def notice_backlog() -> dict[str, float]:
     group = next((g for g in groups if g["name"] == bus.GROUP), None)
     if group is None:
         return {"count": 0, "age_seconds": 0.0}
-    oldest = client.xrange(bus.NOTICES, f"({group['last-delivered-id']}", "+", count=1)
+    oldest = cast(
+        list[bus.StreamEntry], client.xrange(bus.NOTICES, f"({group['last-delivered-id']}", "+", count=1)
+    )
     if not oldest:
         return {"count": 0, "age_seconds": 0.0}
     age = max(0.0, time.time() - int(oldest[0][0].split("-")[0]) / 1000)

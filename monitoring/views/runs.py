@@ -15,6 +15,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from controlplane import access
+from monitoring.views import HtmxRequest
 from monitoring.views.filters import RunFilter
 from monitoring.views.guards import requires
 from workflows.core.states import RunStatus
@@ -30,7 +31,7 @@ BULK_PERMISSION = {"cancel": "cancel_run", "replay": "replay"}
 
 @require_GET
 @requires("view")
-def runs_list(request: HttpRequest) -> HttpResponse:
+def runs_list(request: HtmxRequest) -> HttpResponse:
     flt = RunFilter.parse(request.GET)
     try:
         found = flt.search().apply(Run.objects.select_related("workflow", "version"))

@@ -171,6 +171,7 @@ CHANNEL_LAYERS = {
     }
 }
 
+
 class SwitchyardSettings(TypedDict):
     """The keys of SWITCHYARD and their types (mypy reads settings.SWITCHYARD["..."] through it)."""
 
@@ -273,6 +274,7 @@ STATIC_ROOT = BASE_DIR / ".data" / "staticfiles"
 # Daphne serves /static/ itself (from the apps and static/, no collectstatic) unless a
 # front server does: `make run` and the browser tests have none.
 SERVE_STATIC = env_bool("SWITCHYARD_SERVE_STATIC", True)
+
 
 # The live dashboard (monitoring/): one broadcaster pushes snapshots to the websockets.
 class MonitorSettings(TypedDict):

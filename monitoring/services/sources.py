@@ -152,14 +152,18 @@ def last_event_id() -> int:
 def rows(sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
     with connection.cursor() as cur:
         cur.execute(sql, params or [])
-        return cur.fetchall()
+        found: list[tuple[Any, ...]] = cur.fetchall()
+        return found
 
 
 def workflows() -> list[dict[str, Any]]:
-    return list(
-        Workflow.objects.order_by("slug").values(
-            "id", "slug", "title", "paused", "active_version_id", "active_version__number"
-        )
+    return cast(
+        list[dict[str, Any]],
+        list(
+            Workflow.objects.order_by("slug").values(
+                "id", "slug", "title", "paused", "active_version_id", "active_version__number"
+            )
+        ),
     )
 
 

@@ -33,7 +33,9 @@ def alive_workers(roster: list[tuple[str, float]], now: float) -> list[tuple[str
     return [(name, now - beat) for name, beat in roster if now - beat <= ttl]
 
 
-def queue_rows(depths: dict[str, int], history: list[tuple[float, dict[str, int]]], now: float) -> list[dict]:
+def queue_rows(
+    depths: dict[str, int], history: list[tuple[float, dict[str, int]]], now: float
+) -> list[dict[str, Any]]:
     """Each queue's depth and its change over the last ~10 s (history is oldest first)."""
     before = next((d for t, d in history if now - t <= 10.5), depths) if history else depths
     found = []
@@ -45,7 +47,9 @@ def queue_rows(depths: dict[str, int], history: list[tuple[float, dict[str, int]
     return found
 
 
-def warnings(workers: int, schedulers: int, queues: list[dict], notices: dict[str, float]) -> list[str]:
+def warnings(
+    workers: int, schedulers: int, queues: list[dict[str, Any]], notices: dict[str, float]
+) -> list[str]:
     found = []
     if workers == 0:
         found.append("No worker is alive: queued nodes will not run. Start workers (manage.py rqworker).")

@@ -29,7 +29,8 @@ def page_role(user: Any) -> str | None:
         return None
     if "_page_role" not in user.__dict__:
         user.__dict__["_page_role"] = access.role_of(user)
-    return user.__dict__["_page_role"]  # type: ignore[no-any-return]
+    role: str | None = user.__dict__["_page_role"]
+    return role
 
 
 @register.filter

@@ -71,11 +71,11 @@ def runs_bulk(request: HttpRequest) -> HttpResponse:
     try:
         chosen: runsearch.RunSearch | list[int] = chosen_runs(request, flt, scope)
         if isinstance(chosen, runsearch.RunSearch):
-            count = runbulk.matching(action, chosen).count()  # type: ignore[arg-type]
+            count = runbulk.matching(action, chosen).count()  # type: ignore[arg-type]  # action is a key of BULK_PERMISSION (checked above): an Action
             if request.POST.get("confirmed") != str(count):
                 context = {"action": action, "count": count, "filter": flt, "reason": reason}
                 return render(request, "monitoring/runs_confirm.html", {**context, "max": runbulk.MAX_BULK})
-        result = runbulk.act_on_runs(action, chosen, request.user, reason)  # type: ignore[arg-type]
+        result = runbulk.act_on_runs(action, chosen, request.user, reason)  # type: ignore[arg-type]  # as above
     except DomainError as exc:
         messages.error(request, exc.message)
         return redirect(back)

@@ -179,4 +179,4 @@ for kind, handler in (
     (Http404, on_not_found),
     (HttpError, on_http_error),
 ):
-    api.add_exception_handler(kind, handler)  # type: ignore[arg-type]
+    api.add_exception_handler(kind, handler)  # type: ignore[arg-type]  # a heterogeneous table: each handler takes its own exception type

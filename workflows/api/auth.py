@@ -81,7 +81,7 @@ class KeyAuth(AuthBase):
         if "Authorization" not in request.headers:
             return None  # perhaps a browser session: the next scheme decides
         key = authenticate(request)
-        request.rate = check_rate(f"key:{key.prefix}")  # type: ignore[attr-defined]
+        request.rate = check_rate(f"key:{key.prefix}")  # type: ignore[attr-defined]  # the rate state rides on the request to the response headers (AuthBase takes a plain HttpRequest)
         authorize(key, self.action)
         return key
 
@@ -105,7 +105,7 @@ class SessionAuth(AuthBase):
         if check_csrf(request) is not None:  # lets safe methods through, as Django's middleware does
             detail = "CSRF check failed: send the csrftoken cookie's value in the X-CSRFToken header."
             raise ApiError(403, detail, [FieldError("header", "X-CSRFToken", "is missing or wrong")])
-        request.rate = check_rate(f"user:{user.pk}")  # type: ignore[attr-defined]
+        request.rate = check_rate(f"user:{user.pk}")  # type: ignore[attr-defined]  # as above
         authorize_person(user, self.action)
         return user
 

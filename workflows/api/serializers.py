@@ -513,7 +513,7 @@ def run(
         for item in out["nodes"]:
             if item["node_id"] in llm["nodes"]:
                 item["llm_usage"] = llm["nodes"][item["node_id"]]
-    return out  # type: ignore[return-value]
+    return out  # type: ignore[return-value]  # built as a dict, then given the optional llm_usage keys: a RunOut
 
 
 def run_link(link: ChildRun, other: Run) -> RunLinkOut:
@@ -612,7 +612,7 @@ def validation(issues: list[Issue]) -> ValidationOut:
 
 def definition_check(issues: list[Issue]) -> DefinitionCheck:
     errors = [definition_error(i, "definition").as_dict() for i in issues]
-    return {"valid": not issues, "errors": errors}  # type: ignore[typeddict-item]
+    return {"valid": not issues, "errors": errors}  # type: ignore[typeddict-item]  # as_dict() rows are plain dicts of DefinitionError's keys
 
 
 def api_key(k: ApiKey) -> KeyOut:

@@ -89,7 +89,7 @@ def schedule_out(schedule: Schedule) -> ScheduleOut:
     return {
         "id": schedule.pk,
         "workflow": schedule.workflow.slug,
-        **{f: getattr(schedule, f) for f in schedules.FIELDS},  # type: ignore[typeddict-item]
+        **{f: getattr(schedule, f) for f in schedules.FIELDS},  # type: ignore[typeddict-item]  # the FIELDS names are ScheduleOut keys; mypy cannot see through getattr
         "next_fire_at": schedule.next_fire_at,
         "last_fire_at": schedule.last_fire_at,
         "upcoming": schedules.upcoming(schedule),

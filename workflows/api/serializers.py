@@ -1,9 +1,11 @@
 """What the API answers: plain functions from models to dicts, typed as TypedDicts.
 
 The TypedDicts are the response schemas of the OpenAPI document (pydantic turns them into
-JSON Schema), and mypy checks every serializer against its TypedDict, so the documented
-shape and the served one are the same code. Datetimes stay datetimes here; the JSON
-encoder writes them as RFC 3339.
+JSON Schema). `make lint` runs mypy --strict on this module: a serializer's dict is checked
+against its TypedDict (keys, and values where the model field is typed), except in `run`
+(built as a plain dict, then given the optional LLM keys) and `definition_check` (rows from
+`as_dict()`), which carry a `type: ignore` each; JSON fields (Any) are not checked. Datetimes
+stay datetimes here; the JSON encoder writes them as RFC 3339.
 """
 
 from __future__ import annotations

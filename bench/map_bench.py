@@ -8,7 +8,7 @@ servers in .data/bench-map, or those DATABASE_URL/REDIS_URL name), and in one si
 3. a Celery `group` of 10,000 no-op tasks, 2 prefork worker processes, the same Redis
    (bench/celery_group.py, in a venv of its own: ITEMS=... CELERY_PYTHON=... to point
    elsewhere; `python3 -m venv .data/celery-venv && .data/celery-venv/bin/pip install
-   "celery[redis]==5.7.0" psutil` as in /work/shared/peers-bench/requirements.txt).
+   "celery[redis]==5.7.0" psutil` as in ../shared/peers-bench/requirements.txt).
 For each: wall seconds, items/s, and CPU seconds per 1,000 items of the runtime processes
 (scheduler and workers; the bench process for starts and polling, the Celery client),
 PostgreSQL and Redis. Figures only; nothing here is asserted.

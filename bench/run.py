@@ -38,7 +38,7 @@ RESULTS_DIR = BENCH / "results"
 IDLE_S = 10.0
 BUSY_CPUS = 0.25  # CPUs' worth of unattributed work during a phase that makes its figures suspect
 PAUSE_S = 1.0
-PEERS = "/work/shared/peers-bench/RESULTS-2026-11-22.md"
+PEERS = "../shared/peers-bench/RESULTS-2026-11-22.md"  # relative to the repository (the peers run beside it)
 # Headline of PEERS (median of 3 trials there); CPU per 1k nodes = "CPU s @N=2000" / 8.
 PUBLISHED = {
     "celery": [122.3, 489, 127.8, 511, 11.89, 19.53, 26.34 / 8, 258],

@@ -133,7 +133,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
-                "monitoring.views.overview.inbox.inbox_nav",
+                "monitoring.views.inbox.inbox_nav",
             ],
         },
     },

@@ -213,7 +213,11 @@ class Broadcaster:
         return messages
 
     def sample_backlog(
-        self, now: float, depths: dict[str, int], in_flight: dict[int, Any], workflows: list[dict[str, Any]]
+        self,
+        now: float,
+        depths: dict[str, int],
+        in_flight: dict[int, Any],
+        workflows: list[sources.WorkflowRow],
     ) -> None:
         """Write the backlog chart's sample once every BACKLOG_SAMPLE_SECONDS."""
         if now - self.sampled_at < settings.MONITOR["BACKLOG_SAMPLE_SECONDS"]:

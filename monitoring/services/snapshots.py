@@ -48,7 +48,7 @@ def queue_rows(
 
 
 def warnings(
-    workers: int, schedulers: int, queues: list[dict[str, Any]], notices: dict[str, float]
+    workers: int, schedulers: int, queues: list[dict[str, Any]], notices: sources.Backlog
 ) -> list[str]:
     found = []
     if workers == 0:
@@ -70,7 +70,7 @@ def warnings(
 
 def build_overview(
     now: float,
-    workflows: list[dict[str, Any]],
+    workflows: list[sources.WorkflowRow],
     windows: Windows | None,
     in_flight: dict[int, dict[str, dict[str, int]]],
     runs_in_flight: list[tuple[Any, ...]],
@@ -81,7 +81,7 @@ def build_overview(
     runs: dict[int, dict[str, int]] = defaultdict(dict)
     for workflow_id, status, n in runs_in_flight:
         runs[workflow_id][status] = n
-    rows = []
+    rows: list[dict[str, Any]] = []
     for wf in workflows:
         nodes = in_flight.get(wf["id"], {})
         counts = windows.run_counts(wf["id"], now) if windows else {}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, TypedDict, cast
 
 import django_rq
 import redis
@@ -156,9 +156,21 @@ def rows(sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
         return found
 
 
-def workflows() -> list[dict[str, Any]]:
+class WorkflowRow(TypedDict):
+    """A workflow as the overview lists it (a row of Workflow.objects.values())."""
+
+    id: int
+    slug: str
+    title: str
+    paused: bool
+    active_version_id: int | None
+    active_version__number: int | None
+
+
+def workflows() -> list[WorkflowRow]:
+    # cast: the stubs type values() rows of a nullable foreign key as int, not int | None.
     return cast(
-        list[dict[str, Any]],
+        list[WorkflowRow],
         list(
             Workflow.objects.order_by("slug").values(
                 "id", "slug", "title", "paused", "active_version_id", "active_version__number"
@@ -204,7 +216,14 @@ def schedulers() -> list[dict[str, Any]]:
     return found
 
 
-def notice_backlog() -> dict[str, float]:
+class Backlog(TypedDict):
+    """The scheduler notices not read yet, and the age of the oldest in seconds."""
+
+    count: int
+    age_seconds: float
+
+
+def notice_backlog() -> Backlog:
     """Return the notices no scheduler has read yet, and the age of the oldest (seconds)."""
     client = bus.client()
     try:

@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help venv assets browser run status test chaos bench lint clean-data
+.PHONY: help venv assets browser run status test chaos bench lint docs clean-data
 
 help:
 	@echo "make run         start Switchyard (embedded PostgreSQL + Valkey, web, scheduler, workers)"
@@ -15,8 +15,9 @@ help:
 	@echo "make test        run the tests (PYTEST_ARGS=... to pass options)"
 	@echo "make chaos       1,000 runs through the API while every process and both stores are killed"
 	@echo "make bench       run the benchmarks"
-	@echo "make assets      install the npm packages (npm ci) and bundle the editor (npm run build)"
+	@echo "make assets      install the npm packages (npm ci) and bundle the editor and dashboard (npm run build)"
 	@echo "make lint        ruff check and format check, mypy --strict on every package"
+	@echo "make docs        build the manual (docs/, MkDocs) into site/; a broken link fails"
 	@echo "make clean-data  stop the embedded servers and delete .data"
 
 venv: $(VENV)/.installed
@@ -30,7 +31,8 @@ $(VENV)/.installed: requirements.txt requirements-dev.txt requirements-otel.txt
 	$(VENV)/bin/pip install -q -r requirements-dev.txt
 	touch $@
 
-# Front-end assets: the editor's ES modules bundled with esbuild (npm registry, lockfile).
+# Front-end assets: the ES modules of the editor, the dashboard and its charts, bundled with
+# esbuild (npm registry, lockfile) into static/*/dist (not in git).
 # `npm ci` runs again only when the lockfile changes (--ignore-scripts: no package runs code at
 # install; esbuild needs none, its binary is the @esbuild/<platform> package); the bundle is
 # rebuilt every time (~0.1 s).
@@ -64,6 +66,12 @@ bench: venv
 # mypy reads its files and strictness from [tool.mypy] in pyproject.toml.
 lint: venv
 	$(VENV)/bin/ruff check . && $(VENV)/bin/ruff format --check . && $(VENV)/bin/mypy
+
+# The reference pages (node kinds, settings, API) are generated from the code first, then
+# mkdocs builds strictly: a broken link or a page missing from the nav fails.
+docs: venv
+	$(PY) docs/gen_reference.py
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 clean-data:
 	@if [ -x $(PY) ]; then \

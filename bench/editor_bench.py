@@ -13,7 +13,7 @@ test imports (`layered_definition`, about sqrt(N) nodes per layer, 3 edges into 
 
 Per size and repetition, in a fresh browser context (no stored positions):
 - drawn: navigation start -> every node on the canvas (fetch, parse, provisional layers);
-- laid out: navigation start -> the automatic layout (layered.js, in a Web Worker) applied and fitted;
+- laid out: navigation start -> the automatic layout (static/shared/layout.js, in a Web Worker) applied and fitted;
 - layout: the worker's own layout time, on opening;
 - relayout: a click on Auto-layout -> the new places drawn (worker and drawing; median of 3);
 - pan: 60 animation frames, each panning the view as a drag on the background does

@@ -1,6 +1,7 @@
 """Settings for Switchyard: the only module that reads os.environ.
 
-Every knob is documented in the README's configuration table and in `.env.example`.
+Every knob is documented in docs/production/configuration.md and in `.env.example`; the
+generated reference (docs/gen_reference.py) reads the comments beside each `env_*` call.
 """
 
 from __future__ import annotations
@@ -239,7 +240,6 @@ SWITCHYARD: SwitchyardSettings = {
     "DEMO_LLM_URL": env_str("SWITCHYARD_DEMO_LLM_URL", ""),
     # REST API: requests per minute per API key (and per inbound trigger); 0 turns it off.
     "API_RATE_LIMIT_PER_MINUTE": env_int("SWITCHYARD_API_RATE_LIMIT_PER_MINUTE", 600),
-    # Webhooks: signed timestamps older (or newer) than this are refused as replays.
     # An event posted on a key nobody waits on is kept this long for a node that will (waits.py).
     "EVENT_RETENTION_SECONDS": env_int("SWITCHYARD_EVENT_RETENTION_SECONDS", 86400),
     # Finished runs (with their history, outputs and spans) are deleted after this many
@@ -247,6 +247,7 @@ SWITCHYARD: SwitchyardSettings = {
     "RETENTION_DAYS": env_float("SWITCHYARD_RETENTION_DAYS", 30.0),
     # How long a signed one-click decision link stays valid.
     "DECISION_LINK_SECONDS": env_int("SWITCHYARD_DECISION_LINK_SECONDS", 7 * 86400),
+    # Webhooks: signed timestamps older (or newer) than this are refused as replays.
     "WEBHOOK_TOLERANCE_SECONDS": env_int("SWITCHYARD_WEBHOOK_TOLERANCE_SECONDS", 300),
     "WEBHOOK_TIMEOUT_SECONDS": env_float("SWITCHYARD_WEBHOOK_TIMEOUT_SECONDS", 10.0),
     "WEBHOOK_MAX_ATTEMPTS": env_int("SWITCHYARD_WEBHOOK_MAX_ATTEMPTS", 8),

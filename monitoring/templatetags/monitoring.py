@@ -168,7 +168,7 @@ def relative(moment: datetime, now: datetime) -> str:
 def when(value: datetime | None) -> str:
     """One date format everywhere: relative text, the absolute UTC time in the title.
 
-    static/monitoring/time.js keeps the relative text fresh from the `datetime` attribute.
+    static/monitoring/src/time.js keeps the relative text fresh from the `datetime` attribute.
     """
     if isinstance(value, str):
         value = parse_datetime(value)

@@ -7,7 +7,7 @@ import { copyFragment, pasteFragment } from "./clipboard.js";
 import { $, debounce, download, h, isTyping, replaceChildren, svg } from "./dom.js";
 import { Finder } from "./finder.js";
 import { Inspector } from "./inspector.js";
-import { Layouter, quickLayout } from "./layout.js";
+import { Layouter, quickLayout } from "./layouter.js";
 import { Minimap } from "./minimap.js";
 import { definitionFromImport, Doc, EXPORT_FORMAT, UndoStack, withPath } from "./model.js";
 import { StartRunDialog } from "./startrun.js";

@@ -4,7 +4,7 @@
 import { Api } from "./api.js";
 import { Canvas } from "./canvas.js";
 import { $, h, replaceChildren } from "./dom.js";
-import { Layouter, quickLayout } from "./layout.js";
+import { Layouter, quickLayout } from "./layouter.js";
 import { Doc } from "./model.js";
 
 const VALUE_CHARS = 160;

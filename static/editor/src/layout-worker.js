@@ -1,5 +1,6 @@
-// Lay out a graph off the main thread (layered.js), so a 2,000-node layout never freezes panning.
-import { layeredLayout } from "./layered.js";
+// Lay out a graph off the main thread (layeredLayout of static/shared/layout.js), so a
+// 2,000-node layout never freezes panning.
+import { layeredLayout } from "../../shared/layout.js";
 
 self.onmessage = (event) => {
   const { id, nodes, edges, width, height } = event.data;

@@ -1,12 +1,13 @@
 // Live graph of a workflow's active version: per node, in flight now and the last 5 minutes.
-(function () {
-  "use strict";
+import { loadDetail, render } from "./dag.js";
+
+function startWorkflowGraph() {
   const box = document.getElementById("workflow-graph");
   const live = document.getElementById("live");
-  if (!box || !window.SyDag) return;
+  if (!box) return;
   const graph = JSON.parse(document.getElementById("graph-data").textContent);
   const topic = live.dataset.topics;
-  const dag = window.SyDag.render(box, graph, (id) => window.SyDag.loadDetail(box.dataset.nodeUrl, id));
+  const dag = render(box, graph, (id) => loadDetail(box.dataset.nodeUrl, id));
 
   function ms(v) {
     if (v === null || v === undefined) return "–";
@@ -29,4 +30,6 @@
   document.addEventListener("sy:message", (event) => {
     if (event.detail.topic === topic) draw(event.detail.data);
   });
-})();
+}
+
+startWorkflowGraph();

@@ -1,15 +1,17 @@
 // A run's page: DAG coloured by node state and a trace timeline (one bar per attempt) that
 // grows while the run is in flight. State comes with the page, then from the websocket.
-(function () {
-  "use strict";
+import { loadDetail, render } from "./dag.js";
+import { draw as drawTrace } from "./trace.js";
+
+function startRunPage() {
   const box = document.getElementById("run-graph");
   const timeline = document.getElementById("run-timeline");
   const live = document.getElementById("live");
-  if (!box || !window.SyDag || !window.SyTrace) return;
+  if (!box) return;
   const graph = JSON.parse(document.getElementById("graph-data").textContent);
   const topic = live.dataset.topics;
   let state = JSON.parse(document.getElementById("run-data").textContent);
-  const dag = window.SyDag.render(box, graph, (id) => window.SyDag.loadDetail(box.dataset.nodeUrl, id));
+  const dag = render(box, graph, (id) => loadDetail(box.dataset.nodeUrl, id));
   const rowOrder = dag.layers.flat();
 
   function drawGraph() {
@@ -29,7 +31,7 @@
     const scroll = timeline.scrollLeft;
     // Compensation steps (`<node>~compensate`) are not in the graph: their rows come last.
     const rows = rowOrder.concat(Object.keys(state.nodes).filter((id) => !rowOrder.includes(id)));
-    scale = window.SyTrace.draw(timeline, state, graph, rows, zoom);
+    scale = drawTrace(timeline, state, graph, rows, zoom);
     timeline.scrollLeft = scale && anchorTime !== undefined ? scale.x(anchorTime) - anchorPx : scroll;
   }
 
@@ -81,7 +83,7 @@
     const n = head && state.nodes[head.dataset.panelNode];
     if (n && `${n.status}:${n.attempt}` !== head.dataset.panelState) {
       head.dataset.panelState = `${n.status}:${n.attempt}`; // once per move, even while it loads
-      window.SyDag.loadDetail(box.dataset.nodeUrl, head.dataset.panelNode);
+      loadDetail(box.dataset.nodeUrl, head.dataset.panelNode);
     }
   }
 
@@ -99,6 +101,8 @@
   }, 250);
   // A link to a node (?node=ID, from a dead letter's attempts) opens its panel.
   const wanted = new URLSearchParams(location.search).get("node");
-  if (wanted && dag.ids.includes(wanted)) window.SyDag.loadDetail(box.dataset.nodeUrl, wanted);
+  if (wanted && dag.ids.includes(wanted)) loadDetail(box.dataset.nodeUrl, wanted);
   draw();
-})();
+}
+
+startRunPage();

@@ -5,8 +5,7 @@
 // inner HTML of the elements with those ids, `data` goes to the page's own scripts as a
 // `sy:message` event. A gap in the numbers, or a reconnect, triggers `sy:resync` on <body>:
 // every live element re-fetches its fragment with htmx (hx-trigger="sy:resync from:body").
-(function () {
-  "use strict";
+function startLive() {
   const live = document.getElementById("live");
   if (!live || !window.WebSocket) return;
   // The navigation's inbox count follows `approvals` on every live page that shows it.
@@ -104,4 +103,6 @@
     if (socket) socket.close();
   });
   connect();
-})();
+}
+
+startLive();

@@ -1,7 +1,6 @@
 // The inbox: keep the ticked approvals and the open one marked when the list refreshes
 // itself (a new approval arrived, one was decided), count the selection, select all.
-(function () {
-  "use strict";
+function startInbox() {
   const list = document.getElementById("inbox-list");
   if (!list) return;
   const counter = document.querySelector("[data-selected-count]");
@@ -54,4 +53,6 @@
   document.body.addEventListener("htmx:afterSwap", function (event) {
     if (event.detail.target && event.detail.target.id === "inbox-detail") mark();
   });
-})();
+}
+
+startInbox();

@@ -1,6 +1,5 @@
 // The executions-per-second chart of the overview: an SVG area over the last minute.
-(function () {
-  "use strict";
+function startRateChart() {
   const svg = document.getElementById("rate-chart");
   const initial = document.getElementById("rate-data");
   if (!svg || !initial) return;
@@ -33,4 +32,6 @@
   document.addEventListener("sy:message", function (event) {
     if (event.detail.topic === "overview") draw(event.detail.data.rate);
   });
-})();
+}
+
+startRateChart();

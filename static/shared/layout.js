@@ -1,5 +1,14 @@
-// A layered (Sugiyama-style) layout, left to right, with no recursion anywhere.
+// Where the nodes of a DAG go, left to right: the one layout module of the editor (its quick
+// provisional layout, and the layered one its Web Worker computes) and of the dashboard's
+// live graphs (run page, workflow live page). Positions only: each surface draws its own.
 //
+// Quick layers (`rankLayers`, `gridPositions`): each node's layer is its longest distance
+// from a root (Kahn); nodes on a cycle, which have none, go in a layer after the last.
+// Within a layer nodes keep definition order or, with `barycentre`, are ordered by the mean
+// position of their predecessors (one sweep, which keeps most edges short and uncrossed on
+// the graphs people draw). Instant, so the editor shows a graph before the worker answers.
+//
+// The layered layout (`layeredLayout`) is Sugiyama-style, with no recursion anywhere.
 // dagre 3.1 walked its spanning trees recursively (feasibleTree's dfs, as deep as the graph
 // has nodes): a 2,000-node, 6,000-edge graph overflowed the Web Worker's stack in about half
 // of the tries, and when it did not it took 7–30 s here. Every step below is a loop over
@@ -20,6 +29,81 @@ const STALE_SWEEPS = 4;
 const PLACE_SWEEPS = 8;
 const DUMMY_GAP = 8;
 const LABEL_MARGIN = 16;
+
+// Layers of node ids, by longest path from the roots; a node on a cycle that no root reaches
+// goes in a layer after the last. `edges` are [source, target] pairs; self-loops and edges
+// to unknown nodes are left out.
+export function rankLayers(ids, edges, { barycentre = false } = {}) {
+  const known = new Set(ids);
+  const preds = new Map(ids.map((id) => [id, []]));
+  const succs = new Map(ids.map((id) => [id, []]));
+  for (const [source, target] of edges) {
+    if (source === target || !known.has(source) || !known.has(target)) continue;
+    preds.get(target).push(source);
+    succs.get(source).push(target);
+  }
+  const rank = longestPathRanks(ids, preds, succs);
+  let last = 0;
+  for (const r of rank.values()) last = Math.max(last, r);
+  const layers = [];
+  for (const id of ids) {
+    const r = rank.has(id) ? rank.get(id) : last + 1;
+    while (layers.length <= r) layers.push([]);
+    layers[r].push(id);
+  }
+  if (barycentre) orderByPredecessors(layers, preds);
+  return layers;
+}
+
+// Kahn's algorithm; a node on a cycle keeps the longest path found to it before the cycle.
+function longestPathRanks(ids, preds, succs) {
+  const indegree = new Map(ids.map((id) => [id, preds.get(id).length]));
+  const rank = new Map();
+  const queue = ids.filter((id) => indegree.get(id) === 0);
+  for (const id of queue) rank.set(id, 0);
+  for (let i = 0; i < queue.length; i++) {
+    const id = queue[i];
+    for (const next of succs.get(id)) {
+      rank.set(next, Math.max(rank.get(next) ?? 0, rank.get(id) + 1));
+      indegree.set(next, indegree.get(next) - 1);
+      if (indegree.get(next) === 0) queue.push(next);
+    }
+  }
+  return rank;
+}
+
+// One barycentre sweep: each layer after the first sorted (stably) by the mean position of
+// its nodes' predecessors in the layers before; a node without any counts as position 0.
+function orderByPredecessors(layers, preds) {
+  const order = new Map();
+  layers.forEach((layer, li) => {
+    if (li > 0) {
+      const centre = (id) => {
+        const placed = preds.get(id).filter((p) => order.has(p));
+        return placed.length ? placed.reduce((sum, p) => sum + order.get(p), 0) / placed.length : 0;
+      };
+      layer.sort((a, b) => centre(a) - centre(b));
+    }
+    layer.forEach((id, i) => order.set(id, i));
+  });
+}
+
+// Top-left corners of nodes of one size in columns, one per layer, each column centred on
+// the tallest (`centre`) or from the top; and the size of the whole drawing.
+export function gridPositions(layers, { width, height, gapX, gapY, margin, centre = false }) {
+  const tallest = Math.max(1, ...layers.map((layer) => layer.length));
+  const total = {
+    width: margin * 2 + layers.length * width + Math.max(0, layers.length - 1) * gapX,
+    height: margin * 2 + tallest * height + (tallest - 1) * gapY,
+  };
+  const positions = new Map();
+  layers.forEach((layer, li) => {
+    const span = layer.length * height + (layer.length - 1) * gapY;
+    const top = centre ? (total.height - span) / 2 : margin;
+    layer.forEach((id, i) => positions.set(id, { x: margin + li * (width + gapX), y: top + i * (height + gapY) }));
+  });
+  return { positions, ...total };
+}
 
 export function layeredLayout(nodeIds, edgePairs, options) {
   const { width, height, nodesep = 24, ranksep = 72, margin = 24 } = options;

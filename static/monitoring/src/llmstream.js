@@ -7,8 +7,7 @@
 // LLM node, follows the same text. An agent's message carries its current turn ({seq, turn,
 // state}) and that turn's text: the node panel shows it below the agent timeline while it is
 // written, until the timeline (polled) shows it as a recorded step.
-(function () {
-  "use strict";
+function startStreams() {
   const live = document.getElementById("live");
   const list = document.getElementById("llm-streams");
   const card = document.getElementById("llm-streams-card");
@@ -146,4 +145,6 @@
   });
   // A node panel loaded after its text started streaming catches up from what came already.
   document.body.addEventListener("htmx:afterSwap", () => Object.values(latest).forEach(showPanel));
-})();
+}
+
+startStreams();

@@ -16,7 +16,7 @@ help:
 	@echo "make chaos       1,000 runs through the API while every process and both stores are killed"
 	@echo "make bench       run the benchmarks"
 	@echo "make assets      install the npm packages (npm ci) and bundle the editor and dashboard (npm run build)"
-	@echo "make lint        ruff check and format check, mypy --strict on workflows/core"
+	@echo "make lint        ruff check and format check, mypy --strict on every package"
 	@echo "make docs        build the manual (docs/, MkDocs) into site/; a broken link fails"
 	@echo "make clean-data  stop the embedded servers and delete .data"
 

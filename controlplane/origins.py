@@ -30,7 +30,7 @@ class SameOriginValidator:
 
 
 def is_same_origin(scope: dict[str, Any]) -> bool:
-    headers = dict(scope.get("headers") or [])
+    headers: dict[bytes, bytes] = dict(scope.get("headers") or [])
     origin = headers.get(b"origin", b"").decode("latin-1").lower()
     host = headers.get(b"host", b"").decode("latin-1").lower()
     if not origin:

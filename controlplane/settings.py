@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TypedDict
 from urllib.parse import urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
@@ -171,7 +172,39 @@ CHANNEL_LAYERS = {
     }
 }
 
-SWITCHYARD = {
+
+class SwitchyardSettings(TypedDict):
+    """The keys of SWITCHYARD and their types (mypy reads settings.SWITCHYARD["..."] through it)."""
+
+    HANDLER_MODULES: list[str]
+    MAX_INPUT_BYTES: int
+    MAX_OUTPUT_BYTES: int
+    MAX_MAP_OUTPUT_BYTES: int
+    MAX_NODES: int
+    START_BURST_GAP_SECONDS: float
+    RECONCILE_AFTER_SECONDS: float
+    WORKER_HEARTBEAT_SECONDS: float
+    WORKER_LOST_AFTER_SECONDS: float
+    FREE_LOST_ATTEMPTS: int
+    WORKER_DRAIN_SECONDS: float
+    HTTP_TIMEOUT_SECONDS: float
+    HTTP_MAX_RESPONSE_BYTES: int
+    LLM_BASE_URL: str
+    LLM_API_KEY: str
+    LLM_MODEL: str
+    DEMO_LLM_URL: str
+    API_RATE_LIMIT_PER_MINUTE: int
+    EVENT_RETENTION_SECONDS: int
+    RETENTION_DAYS: float
+    DECISION_LINK_SECONDS: int
+    WEBHOOK_TOLERANCE_SECONDS: int
+    WEBHOOK_TIMEOUT_SECONDS: float
+    WEBHOOK_MAX_ATTEMPTS: int
+    CHILD_DEPTH_LIMIT: int
+    WEBHOOK_BACKOFF_SECONDS: float
+
+
+SWITCHYARD: SwitchyardSettings = {
     # Modules whose import registers node handlers (the only code a definition may name).
     "HANDLER_MODULES": [
         m
@@ -243,8 +276,21 @@ STATIC_ROOT = BASE_DIR / ".data" / "staticfiles"
 # front server does: `make run` and the browser tests have none.
 SERVE_STATIC = env_bool("SWITCHYARD_SERVE_STATIC", True)
 
+
 # The live dashboard (monitoring/): one broadcaster pushes snapshots to the websockets.
-MONITOR = {
+class MonitorSettings(TypedDict):
+    """The keys of MONITOR and their types."""
+
+    INTERVAL_SECONDS: float
+    RECHECK_SECONDS: float
+    METRICS_TOKEN: str
+    OTLP_ENDPOINT: str
+    OTEL_SERVICE_NAME: str
+    BACKLOG_SAMPLE_SECONDS: float
+    BACKLOG_KEEP_DAYS: int
+
+
+MONITOR: MonitorSettings = {
     # Seconds between two broadcaster ticks: at most one message per topic per tick.
     "INTERVAL_SECONDS": env_float("SWITCHYARD_MONITOR_INTERVAL_SECONDS", 0.25),
     # Websockets check the user's role before each send against a decision at most this old

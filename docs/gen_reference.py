@@ -125,7 +125,12 @@ def env_calls(tree: ast.Module) -> list[tuple[ast.stmt, str, int, ast.Call]]:
     for stmt in tree.body:
         if isinstance(stmt, ast.FunctionDef):
             continue
-        target = ast.unparse(stmt.targets[0]) if isinstance(stmt, ast.Assign) else ""
+        if isinstance(stmt, ast.Assign):
+            target = ast.unparse(stmt.targets[0])
+        elif isinstance(stmt, ast.AnnAssign):  # SWITCHYARD: SwitchyardSettings = {...}
+            target = ast.unparse(stmt.target)
+        else:
+            target = ""
         for node in ast.walk(stmt):
             if isinstance(node, ast.Dict):
                 for key, value in zip(node.keys, node.values, strict=True):

@@ -46,7 +46,7 @@ class WorkflowVersionAdmin(admin.ModelAdmin):
 class NodeRunInline(admin.TabularInline):
     model = NodeRun
     extra = 0
-    fields = ["node_id", "status", "attempt", "worker", "started_at", "finished_at", "error"]
+    fields = ("node_id", "status", "attempt", "worker", "started_at", "finished_at", "error")
     readonly_fields = fields
     can_delete = False
 

@@ -36,7 +36,12 @@ def wire_runtime() -> None:
     from workflows.waits import waiting
     from workflows.waits.kind import Waiting
 
-    for kind in (AgentLoop(), ChildRunKind(), *(Waiting(name) for name in WAIT_KINDS)):
+    domain_kinds: tuple[kinds.NodeKind, ...] = (
+        AgentLoop(),
+        ChildRunKind(),
+        *(Waiting(name) for name in WAIT_KINDS),
+    )
+    for kind in domain_kinds:
         kinds.register(kind)
     duties.register(duties.Duty("wait deadlines", waiting.DEADLINE_SECONDS, waiting.fire_deadlines))
     duties.register(duties.Duty("schedules", timetable.FIRE_SECONDS, timetable.fire_due))

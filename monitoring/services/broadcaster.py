@@ -97,8 +97,10 @@ class Broadcaster:
         now = time.time()
         last = sources.last_event_id()
         saved, saved_at = counters.saved_cursor(), counters.last_tick()
-        resume = saved is not None and saved_at is not None and 0 <= last - saved <= BACKFILL_EVENTS
-        start, upto = (saved, saved_at) if resume else (last, now)
+        if saved is not None and saved_at is not None and 0 <= last - saved <= BACKFILL_EVENTS:
+            resume, start, upto = True, saved, saved_at
+        else:
+            resume, start, upto = False, last, now
         for workflow_id, status, minute, n in sources.rows(sources.RECENT_RUNS_SQL, [upto]):
             ok = status == "succeeded"
             self.windows.seed_runs(workflow_id, minute, n if ok else 0, 0 if ok else n)
@@ -117,7 +119,7 @@ class Broadcaster:
             if not more:
                 break
 
-    def tick(self) -> tuple[list[dict[str, Any]], bool]:
+    def tick(self) -> tuple[list[events.Message], bool]:
         """Read, fold and build this tick's messages; return them and whether events wait."""
         assert self.reader is not None, "call start() first"
         now = time.time()
@@ -166,7 +168,7 @@ class Broadcaster:
 
     def build(
         self, now: float, changed: dict[str, str | None], letters_changed: bool, everything: bool = False
-    ) -> list[dict[str, Any]]:
+    ) -> list[events.Message]:
         """The tick's messages; `everything`: say that any run and letter may have changed."""
         in_flight = snapshots.group_in_flight(sources.rows(sources.IN_FLIGHT_SQL))
         workflows = sources.workflows()
@@ -200,8 +202,8 @@ class Broadcaster:
                 topics[f"workflow:{wf['id']}"] = snapshots.build_workflow(
                     wf["id"], self.windows, in_flight, now
                 )
-        messages = [self.message(topic, data, now) for topic, data in topics.items()]
-        messages = [m for m in messages if m is not None]
+        stamped = [self.message(topic, data, now) for topic, data in topics.items()]
+        messages = [m for m in stamped if m is not None]
         if changed or everything:
             overflow = everything or len(changed) > MAX_CHANGED_RUNS
             runs_data = {"at": now, "overflow": overflow, "runs": {} if overflow else changed}
@@ -211,7 +213,11 @@ class Broadcaster:
         return messages
 
     def sample_backlog(
-        self, now: float, depths: dict[str, int], in_flight: dict[int, Any], workflows: list[dict[str, Any]]
+        self,
+        now: float,
+        depths: dict[str, int],
+        in_flight: dict[int, Any],
+        workflows: list[sources.WorkflowRow],
     ) -> None:
         """Write the backlog chart's sample once every BACKLOG_SAMPLE_SECONDS."""
         if now - self.sampled_at < settings.MONITOR["BACKLOG_SAMPLE_SECONDS"]:
@@ -239,7 +245,7 @@ class Broadcaster:
             "waits": dict(sources.rows(sources.OPEN_WAITS_SQL)),
         }
 
-    def message(self, topic: str, data: dict[str, Any], now: float) -> dict[str, Any] | None:
+    def message(self, topic: str, data: dict[str, Any], now: float) -> events.Message | None:
         """Stamp a snapshot topic's message, unless it did not change and no keepalive is due."""
         # The cursor counts: new events are news even when every count came out the same.
         key = json.dumps({k: v for k, v in data.items() if k != "at"}, sort_keys=True)
@@ -249,15 +255,15 @@ class Broadcaster:
         self.sent[topic] = (key, now)
         return self.stamp(topic, data, now)
 
-    def stamp(self, topic: str, data: dict[str, Any], now: float) -> dict[str, Any]:
+    def stamp(self, topic: str, data: dict[str, Any], now: float) -> events.Message:
         self.seq[topic] = self.seq.get(topic, 0) + 1
-        message = {"topic": topic, "epoch": self.epoch, "seq": self.seq[topic], "data": data}
+        message: events.Message = {"topic": topic, "epoch": self.epoch, "seq": self.seq[topic], "data": data}
         html = render_fragments(topic, data)
         if html:
             message["html"] = html
         return message
 
-    def persist(self, messages: list[dict[str, Any]], totals: counters.Totals, now: float) -> None:
+    def persist(self, messages: list[events.Message], totals: counters.Totals, now: float) -> None:
         pipe = bus.client().pipeline(transaction=False)
         for message in messages:
             if message["topic"] not in ("runs", "deadletters", "approvals") and not message[

@@ -134,7 +134,8 @@ def params(window: Window, now: datetime, workflow_id: int | None) -> dict[str, 
 def query(sql: str, args: dict[str, Any]) -> list[tuple[Any, ...]]:
     with connection.cursor() as cur:
         cur.execute(sql, args)
-        return cur.fetchall()
+        found: list[tuple[Any, ...]] = cur.fetchall()
+        return found
 
 
 def runs(window: Window, now: datetime, workflow_id: int | None = None) -> dict[str, Any]:

@@ -8,9 +8,10 @@ resetting (a flushed Redis starts them again from zero).
 from __future__ import annotations
 
 import json
-from collections import Counter
-from typing import Any
+from collections import Counter, defaultdict
+from typing import Any, cast
 
+from monitoring.services import events
 from workflows.runtime import bus
 
 LATEST_PREFIX = "sy:mon:latest:"
@@ -35,7 +36,7 @@ class Totals:
 
     def __init__(self) -> None:
         self.counts: Counter[str] = Counter()
-        self.sums: Counter[str] = Counter()
+        self.sums: defaultdict[str, float] = defaultdict(float)  # seconds: a Counter holds ints
 
     def node_attempt(self, workflow_id: int, node_id: str, status: str, duration_ms: float | None) -> None:
         self.counts[f"n|{workflow_id}|{status}|{node_id}"] += 1
@@ -54,10 +55,10 @@ class Totals:
 
 
 def read_totals() -> dict[str, float]:
-    return {k: float(v) for k, v in bus.client().hgetall(TOTALS).items()}
+    return {k: float(v) for k, v in cast(dict[str, str], bus.client().hgetall(TOTALS)).items()}
 
 
-def save_latest(pipe: Any, topic: str, message: dict[str, Any]) -> None:
+def save_latest(pipe: Any, topic: str, message: events.Message) -> None:
     pipe.set(LATEST_PREFIX + topic, json.dumps(message), ex=LATEST_TTL_SECONDS)
 
 

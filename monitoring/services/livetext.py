@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from workflows.llm import streams
 from workflows.runtime import bus
@@ -88,12 +88,15 @@ class LiveTexts:
 
     def start(self) -> None:
         """Begin after the feed's newest entry: older attempts are read back when they move."""
-        last = bus.client().xrevrange(streams.FEED, count=1)
+        last = cast(list[bus.StreamEntry], bus.client().xrevrange(streams.FEED, count=1))
         self.cursor = last[0][0] if last else "0-0"
 
     def read(self, now: float) -> list[tuple[str, dict[str, Any]]]:
         """Fold the new feed entries; return (topic, data) of every run and workflow that changed."""
-        found = bus.client().xread({streams.FEED: self.cursor}, count=READ_AT_MOST)
+        found = cast(
+            bus.StreamReply,
+            bus.client().xread({streams.FEED: self.cursor}, count=READ_AT_MOST),
+        )
         changed: dict[tuple[int, int], Text] = {}
         for _, entries in found or []:
             for entry_id, fields in entries:

@@ -73,7 +73,7 @@ def compensation_steps(run: Run, nodes: list[NodeRun]) -> list[NodeRun]:
     )
     order = [s for s in steps_to_run(load_graph(run.version_id), [n.node_id for n in done]) if s in steps]
     for node_id in order:
-        steps[node_id].undoes = undone_by(node_id)  # type: ignore[attr-defined]
+        steps[node_id].undoes = undone_by(node_id)  # type: ignore[attr-defined]  # shown by the template beside the step
     return [steps[node_id] for node_id in order]
 
 
@@ -83,14 +83,14 @@ def attach_waits(run: Run, nodes: list[NodeRun]) -> None:
         return
     open_waits = {w.node_run_id: w for w in Wait.objects.filter(run=run, closed_at__isnull=True)}
     for n in nodes:
-        n.wait = open_waits.get(n.pk)  # type: ignore[attr-defined]
+        n.wait = open_waits.get(n.pk)  # type: ignore[attr-defined]  # shown by the template beside the node
 
 
 def attach_progress(nodes: list[NodeRun]) -> None:
     """Give each map node its items' progress as `n.progress` (None for other nodes)."""
     progress = mapitems.progress(n.pk for n in nodes)
     for n in nodes:
-        n.progress = progress.get(n.pk)  # type: ignore[attr-defined]
+        n.progress = progress.get(n.pk)  # type: ignore[attr-defined]  # shown by the template beside the node
 
 
 def live_data(ctx: dict[str, Any]) -> dict[str, Any]:

@@ -33,7 +33,9 @@ def alive_workers(roster: list[tuple[str, float]], now: float) -> list[tuple[str
     return [(name, now - beat) for name, beat in roster if now - beat <= ttl]
 
 
-def queue_rows(depths: dict[str, int], history: list[tuple[float, dict[str, int]]], now: float) -> list[dict]:
+def queue_rows(
+    depths: dict[str, int], history: list[tuple[float, dict[str, int]]], now: float
+) -> list[dict[str, Any]]:
     """Each queue's depth and its change over the last ~10 s (history is oldest first)."""
     before = next((d for t, d in history if now - t <= 10.5), depths) if history else depths
     found = []
@@ -45,7 +47,9 @@ def queue_rows(depths: dict[str, int], history: list[tuple[float, dict[str, int]
     return found
 
 
-def warnings(workers: int, schedulers: int, queues: list[dict], notices: dict[str, float]) -> list[str]:
+def warnings(
+    workers: int, schedulers: int, queues: list[dict[str, Any]], notices: sources.Backlog
+) -> list[str]:
     found = []
     if workers == 0:
         found.append("No worker is alive: queued nodes will not run. Start workers (manage.py rqworker).")
@@ -66,7 +70,7 @@ def warnings(workers: int, schedulers: int, queues: list[dict], notices: dict[st
 
 def build_overview(
     now: float,
-    workflows: list[dict[str, Any]],
+    workflows: list[sources.WorkflowRow],
     windows: Windows | None,
     in_flight: dict[int, dict[str, dict[str, int]]],
     runs_in_flight: list[tuple[Any, ...]],
@@ -77,7 +81,7 @@ def build_overview(
     runs: dict[int, dict[str, int]] = defaultdict(dict)
     for workflow_id, status, n in runs_in_flight:
         runs[workflow_id][status] = n
-    rows = []
+    rows: list[dict[str, Any]] = []
     for wf in workflows:
         nodes = in_flight.get(wf["id"], {})
         counts = windows.run_counts(wf["id"], now) if windows else {}

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, cast
 
 import django_rq
 import redis
@@ -152,14 +152,30 @@ def last_event_id() -> int:
 def rows(sql: str, params: list[Any] | None = None) -> list[tuple[Any, ...]]:
     with connection.cursor() as cur:
         cur.execute(sql, params or [])
-        return cur.fetchall()
+        found: list[tuple[Any, ...]] = cur.fetchall()
+        return found
 
 
-def workflows() -> list[dict[str, Any]]:
-    return list(
-        Workflow.objects.order_by("slug").values(
-            "id", "slug", "title", "paused", "active_version_id", "active_version__number"
-        )
+class WorkflowRow(TypedDict):
+    """A workflow as the overview lists it (a row of Workflow.objects.values())."""
+
+    id: int
+    slug: str
+    title: str
+    paused: bool
+    active_version_id: int | None
+    active_version__number: int | None
+
+
+def workflows() -> list[WorkflowRow]:
+    # cast: the stubs type values() rows of a nullable foreign key as int, not int | None.
+    return cast(
+        list[WorkflowRow],
+        list(
+            Workflow.objects.order_by("slug").values(
+                "id", "slug", "title", "paused", "active_version_id", "active_version__number"
+            )
+        ),
     )
 
 
@@ -200,7 +216,14 @@ def schedulers() -> list[dict[str, Any]]:
     return found
 
 
-def notice_backlog() -> dict[str, float]:
+class Backlog(TypedDict):
+    """The scheduler notices not read yet, and the age of the oldest in seconds."""
+
+    count: int
+    age_seconds: float
+
+
+def notice_backlog() -> Backlog:
     """Return the notices no scheduler has read yet, and the age of the oldest (seconds)."""
     client = bus.client()
     try:
@@ -210,7 +233,9 @@ def notice_backlog() -> dict[str, float]:
     group = next((g for g in groups if g["name"] == bus.GROUP), None)
     if group is None:
         return {"count": 0, "age_seconds": 0.0}
-    oldest = client.xrange(bus.NOTICES, f"({group['last-delivered-id']}", "+", count=1)
+    oldest = cast(
+        list[bus.StreamEntry], client.xrange(bus.NOTICES, f"({group['last-delivered-id']}", "+", count=1)
+    )
     if not oldest:
         return {"count": 0, "age_seconds": 0.0}
     age = max(0.0, time.time() - int(oldest[0][0].split("-")[0]) / 1000)

@@ -169,7 +169,7 @@ class OtlpExport:
         self.processor.force_flush()
 
     def shutdown(self) -> None:
-        self.processor.shutdown()
+        self.processor.shutdown()  # type: ignore[no-untyped-call]  # OpenTelemetry's BatchSpanProcessor.shutdown has no annotations
 
     parents: dict[int, tuple[int, int]] = {}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 from django import template
 from django.http import QueryDict
@@ -29,7 +29,8 @@ def page_role(user: Any) -> str | None:
         return None
     if "_page_role" not in user.__dict__:
         user.__dict__["_page_role"] = access.role_of(user)
-    return user.__dict__["_page_role"]  # type: ignore[no-any-return]
+    role: str | None = user.__dict__["_page_role"]
+    return role
 
 
 @register.filter
@@ -45,7 +46,7 @@ def can(user: Any, action: str) -> bool:
 
 
 @register.filter
-def millis(value: float | None) -> str:
+def millis(value: float | str | None) -> str:
     """Format milliseconds readably: 840 ms, 3.2 s, 4 min 10 s."""
     if value is None or value == "":
         return "–"
@@ -144,7 +145,7 @@ def lookup(mapping: Any, key: Any) -> Any:
 @register.filter
 def query_fields(query: str) -> list[tuple[str, str]]:
     """The (name, value) pairs of a query string: a filter as a form's hidden fields."""
-    return list(QueryDict(query).items())
+    return cast(list[tuple[str, str]], list(QueryDict(query).items()))  # items() gives each last value
 
 
 ABSOLUTE = "%Y-%m-%d %H:%M:%S UTC"

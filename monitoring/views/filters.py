@@ -97,7 +97,7 @@ class RunFilter:
         )
 
     def query(self, **changes: Any) -> str:
-        values = {
+        values: dict[str, Any] = {
             "status": self.status,
             "workflow": self.workflow,
             "version": self.version,
@@ -178,7 +178,7 @@ class LetterFilter:
         return letters.filter(id__lt=self.before) if self.before else letters
 
     def query(self, **changes: Any) -> str:
-        values = {
+        values: dict[str, Any] = {
             "status": self.status,
             "workflow": self.workflow,
             "node": self.node,

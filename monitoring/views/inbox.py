@@ -14,14 +14,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_POST
 
 from controlplane import access
-from monitoring.views import decision_form
+from monitoring.views import HtmxRequest, decision_form
 from monitoring.views.filters import AGES, InboxFilter
 from monitoring.views.guards import requires
 from workflows.core.definition import Issue
@@ -41,7 +41,7 @@ def pending_count(user: Any) -> int | None:
     return approvals.inbox_queryset(user).count()
 
 
-def inbox_nav(request: HttpRequest) -> dict[str, Any]:
+def inbox_nav(request: HtmxRequest) -> dict[str, Any]:
     """Context processor: the navigation's pending count, counted only if a page shows it."""
     user = getattr(request, "user", None)
     if user is None or not user.is_authenticated:
@@ -49,7 +49,7 @@ def inbox_nav(request: HttpRequest) -> dict[str, Any]:
     return {"inbox_pending": lambda: pending_count(user)}
 
 
-def list_context(request: HttpRequest, flt: InboxFilter) -> dict[str, Any]:
+def list_context(request: HtmxRequest, flt: InboxFilter) -> dict[str, Any]:
     rows = approvals.inbox(request.user, flt.for_domain(), limit=LIST_LIMIT)
     return {
         "approvals": rows,
@@ -63,7 +63,7 @@ def list_context(request: HttpRequest, flt: InboxFilter) -> dict[str, Any]:
 
 @require_GET
 @requires("decide_approval")
-def inbox(request: HttpRequest) -> HttpResponse:
+def inbox(request: HtmxRequest) -> HttpResponse:
     flt = InboxFilter.parse(request.GET)
     context = {**list_context(request, flt), "nav": "inbox"}
     if request.htmx and request.GET.get("fragment") == "list":
@@ -73,7 +73,7 @@ def inbox(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 @requires("decide_approval")
-def inbox_count(request: HttpRequest) -> HttpResponse:
+def inbox_count(request: HtmxRequest) -> HttpResponse:
     return render(request, "monitoring/fragments/inbox_count.html")
 
 
@@ -87,7 +87,7 @@ class Refusal:
     errors: dict[str, str]
 
 
-def approval_of(request: HttpRequest, approval_id: int) -> Wait:
+def approval_of(request: HtmxRequest, approval_id: int) -> Wait:
     """The approval, if this person may decide it (the same rule as the inbox and the API)."""
     wait = approvals.get_approval(approval_id)
     if not approvals.can_decide(request.user, wait):
@@ -125,7 +125,7 @@ def detail_context(
 
 
 def render_detail(
-    request: HttpRequest, wait: Wait | None, context: dict[str, Any], status: int = 200
+    request: HtmxRequest, wait: Wait | None, context: dict[str, Any], status: int = 200
 ) -> HttpResponse:
     if request.htmx:
         return render(request, DETAIL, context, status=status)
@@ -134,7 +134,7 @@ def render_detail(
     return render(request, "monitoring/inbox.html", page, status=status)
 
 
-def refused(request: HttpRequest, exc: DomainError) -> HttpResponse:
+def refused(request: HtmxRequest, exc: DomainError) -> HttpResponse:
     """A refusal before any approval could be shown: its message, in the pane."""
     refusal = Refusal(exc.http_status, str(exc), {})
     return render_detail(request, None, {"refusal": refusal}, status=exc.http_status)
@@ -142,7 +142,7 @@ def refused(request: HttpRequest, exc: DomainError) -> HttpResponse:
 
 @require_GET
 @requires("decide_approval")
-def approval_detail(request: HttpRequest, approval_id: int) -> HttpResponse:
+def approval_detail(request: HtmxRequest, approval_id: int) -> HttpResponse:
     try:
         wait = approval_of(request, approval_id)
     except DomainError as exc:
@@ -152,14 +152,14 @@ def approval_detail(request: HttpRequest, approval_id: int) -> HttpResponse:
 
 @require_POST
 @requires("decide_approval")
-def approval_decide(request: HttpRequest, approval_id: int) -> HttpResponse:
+def approval_decide(request: HtmxRequest, approval_id: int) -> HttpResponse:
     """Approve or reject with the form's fields, a comment and the proposed data as edited."""
     try:
         wait = approval_of(request, approval_id)
     except DomainError as exc:
         return refused(request, exc)
     form = approvals.approval_context(wait)["form"]
-    posted = {
+    posted: dict[str, Any] = {
         "fields": decision_form.parse_fields(form, request.POST),
         "comment": request.POST.get("comment", "").strip(),
         "data_text": request.POST.get("data", None),
@@ -204,7 +204,7 @@ def edited_data(wait: Wait, text: str | None) -> Any:
 
 @require_POST
 @requires("decide_approval")
-def inbox_bulk(request: HttpRequest) -> HttpResponse:
+def inbox_bulk(request: HtmxRequest) -> HttpResponse:
     """Approve or reject the selected approvals with one comment; each is decided on its own,
     so one refused (not yours, decided meanwhile, a required field) does not stop the rest."""
     flt = InboxFilter.parse(request.POST)

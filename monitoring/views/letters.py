@@ -17,6 +17,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from controlplane import access
+from monitoring.views import HtmxRequest
 from monitoring.views.filters import LetterFilter
 from monitoring.views.guards import requires
 from workflows.runs import actions as runs
@@ -48,7 +49,7 @@ def list_context(flt: LetterFilter, selected: set[int] | None = None, **extra: A
 
 @require_GET
 @requires("view")
-def deadletters_list(request: HttpRequest) -> HttpResponse:
+def deadletters_list(request: HtmxRequest) -> HttpResponse:
     context = list_context(LetterFilter.parse(request.GET))
     template = "monitoring/fragments/deadletters_list.html" if request.htmx else "monitoring/deadletters.html"
     return render(request, template, context)

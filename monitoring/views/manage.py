@@ -92,7 +92,8 @@ def act(
         messages.success(request, done(result) if callable(done) else done)
     except DomainError as exc:
         messages.error(request, str(exc))
-    return redirect(back, **back_args)
+    response: HttpResponse = redirect(back, **back_args)
+    return response
 
 
 # --------------------------------------------------------------------------- webhooks of a workflow

@@ -11,11 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib import messages
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from monitoring.services import charts, runstate, snapshots
+from monitoring.views import HtmxRequest
 from monitoring.views.guards import requires
 from workflows.llm import usage
 from workflows.runs import actions as runs
@@ -30,12 +31,12 @@ OVERVIEW_FRAGMENTS = {
 }
 
 
-def liveness(request: HttpRequest) -> JsonResponse:
+def liveness(request: HtmxRequest) -> JsonResponse:
     """Answer 200 while the web process can serve requests."""
     return JsonResponse({"status": "ok"})
 
 
-def fragment_or_page(request: HttpRequest, page: str, fragment: str, context: dict[str, Any]) -> HttpResponse:
+def fragment_or_page(request: HtmxRequest, page: str, fragment: str, context: dict[str, Any]) -> HttpResponse:
     """Render the fragment for an htmx request, the whole page otherwise."""
     return render(request, fragment if request.htmx else page, context)
 
@@ -45,7 +46,7 @@ def fragment_or_page(request: HttpRequest, page: str, fragment: str, context: di
 
 @require_GET
 @requires("view")
-def overview(request: HttpRequest) -> HttpResponse:
+def overview(request: HtmxRequest) -> HttpResponse:
     message = snapshots.current("overview")
     name = OVERVIEW_FRAGMENTS.get(request.GET.get("fragment", ""))
     if request.htmx and name:
@@ -57,7 +58,7 @@ def overview(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 @requires("view")
-def workers(request: HttpRequest) -> HttpResponse:
+def workers(request: HtmxRequest) -> HttpResponse:
     snap = snapshots.current("workers")["data"]
     context = {"snap": snap, "nav": "workers"}
     return fragment_or_page(
@@ -70,7 +71,7 @@ def workers(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 @requires("view")
-def workflow_live(request: HttpRequest, slug: str) -> HttpResponse:
+def workflow_live(request: HtmxRequest, slug: str) -> HttpResponse:
     workflow = get_object_or_404(Workflow.objects.select_related("active_version"), slug=slug)
     version = workflow.active_version
     graph = graph_of(version.definition) if version else {"nodes": [], "edges": []}
@@ -89,7 +90,7 @@ def workflow_live(request: HttpRequest, slug: str) -> HttpResponse:
 
 @require_GET
 @requires("view")
-def workflow_node(request: HttpRequest, slug: str, node_id: str) -> HttpResponse:
+def workflow_node(request: HtmxRequest, slug: str, node_id: str) -> HttpResponse:
     """Recent attempts of one node of a workflow (its latest runs)."""
     workflow = get_object_or_404(Workflow, slug=slug)
     recent_runs = Run.objects.filter(workflow=workflow).order_by("-id").values("id")[:200]
@@ -118,7 +119,7 @@ def graph_of(definition: dict[str, Any]) -> dict[str, Any]:
 
 @require_GET
 @requires("view")
-def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
+def run_detail(request: HtmxRequest, run_id: int) -> HttpResponse:
     run = get_object_or_404(Run.objects.select_related("workflow", "version"), pk=run_id)
     ctx = runstate.load(run, request.user)
     audit = AuditEntry.objects.filter(target_type="run", target_id=str(run.pk)).order_by("-id")[:50]
@@ -134,7 +135,7 @@ def run_detail(request: HttpRequest, run_id: int) -> HttpResponse:
 
 @require_GET
 @requires("view")
-def run_node(request: HttpRequest, run_id: int, node_id: str) -> HttpResponse:
+def run_node(request: HtmxRequest, run_id: int, node_id: str) -> HttpResponse:
     run = get_object_or_404(Run.objects.select_related("workflow", "version"), pk=run_id)
     try:
         context = runstate.node_detail(run, node_id)
@@ -145,7 +146,7 @@ def run_node(request: HttpRequest, run_id: int, node_id: str) -> HttpResponse:
 
 @require_GET
 @requires("view")
-def run_node_steps(request: HttpRequest, run_id: int, node_id: str) -> HttpResponse:
+def run_node_steps(request: HtmxRequest, run_id: int, node_id: str) -> HttpResponse:
     """An agent node's step timeline: the node panel polls it while the node runs."""
     run = get_object_or_404(Run.objects.select_related("version"), pk=run_id)
     node = get_object_or_404(NodeRun, run=run, node_id=node_id)
@@ -155,7 +156,7 @@ def run_node_steps(request: HttpRequest, run_id: int, node_id: str) -> HttpRespo
     return render(request, "monitoring/fragments/agent_steps.html", context)
 
 
-def run_node_items(request: HttpRequest, run_id: int, node_id: str) -> HttpResponse:
+def run_node_items(request: HtmxRequest, run_id: int, node_id: str) -> HttpResponse:
     """A page of a map node's items (50), filtered by progress bucket, after an index."""
     run = get_object_or_404(Run, pk=run_id)
     bucket = request.GET.get("status") or None
@@ -173,7 +174,7 @@ def run_node_items(request: HttpRequest, run_id: int, node_id: str) -> HttpRespo
 
 @require_POST
 @requires("cancel_run")
-def run_cancel(request: HttpRequest, run_id: int) -> HttpResponse:
+def run_cancel(request: HtmxRequest, run_id: int) -> HttpResponse:
     try:
         runs.cancel_run(run_id, request.POST.get("reason", "").strip()[:500], request.user)
         messages.success(request, f"Run {run_id} cancelled.")

@@ -15,6 +15,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from controlplane import access
+from monitoring.views import HtmxRequest
 from monitoring.views.filters import RunFilter
 from monitoring.views.guards import requires
 from workflows.core.states import RunStatus
@@ -30,7 +31,7 @@ BULK_PERMISSION = {"cancel": "cancel_run", "replay": "replay"}
 
 @require_GET
 @requires("view")
-def runs_list(request: HttpRequest) -> HttpResponse:
+def runs_list(request: HtmxRequest) -> HttpResponse:
     flt = RunFilter.parse(request.GET)
     try:
         found = flt.search().apply(Run.objects.select_related("workflow", "version"))
@@ -70,11 +71,11 @@ def runs_bulk(request: HttpRequest) -> HttpResponse:
     try:
         chosen: runsearch.RunSearch | list[int] = chosen_runs(request, flt, scope)
         if isinstance(chosen, runsearch.RunSearch):
-            count = runbulk.matching(action, chosen).count()  # type: ignore[arg-type]
+            count = runbulk.matching(action, chosen).count()  # type: ignore[arg-type]  # action is a key of BULK_PERMISSION (checked above): an Action
             if request.POST.get("confirmed") != str(count):
                 context = {"action": action, "count": count, "filter": flt, "reason": reason}
                 return render(request, "monitoring/runs_confirm.html", {**context, "max": runbulk.MAX_BULK})
-        result = runbulk.act_on_runs(action, chosen, request.user, reason)  # type: ignore[arg-type]
+        result = runbulk.act_on_runs(action, chosen, request.user, reason)  # type: ignore[arg-type]  # as above
     except DomainError as exc:
         messages.error(request, exc.message)
         return redirect(back)

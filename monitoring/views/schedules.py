@@ -70,7 +70,8 @@ def save_form(form: ScheduleForm, save: Any) -> Schedule | None:
     if not form.is_valid():
         return None
     try:
-        return save(form.fields_of())  # type: ignore[no-any-return]
+        saved: Schedule = save(form.fields_of())
+        return saved
     except Invalid as exc:
         for issue in exc.issues:
             form.add_error(issue.path if issue.path in form.fields else None, issue.message)

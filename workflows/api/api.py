@@ -122,7 +122,10 @@ log = logging.getLogger(__name__)
 @lru_cache(maxsize=1)
 def document() -> dict[str, Any]:
     """Build the document once per process: the routes do not change while it runs."""
-    return json.loads(json.dumps(api.get_openapi_schema()))  # as served: status codes are text
+    served: dict[str, Any] = json.loads(
+        json.dumps(api.get_openapi_schema())
+    )  # as served: status codes are text
+    return served
 
 
 api.add_router("", meta)
@@ -176,4 +179,4 @@ for kind, handler in (
     (Http404, on_not_found),
     (HttpError, on_http_error),
 ):
-    api.add_exception_handler(kind, handler)  # type: ignore[arg-type]
+    api.add_exception_handler(kind, handler)  # type: ignore[arg-type]  # a heterogeneous table: each handler takes its own exception type

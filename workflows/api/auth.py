@@ -25,6 +25,7 @@ from typing import Any
 
 import redis
 from django.conf import settings
+from django.contrib.auth.models import User
 from django.http import HttpRequest
 from ninja.errors import AuthenticationError
 from ninja.security.base import AuthBase
@@ -56,6 +57,14 @@ class RateState:
         }
 
 
+class ApiRequest(HttpRequest):
+    """The request an API operation gets, for mypy: django-ninja sets `auth` to what the
+    security class that let it in returned, the ApiKey (KeyAuth) or the signed-in User
+    (SessionAuth). At run time it is Django's own HttpRequest (ninja ignores the annotation)."""
+
+    auth: ApiKey | User
+
+
 class KeyAuth(AuthBase):
     """The API key in `Authorization: Bearer`, allowed `action` (a key of access.ACTIONS)."""
 
@@ -72,7 +81,7 @@ class KeyAuth(AuthBase):
         if "Authorization" not in request.headers:
             return None  # perhaps a browser session: the next scheme decides
         key = authenticate(request)
-        request.rate = check_rate(f"key:{key.prefix}")  # type: ignore[attr-defined]
+        request.rate = check_rate(f"key:{key.prefix}")  # type: ignore[attr-defined]  # the rate state rides on the request to the response headers (AuthBase takes a plain HttpRequest)
         authorize(key, self.action)
         return key
 
@@ -96,7 +105,7 @@ class SessionAuth(AuthBase):
         if check_csrf(request) is not None:  # lets safe methods through, as Django's middleware does
             detail = "CSRF check failed: send the csrftoken cookie's value in the X-CSRFToken header."
             raise ApiError(403, detail, [FieldError("header", "X-CSRFToken", "is missing or wrong")])
-        request.rate = check_rate(f"user:{user.pk}")  # type: ignore[attr-defined]
+        request.rate = check_rate(f"user:{user.pk}")  # type: ignore[attr-defined]  # as above
         authorize_person(user, self.action)
         return user
 

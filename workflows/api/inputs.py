@@ -67,8 +67,8 @@ Slug = Annotated[str, Field(pattern=SLUG_PATTERN, min_length=1, max_length=100)]
 Id = Annotated[int, Field(ge=1, le=MAX_ID), BeforeValidator(whole_number)]
 Number = Annotated[int, Field(ge=1, le=2**31 - 1), BeforeValidator(whole_number)]
 Scope = Literal["read", "run", "edit", "operate", "admin"]
-EventType = Literal[EVENT_TYPES]  # type: ignore[valid-type]
-RunStatus = Literal[tuple(RunStatus)]  # type: ignore[valid-type]
+EventType = Literal[EVENT_TYPES]  # type: ignore[valid-type]  # a Literal of the tuple of event names: mypy cannot evaluate a Literal built at import
+RunStatus = Literal[tuple(RunStatus)]  # type: ignore[misc, assignment]  # a Literal of the enum's values, built at import: mypy cannot evaluate it, and the name is rebound from the enum
 LetterStatus = Literal["open", "replayed", "discarded"]
 DeliveryStatus = Literal["pending", "sending", "succeeded", "failed"]
 Definition = Annotated[

@@ -10,7 +10,7 @@ import base64
 import binascii
 import json
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from django.db.models import Model, QuerySet
 
@@ -29,7 +29,7 @@ def decode(cursor: str, kind: type) -> Any:
         value = json.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))[0]
     except (ValueError, binascii.Error, IndexError, TypeError, KeyError):
         value = None
-    valid = type(value) is kind and (kind is not int or 0 <= value <= MAX_ID)
+    valid = type(value) is kind and (kind is not int or 0 <= cast(int, value) <= MAX_ID)
     if not valid or (kind is str and "\x00" in value):
         message = "is not a cursor from this listing; start again without one"
         raise ApiError(400, f"cursor {message}.", [FieldError("query", "cursor", message)])

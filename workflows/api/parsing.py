@@ -20,8 +20,8 @@ from django.urls import register_converter
 from django.utils.datastructures import MultiValueDict
 from ninja.parser import Parser
 
-from workflows.api.errors import ApiError, FieldError, loc_path
-from workflows.store.texts import first_bad_text, is_text, parse_json
+from workflows.api.errors import ApiError, FieldError
+from workflows.store.texts import first_bad_text, is_text, loc_path, parse_json
 
 MAX_ID = 10**18 - 1  # fits Postgres bigint; longer digit strings are no id of ours
 

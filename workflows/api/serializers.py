@@ -1,9 +1,11 @@
 """What the API answers: plain functions from models to dicts, typed as TypedDicts.
 
 The TypedDicts are the response schemas of the OpenAPI document (pydantic turns them into
-JSON Schema), and mypy checks every serializer against its TypedDict, so the documented
-shape and the served one are the same code. Datetimes stay datetimes here; the JSON
-encoder writes them as RFC 3339.
+JSON Schema). `make lint` runs mypy --strict on this module: a serializer's dict is checked
+against its TypedDict (keys, and values where the model field is typed), except in `run`
+(built as a plain dict, then given the optional LLM keys) and `definition_check` (rows from
+`as_dict()`), which carry a `type: ignore` each; JSON fields (Any) are not checked. Datetimes
+stay datetimes here; the JSON encoder writes them as RFC 3339.
 """
 
 from __future__ import annotations
@@ -451,7 +453,7 @@ def version_summary(v: WorkflowVersion) -> VersionSummary:
 
 
 def version(v: WorkflowVersion) -> VersionOut:
-    return {**version_summary(v), "definition": v.definition}  # type: ignore[typeddict-item]
+    return {**version_summary(v), "definition": v.definition}
 
 
 def run_summary(r: Run) -> RunSummary:
@@ -513,7 +515,7 @@ def run(
         for item in out["nodes"]:
             if item["node_id"] in llm["nodes"]:
                 item["llm_usage"] = llm["nodes"][item["node_id"]]
-    return out  # type: ignore[return-value]
+    return out  # type: ignore[return-value]  # built as a dict, then given the optional llm_usage keys: a RunOut
 
 
 def run_link(link: ChildRun, other: Run) -> RunLinkOut:
@@ -578,7 +580,7 @@ def letter_summary(d: DeadLetter) -> DeadLetterSummary:
 
 
 def letter(d: DeadLetter, attempts: list[RunEvent]) -> DeadLetterOut:
-    return {  # type: ignore[typeddict-item]
+    return {
         **letter_summary(d),
         "traceback": d.traceback,
         "input_snapshot": d.input_snapshot,
@@ -612,7 +614,7 @@ def validation(issues: list[Issue]) -> ValidationOut:
 
 def definition_check(issues: list[Issue]) -> DefinitionCheck:
     errors = [definition_error(i, "definition").as_dict() for i in issues]
-    return {"valid": not issues, "errors": errors}  # type: ignore[typeddict-item]
+    return {"valid": not issues, "errors": errors}  # type: ignore[typeddict-item]  # as_dict() rows are plain dicts of DefinitionError's keys
 
 
 def api_key(k: ApiKey) -> KeyOut:
@@ -755,7 +757,7 @@ class AttemptOut(SpanOut):
 
 def attempt(e: RunEvent) -> AttemptOut:
     data = e.data if isinstance(e.data, dict) else {}
-    return {**span(e), "log": str(data.get("log", ""))}  # type: ignore[typeddict-item]
+    return {**span(e), "log": str(data.get("log", ""))}
 
 
 class RerunOut(TypedDict):

@@ -10,7 +10,7 @@ from ninja import Path, Query, Router, Status
 
 from workflows.api import inputs as i
 from workflows.api import serializers as s
-from workflows.api.auth import allowed, person_of
+from workflows.api.auth import ApiRequest, allowed, person_of
 from workflows.api.parsing import MAX_ID
 from workflows.api.schema import refuses
 from workflows.waits import approvals
@@ -22,7 +22,7 @@ ApprovalId = Annotated[int, Path(ge=1, le=MAX_ID)]
 @router.get(
     "/approvals", response=s.ApprovalPage, auth=allowed("decide_approval"), summary="List pending approvals"
 )
-def list_approvals(request: HttpRequest, q: Query[i.ApprovalQuery]) -> Any:
+def list_approvals(request: ApiRequest, q: Query[i.ApprovalQuery]) -> Any:
     """List the approvals waiting that the caller may decide, by due time (none last); overdue ones are marked."""
     filters = approvals.InboxFilters(
         workflow=q.workflow or "",
@@ -55,7 +55,7 @@ def read_approval(request: HttpRequest, approval_id: ApprovalId) -> Any:
     summary="Decide an approval",
 )
 @refuses(404, 409, 422)
-def decide_approval(request: HttpRequest, approval_id: ApprovalId, body: i.DecisionIn) -> Any:
+def decide_approval(request: ApiRequest, approval_id: ApprovalId, body: i.DecisionIn) -> Any:
     """Approve or reject, with the form's fields, a comment and the proposed data as edited.
     403 for someone the node does not name, 409 once it no longer waits or has timed out, 422 for fields off the form."""
     approvals.decide(
@@ -72,7 +72,7 @@ def decide_approval(request: HttpRequest, approval_id: ApprovalId, body: i.Decis
     summary="Make a decision link",
 )
 @refuses(404)
-def make_decision_link(request: HttpRequest, approval_id: ApprovalId, body: i.DecisionLinkIn) -> Any:
+def make_decision_link(request: ApiRequest, approval_id: ApprovalId, body: i.DecisionLinkIn) -> Any:
     """Make a signed, expiring token that decides this approval as the caller, once, for a chat message or an e-mail."""
     wait = approvals.get_approval(approval_id)
     token = approvals.decision_link_token(wait, person_of(request.auth), body.decision, body.ttl_seconds)

@@ -9,7 +9,7 @@ from ninja import Path, Query, Router
 
 from workflows.api import inputs as i
 from workflows.api import serializers as s
-from workflows.api.auth import allowed
+from workflows.api.auth import ApiRequest, allowed
 from workflows.api.pagination import paginate
 from workflows.api.parsing import MAX_ID
 from workflows.api.schema import refuses
@@ -51,7 +51,7 @@ def list_letters(request: HttpRequest, q: Query[i.LetterQuery]) -> Any:
 @router.post(
     "/deadletters/replay", response=s.BulkOut, auth=allowed("replay"), summary="Replay dead letters by filter"
 )
-def replay_many(request: HttpRequest, body: i.BulkReplayIn) -> Any:
+def replay_many(request: ApiRequest, body: i.BulkReplayIn) -> Any:
     """Replay the open dead letters matching a filter, oldest first; `dry_run` only counts them."""
     result = deadletters.replay_matching(
         letter_filter(body.filter), body.dry_run, body.limit, actor=request.auth
@@ -65,7 +65,7 @@ def replay_many(request: HttpRequest, body: i.BulkReplayIn) -> Any:
     auth=allowed("discard"),
     summary="Discard dead letters by filter",
 )
-def discard_many(request: HttpRequest, body: i.BulkDiscardIn) -> Any:
+def discard_many(request: ApiRequest, body: i.BulkDiscardIn) -> Any:
     """Discard the open dead letters matching a filter with one reason; `dry_run` only counts them."""
     result = deadletters.discard_matching(
         letter_filter(body.filter), body.reason, body.dry_run, body.limit, actor=request.auth
@@ -95,7 +95,7 @@ def read_letter(request: HttpRequest, letter_id: LetterId) -> Any:
     summary="Replay a dead letter",
 )
 @refuses(404, 409)
-def replay_letter(request: HttpRequest, letter_id: LetterId, body: i.ReplayIn = i.EMPTY_REPLAY) -> Any:
+def replay_letter(request: ApiRequest, letter_id: LetterId, body: i.ReplayIn = i.EMPTY_REPLAY) -> Any:
     """Replay the dead node within its run, optionally with edited input; completed nodes keep their outputs."""
     run = runs.replay_dead_letter(letter_id, user=request.auth, edited_input=body.input)
     return s.run_summary(runs.get_run(run.pk))
@@ -108,7 +108,7 @@ def replay_letter(request: HttpRequest, letter_id: LetterId, body: i.ReplayIn = 
     summary="Discard a dead letter",
 )
 @refuses(404, 409)
-def discard_letter(request: HttpRequest, letter_id: LetterId, body: i.DiscardIn) -> Any:
+def discard_letter(request: ApiRequest, letter_id: LetterId, body: i.DiscardIn) -> Any:
     """Close a dead letter without replaying it; the reason is kept."""
     runs.discard_dead_letter(letter_id, body.reason, user=request.auth)
     return s.letter_summary(get_letter(letter_id))

@@ -24,7 +24,7 @@ def live(request: HttpRequest) -> HealthOut:
 
 
 @router.get("/health/ready", response={200: HealthOut, 503: HealthOut}, summary="Readiness")
-def ready(request: HttpRequest) -> Status:
+def ready(request: HttpRequest) -> Status[HealthOut]:
     """Answer 200 when PostgreSQL and Redis answer and a scheduler and a worker are alive; else 503."""
     checks = {
         "postgres": check(postgres),

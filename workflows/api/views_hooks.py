@@ -13,7 +13,7 @@ from ninja import Header, Path, Query, Router, Status
 from workflows.api import auth
 from workflows.api import inputs as i
 from workflows.api import serializers as s
-from workflows.api.auth import allowed
+from workflows.api.auth import ApiRequest, allowed
 from workflows.api.pagination import paginate
 from workflows.api.parsing import MAX_ID, decode_body
 from workflows.api.schema import raw_body, refuses
@@ -46,9 +46,7 @@ def list_triggers(request: HttpRequest, slug: SlugPath) -> Any:
     summary="Create an inbound trigger",
 )
 @refuses(404)
-def create_trigger(
-    request: HttpRequest, response: HttpResponse, slug: SlugPath, body: i.TriggerCreate
-) -> Any:
+def create_trigger(request: ApiRequest, response: HttpResponse, slug: SlugPath, body: i.TriggerCreate) -> Any:
     """Create an inbound trigger; its `secret` is in this answer only."""
     trigger = webhooks.create_trigger(
         versions.get_workflow(slug), body.name, actor=request.auth, priority=body.priority
@@ -62,7 +60,7 @@ def create_trigger(
     "/triggers/{uuid:trigger_id}", response={204: None}, auth=MANAGE, summary="Delete an inbound trigger"
 )
 @refuses(404)
-def delete_trigger(request: HttpRequest, trigger_id: uuid.UUID) -> Any:
+def delete_trigger(request: ApiRequest, trigger_id: uuid.UUID) -> Any:
     """Delete an inbound trigger; its URL answers 404 from now on."""
     webhooks.delete_trigger(trigger_id, actor=request.auth)
     return Status(204, None)
@@ -128,7 +126,7 @@ def list_subscriptions(request: HttpRequest, slug: SlugPath) -> Any:
 )
 @refuses(404)
 def create_subscription(
-    request: HttpRequest, response: HttpResponse, slug: SlugPath, body: i.SubscriptionCreate
+    request: ApiRequest, response: HttpResponse, slug: SlugPath, body: i.SubscriptionCreate
 ) -> Any:
     """Subscribe a URL to a workflow's run and dead-letter events; `secret` is in this answer only."""
     workflow = versions.get_workflow(slug)
@@ -156,7 +154,7 @@ def read_subscription(request: HttpRequest, subscription_id: SubscriptionId) -> 
     summary="Delete a webhook subscription",
 )
 @refuses(404)
-def delete_subscription(request: HttpRequest, subscription_id: SubscriptionId) -> Any:
+def delete_subscription(request: ApiRequest, subscription_id: SubscriptionId) -> Any:
     """Delete a webhook subscription and its delivery log."""
     webhooks.delete_subscription(subscription_id, actor=request.auth)
     return Status(204, None)

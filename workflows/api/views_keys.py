@@ -10,7 +10,7 @@ from ninja import Path, Query, Router, Status
 
 from workflows.api import inputs as i
 from workflows.api import serializers as s
-from workflows.api.auth import allowed, person_of
+from workflows.api.auth import ApiRequest, allowed, person_of
 from workflows.api.pagination import paginate
 from workflows.api.parsing import MAX_ID
 from workflows.api.schema import refuses
@@ -29,7 +29,7 @@ def list_keys(request: HttpRequest, q: Query[i.Page]) -> Any:
 
 
 @router.post("/keys", response={201: s.KeyCreated}, auth=allowed("manage_keys"), summary="Create an API key")
-def create_key(request: HttpRequest, response: HttpResponse, body: i.KeyCreate) -> Any:
+def create_key(request: ApiRequest, response: HttpResponse, body: i.KeyCreate) -> Any:
     """Create an API key; the `key` field of this answer is the only time it is shown."""
     owner = person_of(request.auth) if body.owner is None else find_user(body.owner)
     key, plaintext = keys.create_key(owner, body.name, body.scopes, body.expires_at, actor=request.auth)
@@ -55,6 +55,6 @@ def read_key(request: HttpRequest, key_id: KeyId) -> Any:
     "/keys/{id:key_id}", response=s.KeyOut, auth=allowed("manage_keys"), summary="Revoke an API key"
 )
 @refuses(404, 409)
-def revoke_key(request: HttpRequest, key_id: KeyId) -> Any:
+def revoke_key(request: ApiRequest, key_id: KeyId) -> Any:
     """Revoke an API key; it is refused from the next request on. The record stays."""
     return s.api_key(keys.revoke_key(key_id, actor=request.auth))

@@ -16,7 +16,7 @@ from ninja import Path, Router, Status
 from pydantic import Field
 from typing_extensions import TypedDict
 
-from workflows.api.auth import allowed
+from workflows.api.auth import ApiRequest, allowed
 from workflows.api.inputs import Body
 from workflows.api.schema import refuses
 from workflows.llm import catalog, prices
@@ -152,7 +152,7 @@ def list_providers(request: HttpRequest) -> Any:
     "/llm/providers", response={201: ProviderOut}, auth=allowed("manage_llm"), summary="Add an LLM provider"
 )
 @refuses(409)
-def create_provider(request: HttpRequest, response: HttpResponse, body: ProviderIn) -> Any:
+def create_provider(request: ApiRequest, response: HttpResponse, body: ProviderIn) -> Any:
     """Add a provider; its key is stored server-side and never answered again."""
     row = catalog.save_provider(change_of(body), actor=request.auth)
     response["Location"] = f"/api/v1/llm/providers/{row.name}"
@@ -175,7 +175,7 @@ def read_provider(request: HttpRequest, name: ProviderName) -> Any:
     summary="Change an LLM provider",
 )
 @refuses(404, 409)
-def update_provider(request: HttpRequest, name: ProviderName, body: ProviderIn) -> Any:
+def update_provider(request: ApiRequest, name: ProviderName, body: ProviderIn) -> Any:
     """Replace a provider's settings; an omitted or null `api_key` keeps the stored key."""
     return provider_out(catalog.save_provider(change_of(body), actor=request.auth, existing=name))
 
@@ -187,7 +187,7 @@ def update_provider(request: HttpRequest, name: ProviderName, body: ProviderIn) 
     summary="Delete an LLM provider",
 )
 @refuses(404)
-def delete_provider(request: HttpRequest, name: ProviderName) -> Any:
+def delete_provider(request: ApiRequest, name: ProviderName) -> Any:
     """Delete a provider and its own prices; nodes naming it fail at validation (and at run time, naming it).
 
     Its recorded calls stay, with the provider's name and the cost they were recorded with.
@@ -214,7 +214,7 @@ def read_price(request: HttpRequest, model: ModelName) -> Any:
 @router.put(
     "/llm/prices/{path:model}", response=PriceOut, auth=allowed("manage_llm"), summary="Set a model's price"
 )
-def set_price(request: HttpRequest, model: ModelName, body: PriceIn) -> Any:
+def set_price(request: ApiRequest, model: ModelName, body: PriceIn) -> Any:
     """Set the price of a model through any provider, per million input and output tokens.
 
     Calls from now on use it unless their provider has a price of its own for the model.
@@ -230,7 +230,7 @@ def set_price(request: HttpRequest, model: ModelName, body: PriceIn) -> Any:
     summary="Delete a model's price",
 )
 @refuses(404)
-def delete_price(request: HttpRequest, model: ModelName) -> Any:
+def delete_price(request: ApiRequest, model: ModelName) -> Any:
     """Delete a model's any-provider price: its later calls without a provider price show their cost as unknown."""
     catalog.delete_price(model, actor=request.auth)
     return Status(204, None)
@@ -272,7 +272,7 @@ def read_provider_price(request: HttpRequest, name: ProviderName, model: ModelNa
     summary="Set a provider's price for a model",
 )
 @refuses(404)
-def set_provider_price(request: HttpRequest, name: ProviderName, model: ModelName, body: PriceIn) -> Any:
+def set_provider_price(request: ApiRequest, name: ProviderName, model: ModelName, body: PriceIn) -> Any:
     """Set what a model costs through this provider; it beats the model's any-provider price.
 
     The model must be one the provider offers (422 naming `model`); an unknown provider is 404.
@@ -290,7 +290,7 @@ def set_provider_price(request: HttpRequest, name: ProviderName, model: ModelNam
     summary="Delete a provider's price for a model",
 )
 @refuses(404)
-def delete_provider_price(request: HttpRequest, name: ProviderName, model: ModelName) -> Any:
+def delete_provider_price(request: ApiRequest, name: ProviderName, model: ModelName) -> Any:
     """Delete a provider's own price: its later calls pay the any-provider price, or show unknown."""
     catalog.delete_price(model, actor=request.auth, provider=name)
     return Status(204, None)

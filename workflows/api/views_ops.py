@@ -9,7 +9,7 @@ from ninja import Path, Query, Router
 
 from workflows.api import inputs as i
 from workflows.api import serializers as s
-from workflows.api.auth import allowed
+from workflows.api.auth import ApiRequest, allowed
 from workflows.api.parsing import MAX_ID
 from workflows.api.schema import refuses
 from workflows.runs import actions as runs
@@ -63,7 +63,7 @@ def get_attempt(request: HttpRequest, run_id: RunId, node_id: NodeId, attempt: A
     "/runs/{id:run_id}/rerun", response=s.RerunOut, auth=allowed("rerun_node"), summary="Re-run from a node"
 )
 @refuses(404, 409)
-def rerun(request: HttpRequest, run_id: RunId, body: i.RerunIn) -> Any:
+def rerun(request: ApiRequest, run_id: RunId, body: i.RerunIn) -> Any:
     """Re-run a finished run from a node: that node and every node downstream of it run again
     in the same run; the nodes above keep their outputs. Audited."""
     nodes = reruns.rerun_from_node(run_id, body.node_id, request.auth)

@@ -9,7 +9,7 @@ from ninja import Header, Path, Query, Router, Status
 
 from workflows.api import inputs as i
 from workflows.api import serializers as s
-from workflows.api.auth import allowed, authorize_actor
+from workflows.api.auth import ApiRequest, allowed, authorize_actor
 from workflows.api.errors import ApiError, FieldError
 from workflows.api.pagination import paginate
 from workflows.api.parsing import MAX_ID
@@ -70,7 +70,7 @@ def start_run(
 )
 @refuses(404, 409)
 def start_test_run(
-    request: HttpRequest,
+    request: ApiRequest,
     response: HttpResponse,
     slug: SlugPath,
     number: NumberPath,
@@ -138,7 +138,7 @@ def read_run(run_id: int) -> s.RunOut:
     "/runs/{id:run_id}/cancel", response=s.RunSummary, auth=allowed("cancel_run"), summary="Cancel a run"
 )
 @refuses(404, 409)
-def cancel_run(request: HttpRequest, run_id: RunId, body: i.CancelIn = i.EMPTY_CANCEL) -> Any:
+def cancel_run(request: ApiRequest, run_id: RunId, body: i.CancelIn = i.EMPTY_CANCEL) -> Any:
     """Cancel a running or waiting run: queued nodes never start, running results are ignored."""
     runs.cancel_run(run_id, body.reason, user=request.auth)
     return s.run_summary(runs.get_run(run_id))

@@ -17,7 +17,7 @@ from typing_extensions import TypedDict
 
 from workflows.api import inputs as i
 from workflows.api import serializers as s
-from workflows.api.auth import allowed
+from workflows.api.auth import ApiRequest, allowed
 from workflows.api.parsing import MAX_ID
 from workflows.api.schema import refuses
 from workflows.core import priorities
@@ -51,7 +51,7 @@ class ScheduleChange(i.Body):
 
 
 class ScheduleCreate(ScheduleChange):
-    name: str = Field(min_length=1, max_length=100)  # type: ignore[assignment]
+    name: str = Field(min_length=1, max_length=100)
 
 
 class ScheduleOut(TypedDict):
@@ -89,7 +89,7 @@ def schedule_out(schedule: Schedule) -> ScheduleOut:
     return {
         "id": schedule.pk,
         "workflow": schedule.workflow.slug,
-        **{f: getattr(schedule, f) for f in schedules.FIELDS},  # type: ignore[typeddict-item]
+        **{f: getattr(schedule, f) for f in schedules.FIELDS},  # type: ignore[typeddict-item]  # the FIELDS names are ScheduleOut keys; mypy cannot see through getattr
         "next_fire_at": schedule.next_fire_at,
         "last_fire_at": schedule.last_fire_at,
         "upcoming": schedules.upcoming(schedule),
@@ -121,9 +121,7 @@ def list_schedules(request: HttpRequest, slug: SlugPath) -> Any:
     summary="Create a schedule",
 )
 @refuses(404, 409)
-def create_schedule(
-    request: HttpRequest, response: HttpResponse, slug: SlugPath, body: ScheduleCreate
-) -> Any:
+def create_schedule(request: ApiRequest, response: HttpResponse, slug: SlugPath, body: ScheduleCreate) -> Any:
     """Create a schedule: a cron expression in a time zone, or a fixed interval."""
     schedule = schedules.create_schedule(versions.get_workflow(slug), sent(body), user=request.auth)
     data = schedule_out(schedule)
@@ -142,7 +140,7 @@ def get_schedule(request: HttpRequest, schedule_id: ScheduleId) -> Any:
 
 @router.patch("/schedules/{id:schedule_id}", response=ScheduleOut, auth=MANAGE, summary="Change a schedule")
 @refuses(404, 409)
-def update_schedule(request: HttpRequest, schedule_id: ScheduleId, body: ScheduleChange) -> Any:
+def update_schedule(request: ApiRequest, schedule_id: ScheduleId, body: ScheduleChange) -> Any:
     """Change the fields sent; fire times count from now (nothing before is caught up)."""
     return schedule_out(schedules.update_schedule(schedule_id, sent(body), user=request.auth))
 
@@ -151,7 +149,7 @@ def update_schedule(request: HttpRequest, schedule_id: ScheduleId, body: Schedul
     "/schedules/{id:schedule_id}/pause", response=ScheduleOut, auth=MANAGE, summary="Pause a schedule"
 )
 @refuses(404)
-def pause_schedule(request: HttpRequest, schedule_id: ScheduleId) -> Any:
+def pause_schedule(request: ApiRequest, schedule_id: ScheduleId) -> Any:
     """Stop firing until resumed."""
     return schedule_out(schedules.set_enabled(schedule_id, False, user=request.auth))
 
@@ -160,14 +158,14 @@ def pause_schedule(request: HttpRequest, schedule_id: ScheduleId) -> Any:
     "/schedules/{id:schedule_id}/resume", response=ScheduleOut, auth=MANAGE, summary="Resume a schedule"
 )
 @refuses(404)
-def resume_schedule(request: HttpRequest, schedule_id: ScheduleId) -> Any:
+def resume_schedule(request: ApiRequest, schedule_id: ScheduleId) -> Any:
     """Fire again; the catch-up policy decides what of the fires missed meanwhile runs."""
     return schedule_out(schedules.set_enabled(schedule_id, True, user=request.auth))
 
 
 @router.delete("/schedules/{id:schedule_id}", response={204: None}, auth=MANAGE, summary="Delete a schedule")
 @refuses(404)
-def delete_schedule(request: HttpRequest, schedule_id: ScheduleId) -> Any:
+def delete_schedule(request: ApiRequest, schedule_id: ScheduleId) -> Any:
     """Delete a schedule; its runs stay."""
     schedules.delete_schedule(schedule_id, user=request.auth)
     return Status(204, None)

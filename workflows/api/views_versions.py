@@ -11,7 +11,7 @@ from ninja import Header, Path, Query, Router, Status
 from workflows import handlers
 from workflows.api import inputs as i
 from workflows.api import serializers as s
-from workflows.api.auth import allowed
+from workflows.api.auth import ApiRequest, allowed
 from workflows.api.errors import ApiError, FieldError, issues_under
 from workflows.api.parsing import MAX_ID
 from workflows.api.schema import refuses
@@ -69,7 +69,7 @@ def list_versions(request: HttpRequest, slug: SlugPath) -> Any:
     summary="Create a draft version",
 )
 @refuses(404)
-def create_version(request: HttpRequest, response: HttpResponse, slug: SlugPath, body: i.DraftCreate) -> Any:
+def create_version(request: ApiRequest, response: HttpResponse, slug: SlugPath, body: i.DraftCreate) -> Any:
     """Save a definition as the workflow's next draft; every invalid field is reported."""
     workflow = versions.get_workflow(slug)
     with issues_under("definition"):
@@ -89,7 +89,7 @@ def read_version(request: HttpRequest, response: HttpResponse, slug: SlugPath, n
 )
 @refuses(404, 409, 412, 428)
 def update_version(
-    request: HttpRequest,
+    request: ApiRequest,
     response: HttpResponse,
     slug: SlugPath,
     number: NumberPath,
@@ -127,7 +127,7 @@ def based_on(if_match: str, version: WorkflowVersion) -> int:
 @router.post(f"{VERSION}/publish", response=s.VersionOut, auth=allowed("publish"), summary="Publish a draft")
 @refuses(404, 409)
 def publish_version(
-    request: HttpRequest,
+    request: ApiRequest,
     response: HttpResponse,
     slug: SlugPath,
     number: NumberPath,
@@ -147,7 +147,7 @@ def publish_version(
     summary="Activate a published version (roll back)",
 )
 @refuses(404, 409)
-def activate_version(request: HttpRequest, response: HttpResponse, slug: SlugPath, number: NumberPath) -> Any:
+def activate_version(request: ApiRequest, response: HttpResponse, slug: SlugPath, number: NumberPath) -> Any:
     """Make a published version the one new runs use (a rollback when it is older)."""
     catalog.activate(get_version(slug, number), actor=request.auth)
     return with_etag(response, get_version(slug, number))

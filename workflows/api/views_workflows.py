@@ -10,7 +10,7 @@ from ninja import Path, Query, Router, Status
 
 from workflows.api import inputs as i
 from workflows.api import serializers as s
-from workflows.api.auth import allowed
+from workflows.api.auth import ApiRequest, allowed
 from workflows.api.errors import issues_under
 from workflows.api.pagination import paginate
 from workflows.api.schema import refuses
@@ -37,7 +37,7 @@ def list_workflows(request: HttpRequest, q: Query[i.WorkflowQuery]) -> Any:
 
 @router.post("/workflows", response={201: s.WorkflowOut}, auth=allowed("edit"), summary="Create a workflow")
 @refuses(409)
-def create_workflow(request: HttpRequest, response: HttpResponse, body: i.WorkflowCreate) -> Any:
+def create_workflow(request: ApiRequest, response: HttpResponse, body: i.WorkflowCreate) -> Any:
     """Create an empty workflow; add a version to it next."""
     workflow = catalog.create_workflow(body.slug, body.title, body.description, actor=request.auth)
     data = s.workflow(workflow)
@@ -59,7 +59,7 @@ def get_workflow(request: HttpRequest, slug: SlugPath) -> Any:
     summary="Update a workflow's title, description or default priority",
 )
 @refuses(404)
-def update_workflow(request: HttpRequest, slug: SlugPath, body: i.WorkflowUpdate = i.EMPTY_UPDATE) -> Any:
+def update_workflow(request: ApiRequest, slug: SlugPath, body: i.WorkflowUpdate = i.EMPTY_UPDATE) -> Any:
     """Change a workflow's title, description or the default priority of its runs."""
     changes = body.model_dump(exclude_none=True)
     workflow = catalog.update_workflow(versions.get_workflow(slug), changes, actor=request.auth)
@@ -73,7 +73,7 @@ def update_workflow(request: HttpRequest, slug: SlugPath, body: i.WorkflowUpdate
     summary="Delete a workflow",
 )
 @refuses(404, 409)
-def delete_workflow(request: HttpRequest, slug: SlugPath) -> Any:
+def delete_workflow(request: ApiRequest, slug: SlugPath) -> Any:
     """Delete a workflow, its versions and its finished runs; refused (409) while runs are in flight."""
     catalog.delete_workflow(versions.get_workflow(slug), actor=request.auth)
     return Status(204, None)
@@ -86,7 +86,7 @@ def delete_workflow(request: HttpRequest, slug: SlugPath) -> Any:
     summary="Pause a workflow",
 )
 @refuses(404)
-def pause_workflow(request: HttpRequest, slug: SlugPath) -> Any:
+def pause_workflow(request: ApiRequest, slug: SlugPath) -> Any:
     """Pause: new runs are recorded as waiting and none starts; runs in flight go on."""
     workflow = versions.get_workflow(slug)
     runs.pause_workflow(workflow, request.auth)
@@ -101,7 +101,7 @@ def pause_workflow(request: HttpRequest, slug: SlugPath) -> Any:
     summary="Resume a workflow",
 )
 @refuses(404)
-def resume_workflow(request: HttpRequest, slug: SlugPath) -> Any:
+def resume_workflow(request: ApiRequest, slug: SlugPath) -> Any:
     """Resume: the waiting runs start, oldest first."""
     workflow = versions.get_workflow(slug)
     started = runs.resume_workflow(workflow, request.auth)
@@ -132,7 +132,7 @@ def export_workflow(request: HttpRequest, slug: SlugPath, q: Query[i.ExportQuery
 )
 @refuses(409)
 def import_workflow(
-    request: HttpRequest, response: HttpResponse, body: i.ImportIn, q: Query[i.ImportQuery]
+    request: ApiRequest, response: HttpResponse, body: i.ImportIn, q: Query[i.ImportQuery]
 ) -> Any:
     """Import an export: a new workflow, or a new version of the one with that slug."""
     with issues_under("definition"):

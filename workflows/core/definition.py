@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 
 # The same three names as Literal["all_success", ...], read from the engine's table; a
 # Literal gives the schema its enum and pydantic its "should be 'all_success', ..." message.
-JoinRule = Literal[JOIN_RULES]  # type: ignore[valid-type]
+JoinRule = Literal[JOIN_RULES]  # type: ignore[valid-type]  # a Literal of the JOIN_RULES tuple: mypy cannot evaluate a Literal built at import
 NODE_ID_PATTERN: Final = r"^[A-Za-z_][A-Za-z0-9_\-]{0,63}$"
 QUEUE_PATTERN: Final = r"^[a-z][a-z0-9_-]{0,39}$"
 MAX_CYCLES_REPORTED: Final = 5

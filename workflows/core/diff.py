@@ -158,11 +158,11 @@ def _flatten(value: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
     Iterative, so a deeply nested config cannot exhaust the recursion limit.
     """
     # reversed() needs the items view of a dict (JSON objects are): typeshed gives Mapping's none.
-    stack: list[tuple[str, Any]] = [(str(key), item) for key, item in reversed(value.items())]  # type: ignore[call-overload]
+    stack: list[tuple[str, Any]] = [(str(key), item) for key, item in reversed(value.items())]  # type: ignore[call-overload]  # see the comment above
     while stack:
         path, item = stack.pop()
         if isinstance(item, Mapping) and item:
-            stack.extend((f"{path}.{key}", child) for key, child in reversed(item.items()))  # type: ignore[call-overload]
+            stack.extend((f"{path}.{key}", child) for key, child in reversed(item.items()))  # type: ignore[call-overload]  # see the comment above
         else:
             yield path, item
 

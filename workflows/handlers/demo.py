@@ -98,7 +98,7 @@ def recommendation_engine(ctx: NodeContext) -> dict[str, Any]:
     location = upstream_of(ctx, "enrich_location")
     mood = upstream_of(ctx, "sentiment_analysis")
     user_id = str(profile.get("user_id", DEFAULT_USER_ID))
-    label = mood.get("label") if mood.get("label") in CATALOG else "neutral"
+    label: str = mood["label"] if mood.get("label") in CATALOG else "neutral"
     items = pick_items(CATALOG[label], stable_hash("items", user_id), 3)
     reason = (
         f"{label} sentiment, {profile.get('signup_days', 0)} days a customer, in {location.get('city', '?')}"

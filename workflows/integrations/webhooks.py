@@ -447,7 +447,8 @@ def reclaim_stuck(now: datetime) -> int:
     lost_before = now - timedelta(seconds=settings.SWITCHYARD["WEBHOOK_TIMEOUT_SECONDS"] + 60)
     with connection.cursor() as cur:
         cur.execute(RECLAIM_SQL, {"now": now, "lost_before": lost_before})
-        return cur.rowcount
+        reclaimed: int = cur.rowcount
+        return reclaimed
 
 
 DUE_SQL = """

@@ -89,7 +89,8 @@ def text_answer(messages: list[dict[str, Any]]) -> str:
 def tool_message(tools: list[dict[str, Any]], user_text: str) -> dict[str, Any]:
     """Call the first tool whose schema the script can fill; answer in text if none."""
     for tool in tools:
-        function = tool.get("function") if isinstance(tool.get("function"), dict) else {}
+        offered = tool.get("function")
+        function: dict[str, Any] = offered if isinstance(offered, dict) else {}
         name = function.get("name")
         arguments = fill(function.get("parameters") or {"type": "object"}, user_text)
         if isinstance(name, str) and name and arguments is not None:
@@ -138,8 +139,9 @@ def fill_string(schema: dict[str, Any], text: str) -> str:
             match = None
         if match:
             return match.group(0)
-    if isinstance(schema.get("default"), str):
-        return schema["default"]
+    default = schema.get("default")
+    if isinstance(default, str):
+        return default
     named = ID_LIKE.search(text)
     return named.group(0) if named else (text or "demo")[:100]
 
@@ -153,7 +155,9 @@ def fill_object(schema: dict[str, Any], text: str) -> dict[str, Any] | None:
             return None
         found[name] = value
     named = ID_LIKE.search(text)  # an optional id the message names: what the user means
-    for name, spec in properties.items() if named else ():
+    if named is None:
+        return found
+    for name, spec in properties.items():
         if (
             name not in found
             and name.endswith("_id")

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import redis.asyncio as aioredis
 from asgiref.sync import sync_to_async
@@ -21,6 +21,7 @@ from django.conf import settings
 
 from workflows.core.states import NodeStatus
 from workflows.llm import streams
+from workflows.runtime.bus import StreamEntry, StreamReply
 from workflows.store.models import NodeRun
 
 QUIET_SECONDS = 1.0
@@ -61,7 +62,7 @@ def node_state(node_run_id: int, attempt: int) -> dict[str, Any] | None:
     return {"status": node.status, "error": node.error}
 
 
-def as_events(entries: list[tuple[str, dict[str, str]]]) -> list[Event]:
+def as_events(entries: list[StreamEntry]) -> list[Event]:
     events = []
     for entry_id, fields in entries:
         entry = streams.parse_entry(entry_id, fields)
@@ -83,7 +84,8 @@ async def follow(node_run_id: int, attempt: int, after: str = "0-0") -> AsyncIte
     quiet = 0.0
     try:
         while True:
-            found = await client.xread({key: after}, count=READ_AT_MOST, block=int(QUIET_SECONDS * 1000))
+            reply = await client.xread({key: after}, count=READ_AT_MOST, block=int(QUIET_SECONDS * 1000))
+            found = cast(StreamReply, reply)
             entries = found[0][1] if found else []
             for event in as_events(entries):
                 after = event.id
@@ -101,7 +103,7 @@ async def follow(node_run_id: int, attempt: int, after: str = "0-0") -> AsyncIte
             if end is not None:
                 # The end entry may have landed between the read and the check: read once more.
                 rest = await client.xrange(key, min=f"({after}" if after != "0-0" else "-")
-                for event in as_events(rest):
+                for event in as_events(cast(list[StreamEntry], rest)):
                     yield event
                     if event.name == "end":
                         return

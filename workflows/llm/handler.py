@@ -6,6 +6,7 @@ definition cannot send the key elsewhere. Output: the text, finish reason, model
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from workflows.handlers.builtin import render_template, template_sources, time_budget
@@ -75,7 +76,7 @@ def resolve_for(ctx: NodeContext, where: str) -> providers.Endpoint:
 
 
 def call_recorded(
-    ctx: NodeContext, endpoint: providers.Endpoint, call: Any, step: str = ""
+    ctx: NodeContext, endpoint: providers.Endpoint, call: Callable[[], client.Completion], step: str = ""
 ) -> client.Completion:
     """Make a call and record it (a failed one too); a context without an attempt row records nothing."""
     try:

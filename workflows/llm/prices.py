@@ -35,7 +35,7 @@ def pick_price(prices: Iterable[LLMPrice], provider: str, model: str) -> LLMPric
             continue
         if price.provider_id is None:
             anyone = price
-        elif price.provider.name == provider:
+        elif price.provider is not None and price.provider.name == provider:  # it is: provider_id is set
             own = price
     return own if own is not None else anyone
 

@@ -26,7 +26,7 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from workflows.core.toolcalls import ToolCalls
 from workflows.handlers import HandlerError, NodeContext
@@ -135,9 +135,10 @@ class TextWriter:
     def write(self, fields: dict[str, str]) -> None:
         key = text_key(self.attempt.node_run_id, self.attempt.attempt)
         pipe = bus.client().pipeline(transaction=False)
-        pipe.xadd(key, fields)
+        pipe.xadd(key, cast(bus.StreamFields, fields))
         pipe.expire(key, TEXT_TTL_SECONDS)
-        pipe.xadd(FEED, {**fields, **self.attempt.feed_fields()}, maxlen=FEED_MAXLEN, approximate=True)
+        feed = {**fields, **self.attempt.feed_fields()}
+        pipe.xadd(FEED, cast(bus.StreamFields, feed), maxlen=FEED_MAXLEN, approximate=True)
         pipe.execute()
 
 
@@ -216,7 +217,7 @@ class SoFar:
 def read_so_far(node_run_id: int, attempt: int) -> tuple[SoFar, str]:
     """Fold an attempt's stream so far; return it and the last entry id."""
     so_far, last = SoFar(), "0-0"
-    for entry_id, fields in bus.client().xrange(text_key(node_run_id, attempt)):
+    for entry_id, fields in cast(list[bus.StreamEntry], bus.client().xrange(text_key(node_run_id, attempt))):
         so_far.add(parse_entry(entry_id, fields))
         last = entry_id
     return so_far, last

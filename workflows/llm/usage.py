@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 from django.db.models import Count, F, QuerySet, Sum
 from django.utils import timezone
@@ -92,7 +92,7 @@ def count_call(call: LLMCall) -> None:
 def read_counters() -> dict[tuple[str, str], dict[str, float]]:
     """(provider, model) -> {calls, errors, input_tokens, output_tokens, cost, unpriced}."""
     found: dict[tuple[str, str], dict[str, float]] = {}
-    for field, value in bus.client().hgetall(COUNTERS).items():
+    for field, value in cast(dict[str, str], bus.client().hgetall(COUNTERS)).items():
         provider, model, name = field.split(SEP, 2)
         found.setdefault((provider, model), {})[name] = float(value)
     return found

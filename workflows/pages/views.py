@@ -89,7 +89,7 @@ class NewWorkflowForm(forms.Form):
     title = forms.CharField(max_length=200)
 
     def clean_slug(self) -> str:
-        slug = self.cleaned_data["slug"]
+        slug: str = self.cleaned_data["slug"]
         if Workflow.objects.filter(slug=slug).exists():
             raise forms.ValidationError(f"A workflow with slug {slug!r} already exists: choose another.")
         return slug

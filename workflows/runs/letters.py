@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from django.db.models import Count, Max, Min, QuerySet
 
@@ -163,12 +163,23 @@ def act_on_letter(action: Action, letter_id: int, actor: Any, reason: str) -> No
         runs.discard_dead_letter(letter_id, reason, actor)
 
 
+class AttemptRow(TypedDict):
+    """One attempt of a node since its letter (a row of RunEvent.values())."""
+
+    id: int
+    attempt: int
+    started_at: datetime | None
+    at: datetime
+    worker: str
+    data: Any
+
+
 @dataclass(frozen=True)
 class ReplayOutcome:
     """What became of a replayed letter's node: its status now, the attempts since, a new letter."""
 
     node_status: str
-    attempts: list[dict[str, Any]]
+    attempts: list[AttemptRow]
     new_letter: DeadLetter | None
 
     @property

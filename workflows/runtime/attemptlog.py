@@ -67,7 +67,7 @@ def captured() -> Iterator[Capture]:
     root = logging.getLogger()
     root.addHandler(handler)
     try:
-        with contextlib.redirect_stdout(capture):  # type: ignore[type-var]
+        with contextlib.redirect_stdout(capture):
             yield capture
     finally:
         root.removeHandler(handler)

@@ -12,10 +12,11 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any
+from typing import Any, cast
 
 import redis
 from django.conf import settings
+from redis.typing import EncodableT, FieldT
 
 NOTICES = "sy:notices"  # stream: run ids whose state changed and needs a decision
 GROUP = "schedulers"
@@ -46,6 +47,13 @@ def scheduler_key(name: str) -> str:
     return f"sy:scheduler:{name}"
 
 
+# client() decodes replies (decode_responses=True), which redis-py's types do not follow (they say
+# bytes | str): readers cast replies to these. xadd takes a dict (invariant) of StreamFields.
+StreamEntry = tuple[str, dict[str, str]]
+StreamReply = list[tuple[str, list[StreamEntry]]]  # XREAD's and XREADGROUP's: (stream, entries)
+StreamFields = dict[FieldT, EncodableT]
+
+
 @cache
 def client() -> redis.Redis:
     """Return this process's Redis client (thread-safe connection pool)."""
@@ -69,11 +77,11 @@ def notify(run_ids: Iterable[int], rows: Sequence[Sequence[Any]] = ()) -> None:
     """Tell the schedulers these runs changed: one stream entry listing them all."""
     runs = ",".join(str(run_id) for run_id in sorted(set(run_ids)))
     if runs:
-        fields = {"runs": runs, "rows": json.dumps(rows)} if rows else {"runs": runs}
+        fields: StreamFields = {"runs": runs, "rows": json.dumps(rows)} if rows else {"runs": runs}
         client().xadd(NOTICES, fields, maxlen=NOTICES_MAXLEN, approximate=True)
 
 
-def parse_notices(messages: Iterable[tuple[str, dict[str, str]]], with_rows: bool = True) -> list[Notice]:
+def parse_notices(messages: Iterable[StreamEntry], with_rows: bool = True) -> list[Notice]:
     """The notices of these stream entries; entries trimmed away have no fields."""
     return [
         Notice(
@@ -104,7 +112,8 @@ def read_notices(consumer: str, count: int, block_ms: int) -> list[Notice]:
             raise
         ensure_group()
         return []
-    return [notice for _, messages in reply or [] for notice in parse_notices(messages)]
+    read = cast(StreamReply, reply or [])
+    return [notice for _, messages in read for notice in parse_notices(messages)]
 
 
 def claim_abandoned(consumer: str, idle_ms: int, count: int = 500) -> list[Notice]:
@@ -113,7 +122,8 @@ def claim_abandoned(consumer: str, idle_ms: int, count: int = 500) -> list[Notic
     Their node rows are dropped: they may be old, so the runs are read again.
     """
     try:
-        _, messages, _ = client().xautoclaim(NOTICES, GROUP, consumer, idle_ms, "0-0", count=count)
+        reply = client().xautoclaim(NOTICES, GROUP, consumer, idle_ms, "0-0", count=count)
+        _, messages, _ = cast(tuple[str, list[StreamEntry], list[str]], reply)
     except redis.ResponseError:
         return []
     return parse_notices(messages, with_rows=False)
@@ -172,7 +182,7 @@ def live_workers(ttl: float) -> list[str]:
     """Return the workers that beat within `ttl` seconds (no keyspace scan)."""
     roster = client()
     roster.zremrangebyscore(WORKERS_ROSTER, "-inf", time.time() - 3600)
-    return roster.zrangebyscore(WORKERS_ROSTER, time.time() - ttl, "+inf")
+    return cast(list[str], roster.zrangebyscore(WORKERS_ROSTER, time.time() - ttl, "+inf"))
 
 
 def mark_cancelled(run_id: int, ttl_seconds: int = 3600) -> None:

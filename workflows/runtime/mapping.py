@@ -323,7 +323,8 @@ LIMIT %(limit)s
 def query(sql: str, params: dict[str, Any]) -> list[tuple[Any, ...]]:
     with connection.cursor() as cur:
         cur.execute(sql, params)
-        return cur.fetchall()
+        found: list[tuple[Any, ...]] = cur.fetchall()
+        return found
 
 
 def advance_due(workers: int) -> int:

@@ -106,7 +106,7 @@ def settle_calls(ends: list[tuple[ChildRun, Awake]]) -> set[int]:
     agents_rows = sorted({link.node_run_id for link, _ in ends})
     list(NodeRun.objects.select_for_update().filter(pk__in=agents_rows).order_by("pk").values_list("pk"))
     for link, end in ends:
-        step = AgentStep.objects.filter(pk=link.agent_step_id, status=agent.WAITING)
+        step = AgentStep.objects.filter(pk=link.agent_step_id, status=agent.WAITING)  # type: ignore[misc]  # an agent's link always has its step (agent_step_id is nullable for the others)
         if end.status == N.SUCCEEDED:
             step.update(status=agent.OK, result=json.loads(end.output or "null"), finished_at=now)
         else:

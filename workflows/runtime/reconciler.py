@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db import connection, transaction
@@ -194,7 +195,8 @@ def hand_back(worker: str, reason: str) -> int:
     return Reconciler().fail_attempts(lost) if lost else 0
 
 
-def scan(sql: str, cutoff: datetime) -> list[tuple]:
+def scan(sql: str, cutoff: datetime) -> list[tuple[Any, ...]]:
     with connection.cursor() as cur:
         cur.execute(sql, {"cutoff": cutoff, "limit": SCAN_LIMIT})
-        return cur.fetchall()
+        found: list[tuple[Any, ...]] = cur.fetchall()
+        return found

@@ -58,7 +58,7 @@ class VersionWatcher(threading.Thread):
                 close_old_connections()
 
     def listen(self, outage: Outage) -> None:
-        pubsub = bus.client().pubsub(ignore_subscribe_messages=True)
+        pubsub = bus.client().pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]  # redis-py leaves Redis.pubsub unannotated
         pubsub.subscribe(bus.VERSIONS_CHANNEL)
         self.reload_all()  # after subscribing: nothing announced in between is missed
         self.connected.set()

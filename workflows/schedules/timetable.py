@@ -199,7 +199,8 @@ def described(schedule: Schedule) -> dict[str, Any]:
 
 def upcoming(schedule: Schedule, count: int = 3) -> list[datetime]:
     """The next `count` nominal fire times after now (for the pages and the API)."""
-    fires, after = [], max(timezone.now(), schedule.last_fire_at or schedule.anchor)
+    fires: list[datetime] = []
+    after = max(timezone.now(), schedule.last_fire_at or schedule.anchor)
     for fire in core.fires_after(spec_of(schedule), after):
         if len(fires) == count:
             break

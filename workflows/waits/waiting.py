@@ -84,7 +84,8 @@ def plan_waits(
         for row in transitions.read_inputs(ids, upstream):
             if row.kind == "output":
                 outputs.setdefault(row.run_id, {})[row.node_id] = from_json(row.value)
-    plans, configs = {}, {}
+    plans: dict[int, core.WaitPlan] = {}
+    configs: dict[int, Mapping[str, Any]] = {}
     for noderun_id, (graph, row) in graphs.items():
         node = graph.nodes[row.node_id]
         run_input, done = from_json(row.value), outputs.get(row.run_id, {})

@@ -6,7 +6,7 @@ reconciler, changes a row once. Each kind of decision is applied by one statemen
 letters: one transaction) that also appends its history events, so a plan needs no
 transaction around it: a scheduler that dies halfway leaves every change whole, and the
 rest is decided again from Postgres. Claims, skips and retry schedules commit relaxed
-(transitions.RELAXED_COMMIT); dead nodes and finished runs synchronously. Jobs are enqueued
+(lifecycle.RELAXED_COMMIT); dead nodes and finished runs synchronously. Jobs are enqueued
 and runs announced only after their statement commits.
 """
 

@@ -1,8 +1,9 @@
 """The moves every status writer declares, and the attempt lifecycle written once as SQL.
 
-The transitions modules (transitions.py: tasks, runs and waits; transitions_maps.py: map
-nodes and their items) are the only code that changes a status. Each function there declares
-the moves it performs (`@performs`), which must be moves of the one table, core/states.py.
+The transitions modules (transitions.py: tasks and runs; transitions_waits.py: waiting nodes;
+transitions_maps.py: map nodes and their items) are the only code that changes a status. Each
+function there declares the moves it performs (`@performs`), which must be moves of the one
+table, core/states.py.
 
 A task's attempts (NodeRun rows) and a map's items (MapItem rows) move by the same moves:
 claim, requeue, start, finish, retry, dead, lost; each guarded by the row's id, its attempt

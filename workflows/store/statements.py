@@ -31,7 +31,9 @@ def table(model: type[models.Model]) -> str:
 
 def column(model: type[models.Model], field: str) -> str:
     """The column of a model's field (`node_run` -> `node_run_id`)."""
-    return model._meta.get_field(field).column  # type: ignore[union-attr]  # a concrete field, not a relation's reverse
+    found = model._meta.get_field(field)
+    assert isinstance(found, models.Field) and found.column, f"{model.__name__}.{field} has no column"
+    return found.column
 
 
 WORKFLOWS = table(Workflow)

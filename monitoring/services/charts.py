@@ -24,6 +24,7 @@ from django.db import connection
 from django.utils import timezone
 
 from workflows.store.models import BacklogSample
+from workflows.store.statements import BACKLOG_SAMPLES, DEAD_LETTERS, RUNS, WORKFLOWS
 
 
 @dataclass(frozen=True)
@@ -50,14 +51,14 @@ WITH buckets AS (
 
 RUNS_SQL = (
     BUCKETS
-    + """
+    + f"""
 SELECT b.t, coalesce(c.ok, 0), coalesce(c.bad, 0)
 FROM buckets b LEFT JOIN (
   SELECT date_bin(%(step)s, finished_at, 'epoch') AS t,
          count(*) FILTER (WHERE status = 'succeeded') AS ok,
          count(*) FILTER (WHERE status = 'failed') AS bad
-  FROM workflows_run
-  WHERE finished_at >= %(start)s AND finished_at <= %(end)s {scope}
+  FROM {RUNS}
+  WHERE finished_at >= %(start)s AND finished_at <= %(end)s {{scope}}
   GROUP BY 1) c ON c.t = b.t
 ORDER BY b.t
 """
@@ -65,13 +66,13 @@ ORDER BY b.t
 
 DURATIONS_SQL = (
     BUCKETS
-    + """
+    + f"""
 , finished AS (
   SELECT workflow_id, date_bin(%(step)s, finished_at, 'epoch') AS t,
          extract(epoch FROM finished_at - created_at) * 1000 AS ms
-  FROM workflows_run
+  FROM {RUNS}
   WHERE finished_at >= %(start)s AND finished_at <= %(end)s
-    AND status IN ('succeeded', 'failed') {scope}
+    AND status IN ('succeeded', 'failed') {{scope}}
 ), top AS (
   SELECT workflow_id FROM finished GROUP BY 1 ORDER BY count(*) DESC, 1 LIMIT %(top)s
 ), agg AS (
@@ -82,7 +83,7 @@ DURATIONS_SQL = (
   GROUP BY 1, 2
 )
 SELECT w.slug, b.t, a.p50, a.p95
-FROM top JOIN workflows_workflow w ON w.id = top.workflow_id
+FROM top JOIN {WORKFLOWS} w ON w.id = top.workflow_id
 CROSS JOIN buckets b
 LEFT JOIN agg a ON a.workflow_id = top.workflow_id AND a.t = b.t
 ORDER BY w.slug, b.t
@@ -91,12 +92,12 @@ ORDER BY w.slug, b.t
 
 LETTERS_SQL = (
     BUCKETS
-    + """
+    + f"""
 SELECT b.t, coalesce(c.n, 0)
 FROM buckets b LEFT JOIN (
   SELECT date_bin(%(step)s, d.created_at, 'epoch') AS t, count(*) AS n
-  FROM workflows_deadletter d {join}
-  WHERE d.created_at >= %(start)s AND d.created_at <= %(end)s {scope}
+  FROM {DEAD_LETTERS} d {{join}}
+  WHERE d.created_at >= %(start)s AND d.created_at <= %(end)s {{scope}}
   GROUP BY 1) c ON c.t = b.t
 ORDER BY b.t
 """
@@ -104,17 +105,17 @@ ORDER BY b.t
 
 BACKLOG_SQL = (
     BUCKETS
-    + """
+    + f"""
 , names AS (
-  SELECT DISTINCT queue FROM workflows_backlogsample
-  WHERE at >= %(start)s AND at <= %(end)s {scope}
+  SELECT DISTINCT queue FROM {BACKLOG_SAMPLES}
+  WHERE at >= %(start)s AND at <= %(end)s {{scope}}
 )
 SELECT n.queue, b.t, s.depth
 FROM names n CROSS JOIN buckets b
 LEFT JOIN (
   SELECT queue, date_bin(%(step)s, at, 'epoch') AS t, max(depth) AS depth
-  FROM workflows_backlogsample
-  WHERE at >= %(start)s AND at <= %(end)s {scope}
+  FROM {BACKLOG_SAMPLES}
+  WHERE at >= %(start)s AND at <= %(end)s {{scope}}
   GROUP BY 1, 2) s ON s.queue = n.queue AND s.t = b.t
 ORDER BY n.queue, b.t
 """
@@ -161,7 +162,7 @@ def durations(window: Window, now: datetime, workflow_id: int | None = None) -> 
 
 def dead_letters(window: Window, now: datetime, workflow_id: int | None = None) -> dict[str, Any]:
     """Dead letters opened per bucket."""
-    join = "JOIN workflows_run r ON r.id = d.run_id" if workflow_id else ""
+    join = f"JOIN {RUNS} r ON r.id = d.run_id" if workflow_id else ""
     scope = "AND r.workflow_id = %(wf)s" if workflow_id else ""
     rows = query(LETTERS_SQL.format(join=join, scope=scope), params(window, now, workflow_id))
     return answer(window, [r[0] for r in rows], [("opened", [r[1] for r in rows])])

@@ -23,64 +23,65 @@ from rq.suspension import WORKERS_SUSPENDED
 from workflows.operations import workers
 from workflows.runtime import bus, rqcompat
 from workflows.store.models import Workflow
+from workflows.store.statements import DEAD_LETTERS, EVENTS, NODES, RUNS, WAITS
 
 EVENT_BATCH = 20_000
 GAP_SECONDS = 10.0  # a transaction holding an event id longer than this is taken as rolled back
 MAX_GAPS = 50_000
 
-EVENT_COLUMNS = """
+EVENT_COLUMNS = f"""
 SELECT e.id, e.run_id, r.workflow_id, e.kind, e.node_id, e.attempt,
        extract(epoch FROM e.at)::float8, extract(epoch FROM e.started_at)::float8,
        e.data->>'status', (e.data->>'duration_ms')::float8
-FROM workflows_runevent e JOIN workflows_run r ON r.id = e.run_id
+FROM {EVENTS} e JOIN {RUNS} r ON r.id = e.run_id
 """
 NEW_EVENTS_SQL = EVENT_COLUMNS + "WHERE e.id > %s ORDER BY e.id LIMIT %s"
 GAP_EVENTS_SQL = EVENT_COLUMNS + "WHERE e.id = ANY(%s)"
 
 # Two statements, so that each one matches the predicate of a partial index.
-IN_FLIGHT_SQL = """
+IN_FLIGHT_SQL = f"""
 SELECT r.workflow_id, n.node_id, n.status, count(*)
-FROM workflows_noderun n JOIN workflows_run r ON r.id = n.run_id
+FROM {NODES} n JOIN {RUNS} r ON r.id = n.run_id
 WHERE n.status IN ('queued', 'running', 'failed') GROUP BY 1, 2, 3
 UNION ALL
 SELECT r.workflow_id, n.node_id, n.status, count(*)
-FROM workflows_noderun n JOIN workflows_run r ON r.id = n.run_id
+FROM {NODES} n JOIN {RUNS} r ON r.id = n.run_id
 WHERE n.status = 'retrying' GROUP BY 1, 2, 3
 """
 
 # Node rows that became queued or running lately: they leave no run event of their own.
-MOVED_SQL = """
-SELECT n.id, n.run_id, n.status, n.attempt FROM workflows_noderun n
+MOVED_SQL = f"""
+SELECT n.id, n.run_id, n.status, n.attempt FROM {NODES} n
 WHERE n.status IN ('queued', 'running', 'failed')
   AND greatest(n.queued_at, n.started_at) > now() - %s * interval '1 second'
 """
 
-RUNS_IN_FLIGHT_SQL = """
-SELECT workflow_id, status, count(*) FROM workflows_run
+RUNS_IN_FLIGHT_SQL = f"""
+SELECT workflow_id, status, count(*) FROM {RUNS}
 WHERE status IN ('running', 'waiting') GROUP BY 1, 2
 """
 
-OPEN_LETTERS_SQL = """
-SELECT r.workflow_id, count(*) FROM workflows_deadletter d JOIN workflows_run r ON r.id = d.run_id
+OPEN_LETTERS_SQL = f"""
+SELECT r.workflow_id, count(*) FROM {DEAD_LETTERS} d JOIN {RUNS} r ON r.id = d.run_id
 WHERE d.status = 'open' GROUP BY 1
 """
 
 # Open waits by kind: counted under the partial indexes of open waits, once a second.
-OPEN_WAITS_SQL = """
-SELECT kind, count(*) FROM workflows_wait WHERE closed_at IS NULL GROUP BY 1
+OPEN_WAITS_SQL = f"""
+SELECT kind, count(*) FROM {WAITS} WHERE closed_at IS NULL GROUP BY 1
 """
 
-RECENT_RUNS_SQL = """
+RECENT_RUNS_SQL = f"""
 SELECT workflow_id, status, extract(epoch FROM date_trunc('minute', finished_at))::bigint, count(*)
-FROM workflows_run
+FROM {RUNS}
 WHERE status IN ('succeeded', 'failed') AND finished_at > now() - interval '1 hour'
   AND finished_at <= to_timestamp(%s)
 GROUP BY 1, 2, 3
 """
 
-RUNNING_ATTEMPTS_SQL = """
+RUNNING_ATTEMPTS_SQL = f"""
 SELECT n.worker, n.run_id, n.node_id, n.attempt, extract(epoch FROM n.started_at)::float8
-FROM workflows_noderun n WHERE n.status = 'running' ORDER BY n.started_at LIMIT 500
+FROM {NODES} n WHERE n.status = 'running' ORDER BY n.started_at LIMIT 500
 """
 
 
@@ -145,7 +146,7 @@ class EventReader:
 
 def last_event_id() -> int:
     with connection.cursor() as cur:
-        cur.execute("SELECT coalesce(max(id), 0) FROM workflows_runevent")
+        cur.execute(f"SELECT coalesce(max(id), 0) FROM {EVENTS}")
         return int(cur.fetchone()[0])
 
 

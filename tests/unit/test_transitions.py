@@ -1,32 +1,42 @@
-"""One module changes statuses (workflows/runtime/transitions.py), and only as the table allows.
+"""One module family changes statuses (workflows/runtime/transitions*.py), and only as the table allows.
 
-The scan reads the source, it imports nothing but the transitions module: SQL strings that
-UPDATE or INSERT a node's or run's status, ORM `.update(status=...)`, `.create(status=...)`,
+The scan reads the source, it imports nothing but the transitions modules: SQL strings that
+UPDATE or INSERT a node's or run's status (the table spelled, or named from
+store/statements.py), ORM `.update(status=...)`, `.create(status=...)`,
 `.bulk_update(..., ["status"])` on runs or nodes, and `x.status = ...` followed by a save.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib
 import inspect
 import re
+import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from workflows.core.states import NodeStatus as N
 from workflows.core.states import RunStatus as R
 
+if TYPE_CHECKING:
+    from workflows.runtime.lifecycle import Move
+
 REPO = Path(__file__).resolve().parents[2]
 SCANNED = ("workflows", "monitoring", "controlplane")
-OWNER = REPO / "workflows" / "runtime" / "transitions.py"
+OWNERS = sorted((REPO / "workflows" / "runtime").glob("transitions*.py"))
+MODULES = [f"workflows.runtime.{path.stem}" for path in OWNERS]
+# A table as the statements spell it: its name, or store/statements.py's constant for it.
+STATUS_TABLES = r"(?:workflows_(?:noderun|run|mapitem)|\{(?:\w+\.)?(?:NODES|RUNS|ITEMS)\})"
 
 SQL_WRITES = [
     re.compile(
-        r"\bUPDATE\s+workflows_(?:noderun|run|mapitem)\b(?:(?!\bWHERE\b|\bFROM\b).)*?\bstatus\s*=",
+        rf"\bUPDATE\s+{STATUS_TABLES}(?!\w)(?:(?!\bWHERE\b|\bFROM\b).)*?\bstatus\s*=",
         re.I | re.S,
     ),
-    re.compile(r"\bINSERT\s+INTO\s+workflows_(?:noderun|run|mapitem)\s*\([^)]*\bstatus\b", re.I | re.S),
+    re.compile(rf"\bINSERT\s+INTO\s+{STATUS_TABLES}(?!\w)\s*\([^)]*\bstatus\b", re.I | re.S),
 ]
 # models, and related managers; a map node's items move by the node table (MapItem)
 RUN_OR_NODE = {"Run", "NodeRun", "nodes", "runs", "node_runs", "MapItem", "items"}
@@ -58,8 +68,10 @@ def is_status_value(value: ast.AST) -> bool:
 def sql_text(node: ast.AST) -> str | None:
     if isinstance(node, ast.Constant) and isinstance(node.value, str):
         return node.value
-    if isinstance(node, ast.JoinedStr):
-        return "".join(v.value if isinstance(v, ast.Constant) else "?" for v in node.values)
+    if isinstance(node, ast.JoinedStr):  # a name put in is kept as spelled: `{NODES}`
+        return "".join(
+            v.value if isinstance(v, ast.Constant) else f"{{{ast.unparse(v.value)}}}" for v in node.values
+        )
     return None
 
 
@@ -136,10 +148,10 @@ def test_no_module_but_transitions_writes_a_status() -> None:
     offenders = [
         f"{path.relative_to(REPO)}:{line}: {what}"
         for path in python_files()
-        if path != OWNER
+        if path not in OWNERS
         for line, what in status_writes(path.read_text())
     ]
-    assert not offenders, "Only workflows/runtime/transitions.py changes statuses:\n" + "\n".join(offenders)
+    assert not offenders, "Only workflows/runtime/transitions*.py change statuses:\n" + "\n".join(offenders)
 
 
 @pytest.mark.parametrize(
@@ -150,6 +162,8 @@ def test_no_module_but_transitions_writes_a_status() -> None:
         "SQL = \"INSERT INTO workflows_noderun (run_id, node_id, status) VALUES (1, 'a', 'pending')\"",
         "NodeRun.objects.filter(run=run).update(status=N.CANCELLED)",
         "SQL = \"UPDATE workflows_mapitem i SET status = 'queued' WHERE i.id = 1\"",
+        "SQL = f\"UPDATE {NODES} n SET status = 'queued' WHERE n.id = 1\"",
+        "SQL = f\"INSERT INTO {statements.ITEMS} (node_run_id, status) VALUES (1, 'pending')\"",
         "MapItem.objects.filter(pk=1).update(status=N.PENDING)",
         "run.nodes.filter(node_id='a').update(status=state)",
         "Run.objects.create(workflow=w, status='running')",
@@ -168,6 +182,8 @@ def test_the_scan_finds_each_way_of_writing_a_status(source: str) -> None:
         "SQL = \"SELECT status FROM workflows_noderun WHERE status = 'queued'\"",
         "SQL = \"UPDATE workflows_noderun SET due_at = now() WHERE status = 'pending'\"",
         "SQL = \"UPDATE workflows_webhookdelivery SET status = 'pending'\"",
+        "SQL = f\"UPDATE {DELIVERIES} SET status = 'pending'\"",
+        "SQL = f\"UPDATE {NODES} n SET due_at = now() WHERE n.status = 'pending'\"",
         "WebhookDelivery.objects.filter(pk=1).update(status=WebhookDelivery.SENDING)",
         "def f(letter, status):\n    letter.status = status\n    letter.save()",
         "def f(locked):\n    locked.status = WorkflowVersion.PUBLISHED\n    locked.save()",
@@ -181,31 +197,36 @@ def test_the_scan_leaves_reads_and_other_models_alone(source: str) -> None:
 # --------------------------------------------------------------------------- declared moves
 
 
-def test_every_function_that_changes_a_status_declares_its_moves() -> None:
-    from workflows.runtime import transitions
+def performed() -> dict[str, Move]:
+    """The declared moves, once every module of the family is imported."""
+    for name in MODULES:
+        importlib.import_module(name)
+    from workflows.runtime.lifecycle import PERFORMED
 
+    return dict(PERFORMED)
+
+
+def test_every_function_that_changes_a_status_declares_its_moves() -> None:
     writers = {
         node.name
-        for node in ast.parse(OWNER.read_text()).body
+        for path, name in zip(OWNERS, MODULES, strict=True)
+        for node in ast.parse(path.read_text()).body
         if isinstance(node, ast.FunctionDef)
-        and (status_writes(ast.unparse(node)) or uses_a_write_constant(node))
+        and (status_writes(ast.unparse(node)) or uses_a_write_constant(node, importlib.import_module(name)))
     }
-    assert writers, "the scan found no writer in transitions.py: it is broken"
-    assert writers <= transitions.PERFORMED.keys(), writers - transitions.PERFORMED.keys()
+    assert len(writers) > 30, f"the scan found only {writers} in the transitions modules: it is broken"
+    assert writers <= performed().keys(), writers - performed().keys()
 
 
-def uses_a_write_constant(func: ast.FunctionDef) -> bool:
-    from workflows.runtime import transitions
-
+def uses_a_write_constant(func: ast.FunctionDef, module: object) -> bool:
     used = {n.id for n in ast.walk(func) if isinstance(n, ast.Name) and n.id.endswith("_SQL")}
-    return any(pattern.search(getattr(transitions, name)) for name in used for pattern in SQL_WRITES)
+    return any(pattern.search(getattr(module, name)) for name in used for pattern in SQL_WRITES)
 
 
 def test_every_declared_move_is_in_the_table() -> None:
-    from workflows.runtime import transitions
-
-    assert transitions.PERFORMED
-    for name, move in transitions.PERFORMED.items():
+    moves = performed()
+    assert moves
+    for name, move in moves.items():
         assert move.is_in_table(), (name, move)
 
 
@@ -213,12 +234,14 @@ ENUMS = {"N": N, "R": R}
 
 
 def resolved_source(func: object) -> str:
-    """The function's source and the SQL constants it uses, with `{N.X}` and `N.X` spelled out."""
-    from workflows.runtime import transitions
+    """The function's source and the SQL constants it uses, with `{N.X}`, `N.X` and `{NODES}` spelled out."""
+    from workflows.store import statements
 
+    module = sys.modules[func.__module__]  # type: ignore[attr-defined]
     text = inspect.getsource(func)  # type: ignore[arg-type]
     for name in set(re.findall(r"\b[A-Z_]+_SQL\b", text)):
-        text += getattr(transitions, name)
+        text += getattr(module, name)
+    text = re.sub(r"\{(NODES|RUNS|ITEMS)\}", lambda m: getattr(statements, m[1]), text)
     text = re.sub(r"\{(N|R)\.(\w+)\}", lambda m: ENUMS[m[1]][m[2]].value, text)
     return re.sub(r"\b(N|R)\.(\w+)", lambda m: f"'{ENUMS[m[1]][m[2]].value}'", text)
 
@@ -235,7 +258,7 @@ def test_the_statuses_each_statement_spells_are_its_declared_moves() -> None:
     from workflows.runtime import transitions
 
     checked = 0
-    for name, move in transitions.PERFORMED.items():
+    for name, move in performed().items():
         text = resolved_source(getattr(transitions, name))
         declared = {"noderun": move.nodes, "run": move.runs, "mapitem": move.nodes}
         for table, alias, assignments, where in UPDATE.findall(text):

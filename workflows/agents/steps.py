@@ -24,6 +24,7 @@ from workflows.core import agent
 from workflows.core.states import NodeStatus
 from workflows.handlers import HandlerError
 from workflows.store.models import AgentStep, Run
+from workflows.store.statements import AGENT_STEPS, NODES
 
 
 class Superseded(HandlerError):
@@ -80,10 +81,10 @@ DEFAULTS: dict[str, Any] = {
     "error": "",
 }
 RECORD_SQL = f"""
-INSERT INTO workflows_agentstep ({", ".join(COLUMNS)})
+INSERT INTO {AGENT_STEPS} ({", ".join(COLUMNS)})
 SELECT {", ".join(f"%({c})s" + ("::jsonb" if c in JSON_COLUMNS else "") for c in COLUMNS)}
 WHERE EXISTS (
-    SELECT 1 FROM workflows_noderun
+    SELECT 1 FROM {NODES}
     WHERE id = %(node_run_id)s AND attempt = %(attempt)s AND status = '{NodeStatus.RUNNING}'
 )
 """

@@ -1,7 +1,7 @@
 """The statuses of nodes and runs, and the one table of the moves allowed between them.
 
 Pure: standard library only. The engine reasons with these names; the runtime's
-`transitions` module is the only code that writes them, and every statement there declares
+`transitions` modules are the only code that writes them, and every statement there declares
 the move it performs, which must be a move of this table (tests/unit/test_states.py).
 
 A move is (cause, from-status, to-status); `None` as the from-status is a row being created.

@@ -61,6 +61,7 @@ from workflows.store.models import (
     WebhookSubscription,
     Workflow,
 )
+from workflows.store.statements import DELIVERIES, EVENTS, RUNS, SUBSCRIPTIONS
 from workflows.versions.catalog import person_of
 
 log = logging.getLogger(__name__)
@@ -319,15 +320,15 @@ def ensure_cursor() -> WebhookCursor:
     return cursor
 
 
-SCAN_SQL = """
+SCAN_SQL = f"""
 SELECT e.id, e.kind, e.run_id, e.node_id, e.attempt, e.at, s.id, s.events
-FROM workflows_runevent e
-JOIN workflows_run r ON r.id = e.run_id
-JOIN workflows_webhooksubscription s
+FROM {EVENTS} e
+JOIN {RUNS} r ON r.id = e.run_id
+JOIN {SUBSCRIPTIONS} s
   ON s.workflow_id = r.workflow_id AND s.active AND s.created_at <= e.at
 WHERE e.id > %(since)s AND e.id <= %(upper)s AND e.kind = ANY(%(kinds)s)
   AND NOT EXISTS (
-    SELECT 1 FROM workflows_webhookdelivery d WHERE d.subscription_id = s.id AND d.event_id = e.id)
+    SELECT 1 FROM {DELIVERIES} d WHERE d.subscription_id = s.id AND d.event_id = e.id)
 ORDER BY e.id
 LIMIT %(limit)s
 """
@@ -435,8 +436,8 @@ def event_payload(
 
 
 # Statuses spelled out, not parameters: the partial index serves generic plans (pgsession).
-RECLAIM_SQL = """
-UPDATE workflows_webhookdelivery
+RECLAIM_SQL = f"""
+UPDATE {DELIVERIES}
 SET status = 'pending', next_attempt_at = %(now)s, enqueued_at = NULL, error = 'worker lost during the attempt'
 WHERE status = 'sending' AND last_attempt_at < %(lost_before)s
 """
@@ -451,10 +452,10 @@ def reclaim_stuck(now: datetime) -> int:
         return reclaimed
 
 
-DUE_SQL = """
-UPDATE workflows_webhookdelivery SET enqueued_at = %(now)s
+DUE_SQL = f"""
+UPDATE {DELIVERIES} SET enqueued_at = %(now)s
 WHERE id IN (
-    SELECT id FROM workflows_webhookdelivery
+    SELECT id FROM {DELIVERIES}
     WHERE status = 'pending' AND next_attempt_at <= %(now)s
       AND (enqueued_at IS NULL OR enqueued_at < %(stale)s)
     ORDER BY next_attempt_at LIMIT 500 FOR UPDATE SKIP LOCKED)

@@ -27,6 +27,7 @@ from django.db import connection, transaction
 from workflows.store import audit
 from workflows.store.errors import Invalid
 from workflows.store.models import Run, Workflow
+from workflows.store.statements import DEAD_LETTERS, RUNS, WORKFLOWS
 
 log = logging.getLogger(__name__)
 PRUNE_EVERY_SECONDS = 60.0
@@ -35,12 +36,12 @@ MAX_BATCHES = 10
 LOCK_KEY = 0x5357_5245  # pg_try_advisory_xact_lock key: "SWRE"
 MAX_DAYS = 36500
 
-EXPIRED_SQL = """
-SELECT r.id FROM workflows_run r JOIN workflows_workflow w ON w.id = r.workflow_id
+EXPIRED_SQL = f"""
+SELECT r.id FROM {RUNS} r JOIN {WORKFLOWS} w ON w.id = r.workflow_id
 WHERE r.finished_at IS NOT NULL
   AND coalesce(w.retention_days, %(default)s) > 0
   AND r.finished_at < now() - coalesce(w.retention_days, %(default)s) * interval '1 day'
-  AND NOT EXISTS (SELECT 1 FROM workflows_deadletter d WHERE d.run_id = r.id AND d.status = 'open')
+  AND NOT EXISTS (SELECT 1 FROM {DEAD_LETTERS} d WHERE d.run_id = r.id AND d.status = 'open')
 ORDER BY r.finished_at
 LIMIT %(limit)s
 """

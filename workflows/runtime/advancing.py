@@ -6,7 +6,7 @@ reconciler, changes a row once. Each kind of decision is applied by one statemen
 letters: one transaction) that also appends its history events, so a plan needs no
 transaction around it: a scheduler that dies halfway leaves every change whole, and the
 rest is decided again from Postgres. Claims, skips and retry schedules commit relaxed
-(transitions.RELAXED_COMMIT); dead nodes and finished runs synchronously. Jobs are enqueued
+(lifecycle.RELAXED_COMMIT); dead nodes and finished runs synchronously. Jobs are enqueued
 and runs announced only after their statement commits.
 """
 
@@ -35,6 +35,7 @@ from workflows.store.graphs import load_graph
 from workflows.store.history import event
 from workflows.store.models import DeadLetter, NodeRun, RunEvent
 from workflows.store.payloads import from_json
+from workflows.store.statements import NODES, RUNS
 
 
 @dataclass
@@ -74,13 +75,13 @@ class Plan:
 
 SNAPSHOT_SQL = f"""
 SELECT n.id, n.run_id, n.node_id, n.status, n.tries, r.version_id, r.epoch
-FROM workflows_noderun n JOIN workflows_run r ON r.id = n.run_id
+FROM {NODES} n JOIN {RUNS} r ON r.id = n.run_id
 WHERE r.id = ANY(%(runs)s::bigint[]) AND n.run_id = ANY(%(runs)s::bigint[]) AND r.status = '{RunStatus.RUNNING}'
 """
 
 CONDITION_DATA_SQL = f"""
 SELECT n.run_id, n.node_id, n.output, r.input
-FROM workflows_noderun n JOIN workflows_run r ON r.id = n.run_id
+FROM {NODES} n JOIN {RUNS} r ON r.id = n.run_id
 WHERE r.id = ANY(%(runs)s::bigint[]) AND n.run_id = ANY(%(runs)s::bigint[]) AND n.status = '{NodeStatus.SUCCEEDED}'
 """
 
@@ -245,7 +246,7 @@ def apply_finishes(finishes: list[FinishRun]) -> None:
 
 # Statuses spelled out, not parameters: the partial indexes serve generic plans (pgsession).
 DUE_SQL = f"""
-(SELECT n.id, n.node_id, r.version_id, n.status FROM workflows_noderun n JOIN workflows_run r ON r.id = n.run_id
+(SELECT n.id, n.node_id, r.version_id, n.status FROM {NODES} n JOIN {RUNS} r ON r.id = n.run_id
  WHERE n.status = '{NodeStatus.RETRYING}' AND n.due_at <= %(now)s
  LIMIT %(limit)s)
 UNION ALL
@@ -256,7 +257,7 @@ UNION ALL
                PARTITION BY r.workflow_id, n.node_id
                ORDER BY r.priority + extract(epoch FROM now() - n.due_at) / {priorities.AGING_SECONDS} DESC, n.id
            ) AS place
-    FROM workflows_noderun n JOIN workflows_run r ON r.id = n.run_id
+    FROM {NODES} n JOIN {RUNS} r ON r.id = n.run_id
     WHERE n.status = '{NodeStatus.PENDING}' AND n.due_at IS NOT NULL AND r.status = '{RunStatus.RUNNING}'
  ) AS held
  WHERE place <= %(per_node)s ORDER BY effective DESC, id LIMIT %(limit)s)
@@ -289,7 +290,7 @@ def enqueue_due(workers: int, limit: int = 1000, per_node: int = 100) -> int:
 
 COMPENSATING_SQL = f"""
 SELECT n.id, n.run_id, n.node_id, n.status, n.tries, r.version_id
-FROM workflows_noderun n JOIN workflows_run r ON r.id = n.run_id
+FROM {NODES} n JOIN {RUNS} r ON r.id = n.run_id
 WHERE r.id = ANY(%(runs)s::bigint[]) AND n.run_id = ANY(%(runs)s::bigint[]) AND r.status = '{RunStatus.COMPENSATING}'
 ORDER BY n.finished_at NULLS LAST, n.id
 """

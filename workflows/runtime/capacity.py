@@ -28,6 +28,7 @@ from django.db import connection
 from workflows.core import priorities
 from workflows.core.states import NodeStatus
 from workflows.runtime import bus
+from workflows.store.statements import NODES, RUNS
 
 if TYPE_CHECKING:
     from workflows.core.graph import RateLimit
@@ -35,9 +36,9 @@ if TYPE_CHECKING:
 
 Key = tuple[int, str]  # (workflow id, node id)
 
-KEYS_SQL = """
+KEYS_SQL = f"""
 SELECT n.id, r.workflow_id, n.node_id, r.priority, extract(epoch FROM now() - coalesce(n.due_at, now()))
-FROM workflows_noderun n JOIN workflows_run r ON r.id = n.run_id
+FROM {NODES} n JOIN {RUNS} r ON r.id = n.run_id
 WHERE n.id = ANY(%(ids)s::bigint[])
 """
 
@@ -45,7 +46,7 @@ LOCK_SQL = "SELECT pg_advisory_xact_lock(hashtextextended('sy:cap:' || %s || ':'
 
 # Statuses spelled out, not parameters: the partial in-flight index serves generic plans.
 IN_FLIGHT_SQL = f"""
-SELECT r.workflow_id, n.node_id, count(*) FROM workflows_noderun n JOIN workflows_run r ON r.id = n.run_id
+SELECT r.workflow_id, n.node_id, count(*) FROM {NODES} n JOIN {RUNS} r ON r.id = n.run_id
 WHERE n.status IN ('{NodeStatus.QUEUED}', '{NodeStatus.RUNNING}', '{NodeStatus.WAITING}')
   AND n.node_id = ANY(%(nodes)s::text[])
   AND r.workflow_id = ANY(%(workflows)s::bigint[])
@@ -54,7 +55,7 @@ GROUP BY r.workflow_id, n.node_id
 
 # Not a status change: a held node stays pending, marked held.
 HOLD_SQL = f"""
-UPDATE workflows_noderun SET due_at = coalesce(due_at, now())
+UPDATE {NODES} SET due_at = coalesce(due_at, now())
 WHERE id = ANY(%(ids)s::bigint[]) AND status = '{NodeStatus.PENDING}'
 """
 

@@ -2,7 +2,7 @@
 
 A worker hands over a batch of attempts (one RQ job, or several popped together). Postgres
 sees one statement per batch that claims the attempts and reads their upstream outputs
-(relaxed commit, see transitions.RELAXED_COMMIT), then one statement per flush that stores the
+(relaxed commit, see lifecycle.RELAXED_COMMIT), then one statement per flush that stores the
 results and appends every attempt's span to the run history; Redis sees one XADD per flush.
 Batchable attempts come in direct jobs that carry what they are given: they skip the claim
 (see run_batch), so an idle hop between two such nodes costs one statement in the worker.

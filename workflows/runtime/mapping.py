@@ -53,6 +53,7 @@ from workflows.store.graphs import load_graph
 from workflows.store.history import event
 from workflows.store.models import DeadLetter, MapItem, RunEvent
 from workflows.store.payloads import check_json_size, from_json
+from workflows.store.statements import ITEMS, NODES, RUNS
 
 log = logging.getLogger(__name__)
 
@@ -292,29 +293,29 @@ def output_too_big(node: MapNode) -> str:
 
 DUE_ITEMS_SQL = f"""
 SELECT DISTINCT node_run_id, run_id FROM (
-    SELECT i.node_run_id, i.run_id FROM workflows_mapitem i
+    SELECT i.node_run_id, i.run_id FROM {ITEMS} i
     WHERE i.status = '{N.RETRYING}' AND i.due_at <= now() LIMIT %(limit)s
 ) AS due
 """
 
 QUEUED_ITEMS_SQL = f"""
-SELECT i.id, i.attempt, i.job_id, i.node_run_id, i.run_id FROM workflows_mapitem i
+SELECT i.id, i.attempt, i.job_id, i.node_run_id, i.run_id FROM {ITEMS} i
 WHERE i.status = '{N.QUEUED}' AND i.queued_at < %(cutoff)s LIMIT %(limit)s
 """
 
 RUNNING_ITEMS_SQL = f"""
-SELECT i.id, i.attempt, i.worker, i.node_run_id, i.run_id FROM workflows_mapitem i
+SELECT i.id, i.attempt, i.worker, i.node_run_id, i.run_id FROM {ITEMS} i
 WHERE i.status = '{N.RUNNING}' AND i.started_at < %(cutoff)s LIMIT %(limit)s
 """
 
 # Waiting map nodes with nothing queued or running and no item finished lately: their next
 # step was lost (a worker or scheduler died between a commit and what follows it).
 STALLED_MAPS_SQL = f"""
-SELECT n.id, n.run_id FROM workflows_noderun n JOIN workflows_run r ON r.id = n.run_id
+SELECT n.id, n.run_id FROM {NODES} n JOIN {RUNS} r ON r.id = n.run_id
 WHERE n.status = '{N.WAITING}' AND r.status = 'running' AND n.started_at < %(cutoff)s
-  AND EXISTS (SELECT FROM workflows_mapitem i WHERE i.node_run_id = n.id)
+  AND EXISTS (SELECT FROM {ITEMS} i WHERE i.node_run_id = n.id)
   AND NOT EXISTS (
-      SELECT FROM workflows_mapitem i WHERE i.node_run_id = n.id
+      SELECT FROM {ITEMS} i WHERE i.node_run_id = n.id
         AND (i.status IN ('{N.QUEUED}', '{N.RUNNING}') OR i.finished_at > %(cutoff)s))
 LIMIT %(limit)s
 """

@@ -32,16 +32,17 @@ from workflows.runtime.transitions import Lost
 from workflows.store.graphs import load_graph
 from workflows.store.history import event
 from workflows.store.models import NodeRun, RunEvent
+from workflows.store.statements import NODES, RUNS
 
 SCAN_LIMIT = 2000
 OVERDUE_GRACE_SECONDS = 30
 
 STALLED_RUNS_SQL = f"""
-SELECT r.id FROM workflows_run r
+SELECT r.id FROM {RUNS} r
 WHERE r.status = '{R.RUNNING}' AND r.waiting_nodes = 0  -- run_stall_candidates_idx
   AND r.created_at < now() - %(after)s * interval '1 second'
   AND NOT EXISTS (
-    SELECT 1 FROM workflows_noderun n WHERE n.run_id = r.id AND (
+    SELECT 1 FROM {NODES} n WHERE n.run_id = r.id AND (
       n.status IN ('{N.QUEUED}', '{N.RUNNING}', '{N.RETRYING}', '{N.WAITING}')  -- waiting: on a person, an event, a deadline
       OR (n.status = '{N.PENDING}' AND n.due_at IS NOT NULL)  -- held by a cap: housekeeping's
       OR n.finished_at > now() - %(after)s * interval '1 second'))
@@ -51,14 +52,14 @@ ORDER BY r.id LIMIT %(limit)s
 # Statuses spelled out, not parameters: the partial index serves generic plans (pgsession).
 QUEUED_BEFORE_SQL = f"""
 SELECT n.id, n.attempt, n.job_id, n.queue, n.node_id, r.version_id
-FROM workflows_noderun n JOIN workflows_run r ON r.id = n.run_id
+FROM {NODES} n JOIN {RUNS} r ON r.id = n.run_id
 WHERE n.status = '{N.QUEUED}' AND n.queued_at < %(cutoff)s
 LIMIT %(limit)s
 """
 
 RUNNING_BEFORE_SQL = f"""
 SELECT n.id, n.attempt, n.worker, n.node_id, r.version_id, n.started_at
-FROM workflows_noderun n JOIN workflows_run r ON r.id = n.run_id
+FROM {NODES} n JOIN {RUNS} r ON r.id = n.run_id
 WHERE n.status = '{N.RUNNING}' AND n.started_at < %(cutoff)s
 LIMIT %(limit)s
 """
@@ -178,10 +179,10 @@ class Reconciler:
 
 # Compensating runs are few and short-lived; a partial index holds only them (run_compensating_idx).
 STALLED_COMPENSATIONS_SQL = f"""
-SELECT r.id FROM workflows_run r
+SELECT r.id FROM {RUNS} r
 WHERE r.status = '{R.COMPENSATING}'
   AND NOT EXISTS (
-    SELECT 1 FROM workflows_noderun n WHERE n.run_id = r.id AND (
+    SELECT 1 FROM {NODES} n WHERE n.run_id = r.id AND (
       n.status IN ('{N.QUEUED}', '{N.RUNNING}', '{N.RETRYING}')
       OR n.finished_at > now() - %(after)s * interval '1 second'))
 ORDER BY r.id LIMIT %(limit)s

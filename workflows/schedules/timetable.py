@@ -40,6 +40,7 @@ from workflows.runs import actions as runs
 from workflows.store import audit
 from workflows.store.errors import Conflict, DomainError, Invalid, NotFound
 from workflows.store.models import Run, Schedule, Workflow
+from workflows.store.statements import SCHEDULES, WORKFLOWS
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +64,8 @@ FIELDS = (
 )
 
 # Paused workflows' schedules are left out here, so pausing a workflow pauses its schedules.
-DUE_SQL = """
-SELECT s.id FROM workflows_schedule s JOIN workflows_workflow w ON w.id = s.workflow_id
+DUE_SQL = f"""
+SELECT s.id FROM {SCHEDULES} s JOIN {WORKFLOWS} w ON w.id = s.workflow_id
 WHERE s.enabled AND s.next_fire_at <= %(now)s AND NOT w.paused
 ORDER BY s.next_fire_at LIMIT %(limit)s
 """

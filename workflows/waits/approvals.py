@@ -32,6 +32,7 @@ from workflows.store import audit
 from workflows.store.errors import Conflict, DomainError, Forbidden, Invalid, NotFound
 from workflows.store.models import NodeRun, RunEvent, Wait
 from workflows.store.payloads import check_json_size
+from workflows.store.statements import WAITS
 from workflows.waits.waiting import close, history_fields, node_config
 
 LINK_SALT = "switchyard.waits.decision-link"
@@ -222,7 +223,7 @@ def inbox_queryset(
     if filters.assignee:
         waits = waits.filter(users__contains=[filters.assignee])
     ordered = waits.select_related("workflow", "node_run").order_by("due_at", "id")
-    return ordered.extra(select={"overdue": "workflows_wait.due_at < %s"}, select_params=[now])  # noqa: S610
+    return ordered.extra(select={"overdue": f"{WAITS}.due_at < %s"}, select_params=[now])  # noqa: S610
 
 
 def inbox(

@@ -38,6 +38,7 @@ from workflows.store.errors import Invalid
 from workflows.store.graphs import load_graph
 from workflows.store.models import NodeRun, PostedEvent, Run, RunEvent, Wait
 from workflows.store.payloads import check_json_size, from_json
+from workflows.store.statements import NODES
 
 DEADLINE_BATCH = 500
 
@@ -257,7 +258,7 @@ def lock_key(key: str) -> None:
 # --------------------------------------------------------------------------- deadlines
 
 DUE_WAITS_SQL = f"""
-SELECT n.id FROM workflows_noderun n
+SELECT n.id FROM {NODES} n
 WHERE n.status = '{N.WAITING}' AND n.due_at <= %(now)s
 ORDER BY n.due_at LIMIT %(limit)s
 """

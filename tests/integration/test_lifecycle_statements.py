@@ -1,0 +1,61 @@
+"""Every statement the transitions modules render runs on PostgreSQL (runtime/lifecycle.py).
+
+Each is executed once with empty inputs: a misspelt column or table, or a fragment rendered
+into the wrong place, fails here before any runtime test has to find it by a timeout.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.db import connection
+
+from workflows.runtime import transitions, transitions_maps, transitions_waits
+
+EMPTY = {
+    "ids": [],
+    "job_ids": [],
+    "attempts": [],
+    "tries": [],
+    "delays": [],
+    "errors": [],
+    "free": [],
+    "cap": 1,
+    "status": "pending",
+    "direct": [],
+    "upstream": [],
+    "worker": "w",
+    "results": "[]",
+    "small_runs": [],
+    "rows": "[]",
+    "due": [],
+    "id": 0,
+    "attempt": 0,
+    "run": 0,
+    "limit": 1,
+    "output": None,
+    "error": "",
+    "span": "{}",
+}
+TEMPLATES = {"LEAVE_WAIT_SQL"}  # formatted into DECIDE_SQL, EXPIRE_SQL, ... first
+NEEDS_ROWS = {"CREATE_RUN_SQL", "INSERT_ITEMS_SQL", "CREATE_STEPS_SQL"}  # inserts: other tests run them
+
+STATEMENTS = {
+    f"{module.__name__.rsplit('.', 1)[1]}.{name}": sql
+    for module in (transitions, transitions_maps, transitions_waits)
+    for name, sql in vars(module).items()
+    if name.endswith("_SQL") and name not in TEMPLATES | NEEDS_ROWS
+}
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("name", sorted(STATEMENTS))
+def test_each_statement_runs_with_no_rows(name: str) -> None:
+    with connection.cursor() as cur:
+        cur.execute(STATEMENTS[name], EMPTY)
+
+
+def test_both_lifecycles_are_covered() -> None:
+    for move in ("CLAIM", "REQUEUE", "START", "FINISH", "RETRY", "LOST"):
+        assert f"transitions.{move}_SQL" in STATEMENTS
+        assert f"transitions_maps.{move}_ITEMS_SQL" in STATEMENTS
+    assert "transitions.DEAD_SQL" in STATEMENTS and "transitions_maps.KILL_ITEMS_SQL" in STATEMENTS

@@ -46,7 +46,7 @@ from workflows.core import engine, maps
 from workflows.core.graph import Graph, Node
 from workflows.core.states import NodeStatus as N
 from workflows.core.waits import expression_output
-from workflows.runtime import bus, jobs, rqcompat, transitions
+from workflows.runtime import bus, jobs, rqcompat, transitions, transitions_maps
 from workflows.runtime.transitions import Kill, Lost, MapNode, Retry
 from workflows.store.errors import Invalid
 from workflows.store.graphs import load_graph
@@ -399,7 +399,7 @@ def redrive(cutoff: Any, limit: int, workers: int) -> int:
 
 
 def map_node(noderun_id: int) -> MapNode | None:
-    rows = query(transitions.MAP_NODE_SQL, {"id": noderun_id})
+    rows = query(transitions_maps.MAP_NODE_SQL, {"id": noderun_id})
     return MapNode(noderun_id, *rows[0]) if rows else None
 
 

@@ -34,49 +34,119 @@ from typing import Any, NamedTuple
 from workflows.core.states import NODE_TERMINAL, Cause, can_move_run
 from workflows.core.states import NodeStatus as N
 from workflows.core.states import RunStatus as R
+from workflows.runtime.lifecycle import (  # re-exported (`x as x`): transitions.<name> for the whole family
+    RELAXED_COMMIT as RELAXED_COMMIT,
+)
 from workflows.runtime.lifecycle import (
-    RELAXED_COMMIT,
-    Attempts,
-    InputRow,
-    Kill,
-    Lost,
-    Retry,
-    check_move,
-    execute,
-    kill_params,
-    lost_params,
-    performs,
-    retry_params,
-    rows_of,
+    Attempts as Attempts,
 )
-from workflows.runtime.transitions_maps import (  # noqa: F401 (re-exported: transitions.<name> for the whole family)
-    ItemRow,
-    MapNode,
-    claim_items,
-    fail_lost_items,
-    failed_items,
-    finish_items,
-    free_slots,
-    gather_map,
-    has_open_items,
-    insert_items,
-    kill_items,
-    lock_map,
-    pick_items,
-    replay_item,
-    requeue_items,
-    retry_items,
-    start_items,
+from workflows.runtime.lifecycle import (
+    InputRow as InputRow,
 )
-from workflows.runtime.transitions_waits import (  # noqa: F401 (re-exported: transitions.<name> for the whole family)
-    Awake,
-    decide_waits,
-    enter_waits,
-    expire_waits,
-    park_agent,
-    resume_agents,
-    settle_children,
-    wake_waits,
+from workflows.runtime.lifecycle import (
+    Kill as Kill,
+)
+from workflows.runtime.lifecycle import (
+    Lost as Lost,
+)
+from workflows.runtime.lifecycle import (
+    Retry as Retry,
+)
+from workflows.runtime.lifecycle import (
+    check_move as check_move,
+)
+from workflows.runtime.lifecycle import (
+    execute as execute,
+)
+from workflows.runtime.lifecycle import (
+    kill_params as kill_params,
+)
+from workflows.runtime.lifecycle import (
+    lost_params as lost_params,
+)
+from workflows.runtime.lifecycle import (
+    performs as performs,
+)
+from workflows.runtime.lifecycle import (
+    retry_params as retry_params,
+)
+from workflows.runtime.lifecycle import (
+    rows_of as rows_of,
+)
+from workflows.runtime.transitions_maps import (  # re-exported (`x as x`): transitions.<name> for the whole family
+    ItemRow as ItemRow,
+)
+from workflows.runtime.transitions_maps import (
+    MapNode as MapNode,
+)
+from workflows.runtime.transitions_maps import (
+    claim_items as claim_items,
+)
+from workflows.runtime.transitions_maps import (
+    fail_lost_items as fail_lost_items,
+)
+from workflows.runtime.transitions_maps import (
+    failed_items as failed_items,
+)
+from workflows.runtime.transitions_maps import (
+    finish_items as finish_items,
+)
+from workflows.runtime.transitions_maps import (
+    free_slots as free_slots,
+)
+from workflows.runtime.transitions_maps import (
+    gather_map as gather_map,
+)
+from workflows.runtime.transitions_maps import (
+    has_open_items as has_open_items,
+)
+from workflows.runtime.transitions_maps import (
+    insert_items as insert_items,
+)
+from workflows.runtime.transitions_maps import (
+    kill_items as kill_items,
+)
+from workflows.runtime.transitions_maps import (
+    lock_map as lock_map,
+)
+from workflows.runtime.transitions_maps import (
+    pick_items as pick_items,
+)
+from workflows.runtime.transitions_maps import (
+    replay_item as replay_item,
+)
+from workflows.runtime.transitions_maps import (
+    requeue_items as requeue_items,
+)
+from workflows.runtime.transitions_maps import (
+    retry_items as retry_items,
+)
+from workflows.runtime.transitions_maps import (
+    start_items as start_items,
+)
+from workflows.runtime.transitions_waits import (  # re-exported (`x as x`): transitions.<name> for the whole family
+    Awake as Awake,
+)
+from workflows.runtime.transitions_waits import (
+    decide_waits as decide_waits,
+)
+from workflows.runtime.transitions_waits import (
+    enter_waits as enter_waits,
+)
+from workflows.runtime.transitions_waits import (
+    expire_waits as expire_waits,
+)
+from workflows.runtime.transitions_waits import (
+    park_agent as park_agent,
+)
+from workflows.runtime.transitions_waits import (
+    resume_agents as resume_agents,
+)
+from workflows.runtime.transitions_waits import (
+    settle_children as settle_children,
+)
+from workflows.runtime.transitions_waits import (
+    wake_waits as wake_waits,
 )
 from workflows.store.models import MapItem, NodeRun, Run
 from workflows.store.statements import EVENTS, NODES, RUNS, WORKFLOWS
@@ -180,7 +250,7 @@ def create_run(params: dict[str, Any]) -> tuple[int, str, datetime, dict[str, in
     key is already taken.
     """
     rows = execute(CREATE_RUN_SQL, params)
-    return rows[0] if rows else None  # type: ignore[return-value]
+    return rows[0] if rows else None
 
 
 @performs(Cause.RESUME, runs={R.WAITING: [R.RUNNING]})
@@ -452,7 +522,7 @@ LOST_SQL = NODE.lose(returning="n.run_id, n.node_id, n.attempt, n.worker")
 @performs(Cause.LOST, nodes={N.RUNNING: [N.FAILED]})
 def fail_lost(lost: Sequence[Lost]) -> list[tuple[int, str, int, str]]:
     """Fail running attempts whose worker is gone; return (run id, node id, attempt, worker)."""
-    return execute(LOST_SQL, lost_params(lost))  # type: ignore[return-value]
+    return execute(LOST_SQL, lost_params(lost))
 
 
 # --------------------------------------------------------------------------- operators' actions

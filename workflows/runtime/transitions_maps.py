@@ -68,7 +68,7 @@ class ItemRow(NamedTuple):
     attempt: int
     noderun_id: int
     run_id: int
-    index: int
+    index: int  # type: ignore[assignment]  # the column is named index; rows never call tuple.index
     value: Any
 
 
@@ -136,14 +136,14 @@ REQUEUE_ITEMS_SQL = ITEM.requeue(returning=ITEM.columns("id", "attempt", "job_id
 @performs(Cause.CLAIM, nodes={N.PENDING: [N.QUEUED], N.RETRYING: [N.QUEUED]})
 def claim_items(ids: list[int], job_ids: list[str]) -> list[tuple[int, int, str]]:
     """Give items a new attempt, queued in its job (under `lock_map`); return (id, attempt, job id) each."""
-    return execute(CLAIM_ITEMS_SQL, {"ids": ids, "job_ids": job_ids})  # type: ignore[return-value]
+    return execute(CLAIM_ITEMS_SQL, {"ids": ids, "job_ids": job_ids})
 
 
 @performs(Cause.REQUEUE, nodes={N.QUEUED: [N.QUEUED]})
 def requeue_items(ids: list[int], attempts: list[int], job_ids: list[str]) -> list[tuple[int, int, str]]:
     """Point queued items (same attempt) at new jobs; return (id, attempt, job id) each."""
     params = {"ids": ids, "attempts": attempts, "job_ids": job_ids}
-    return execute(REQUEUE_ITEMS_SQL, params)  # type: ignore[return-value]
+    return execute(REQUEUE_ITEMS_SQL, params)
 
 
 START_ITEMS_SQL = ITEM.start(
@@ -180,7 +180,7 @@ WHERE i.node_run_id = %(id)s AND i.status = '{N.FAILED}'
 
 def failed_items(noderun_id: int) -> list[tuple[int, int]]:
     """(item id, tries) of the map node's failed items, awaiting a retry or death."""
-    return execute(FAILED_ITEMS_SQL, {"id": noderun_id})  # type: ignore[return-value]
+    return execute(FAILED_ITEMS_SQL, {"id": noderun_id})
 
 
 RETRY_ITEMS_SQL = ITEM.retry()
@@ -203,7 +203,7 @@ def kill_items(kills: Sequence[Kill]) -> list[int]:
 @performs(Cause.LOST, nodes={N.RUNNING: [N.FAILED]})
 def fail_lost_items(lost: Sequence[Lost]) -> list[tuple[int, int]]:
     """Fail running items whose worker is gone; return (map node, run) of each."""
-    return execute(LOST_ITEMS_SQL, lost_params(lost))  # type: ignore[return-value]
+    return execute(LOST_ITEMS_SQL, lost_params(lost))
 
 
 GATHER_SQL = f"""

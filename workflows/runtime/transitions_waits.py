@@ -76,7 +76,7 @@ def enter_waits(
     """Make ready wait nodes, still in `status`, wait as a new attempt until `due` (their next
     deadline, or None); return (row id, run id, node id, attempt, since) of those moved."""
     check_move(Cause.WAIT, status, N.WAITING)
-    return execute(ENTER_WAIT_SQL, {"ids": ids, "due": due, "status": status})  # type: ignore[return-value]
+    return execute(ENTER_WAIT_SQL, {"ids": ids, "due": due, "status": status})
 
 
 @performs(Cause.DECIDE, nodes={N.WAITING: [N.SUCCEEDED]})

@@ -159,3 +159,26 @@ def run_trace(request: HttpRequest, run_id: RunId) -> Any:
     runs.get_run(run_id)
     spans = RunEvent.objects.filter(run_id=run_id, kind="node.attempt").order_by("id")
     return {"run": run_id, "spans": [s.span(e) for e in spans]}
+
+
+@router.post(
+    "/workflows/{slug:slug}/runs:batch",
+    response={200: s.BatchOut},
+    auth=allowed("start_run"),
+    summary="Start many runs at once",
+)
+@refuses(404, 409)
+def start_runs(request: HttpRequest, slug: SlugPath, body: i.StartBatchIn) -> Any:
+    """Start 1 to 1,000 runs of the active version in one transaction. Each item has its own
+    input, and optionally its own idempotency key and priority; the answer lists the runs in
+    item order, each with `created` (false: its key answered the run started before, as the
+    Idempotent-Replayed header of a single start says). Every item is checked before anything
+    is written, and one bad item refuses the whole batch, nothing started: 422 with an entry
+    per bad field, its path naming the item (`items[3].input.count`); a key used before with
+    another input is a 409 naming each such item. More than 1,000 items is a 422 naming
+    `items`; a body over the server's size limit, 413. A W3C `traceparent` header makes
+    each new run's trace a part of the caller's."""
+    workflow = versions.get_workflow(slug)
+    items = [runs.StartItem(item.input, item.idempotency_key, item.priority) for item in body.items]
+    started = tracecontext.start_runs(workflow, items, request.headers.get("traceparent"))
+    return s.batch(started)

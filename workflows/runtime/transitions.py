@@ -238,6 +238,54 @@ def create_run(params: dict[str, Any]) -> tuple[int, str, datetime, dict[str, in
     return rows[0] if rows else None  # type: ignore[return-value]
 
 
+# Many runs of one version, their node rows (all pending: the schedulers claim the roots of
+# every run named in a notice in one statement) and their first events in one statement.
+# Each run's id is drawn from the sequence before the INSERT, so a returned row names its
+# item (%(ords)s) without relying on the order RETURNING gives; a run whose key is taken is
+# not written (its drawn id is simply unused). Node rows are written run by run in graph
+# order, as a lone start writes them, so ids read back in that order.
+CREATE_RUNS_SQL = f"""
+WITH wf AS (SELECT paused FROM workflows_workflow WHERE id = %(workflow)s),
+given AS (
+    SELECT nextval(pg_get_serial_sequence('workflows_run', 'id')) AS id, g.*
+    FROM unnest(%(ords)s::int[], %(inputs)s::text[], %(keys)s::text[], %(hashes)s::text[], %(priorities)s::smallint[])
+         AS g(ord, input, key, hash, priority)
+),
+run AS (
+    INSERT INTO workflows_run
+        (id, workflow_id, version_id, status, input, idempotency_key, request_hash, epoch, created_at, priority)
+    SELECT g.id, %(workflow)s, %(version)s, CASE WHEN wf.paused THEN '{R.WAITING}' ELSE '{R.RUNNING}' END,
+           g.input::jsonb, g.key, g.hash, 0, now(), g.priority
+    FROM given g, wf ORDER BY g.ord
+    ON CONFLICT (workflow_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    RETURNING id, status, created_at
+),
+nodes AS (
+    INSERT INTO workflows_noderun
+        (run_id, node_id, status, attempt, tries, queue, job_id, queued_at, worker, error, traceback)
+    SELECT run.id, n.node_id, '{N.PENDING}', 0, 0, n.queue, '', NULL, '', '', ''
+    FROM run, unnest(%(nodes)s::text[], %(queues)s::text[]) WITH ORDINALITY AS n(node_id, queue, pos)
+    ORDER BY run.id, n.pos
+),
+history AS (
+    INSERT INTO workflows_runevent (run_id, kind, node_id, attempt, at, worker, data)
+    SELECT id, 'run.' || CASE status WHEN '{R.WAITING}' THEN 'waiting' ELSE 'started' END, '', 0, created_at, '', '{{}}'
+    FROM run
+)
+SELECT g.ord, run.id, run.status, run.created_at FROM run JOIN given g ON g.id = run.id
+"""
+
+
+@performs(Cause.CREATE, nodes={None: [N.PENDING]}, runs={None: [R.RUNNING, R.WAITING]})
+def create_runs(params: dict[str, Any]) -> list[tuple[int, int, str, datetime]]:
+    """Write runs, their node rows and first events (CREATE_RUNS_SQL's parameters).
+
+    Return (item ordinal, run id, status, created at) for each run written; an item whose
+    idempotency key is already taken has no row.
+    """
+    return execute(CREATE_RUNS_SQL, params)  # type: ignore[return-value]
+
+
 @performs(Cause.RESUME, runs={R.WAITING: [R.RUNNING]})
 def resume_runs(run_ids: list[int]) -> int:
     """Start these waiting runs; return how many were waiting."""

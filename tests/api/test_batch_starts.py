@@ -13,6 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from tests.api.conftest import CHAIN, assert_problem
 from tests.integration.conftest import publish, wait_finished
 from workflows import runs
+from workflows.api.api import document
 from workflows.models import NodeRun, Run, RunEvent, RunTraceParent, Workflow
 from workflows.runtime import bus
 
@@ -197,3 +198,11 @@ def test_a_batch_runs_to_completion_on_real_workers(transactional_db, api, runti
     started = list(Run.objects.filter(pk__in=[item["id"] for item in body["items"]]))
     assert [wait_finished(run).status for run in started] == ["succeeded"] * 40
     assert set(NodeRun.objects.filter(run__in=started).values_list("status", "attempt")) == {("succeeded", 1)}
+
+
+def test_the_document_describes_the_batch_start() -> None:
+    op = document()["paths"]["/api/v1/workflows/{slug}/runs:batch"]["post"]
+    assert (op["operationId"], op["x-scope"]) == ("start_runs", "run")
+    assert {"200", "401", "403", "404", "409", "413", "422", "429"} <= set(op["responses"])
+    body = op["requestBody"]["content"]["application/json"]["schema"]
+    assert body == {"$ref": "#/components/schemas/StartBatchIn"}

@@ -42,7 +42,7 @@ def start_run(
     """Start a run of the active version. With Idempotency-Key, the same key and input answer
     the run made the first time (200) and the same key with another input is refused (409).
     A W3C `traceparent` header makes the run's trace a part of the caller's."""
-    workflow = versions.get_workflow(slug)
+    workflow = versions.get_workflow_to_start(slug)
     traceparent = request.headers.get("traceparent")
     run, created = tracecontext.start_run(
         workflow, body.input, traceparent, idempotency_key=idempotency_key, priority=body.priority
@@ -178,7 +178,7 @@ def start_runs(request: HttpRequest, slug: SlugPath, body: i.StartBatchIn) -> An
     another input is a 409 naming each such item. More than 1,000 items is a 422 naming
     `items`; a body over the server's size limit, 413. A W3C `traceparent` header makes
     each new run's trace a part of the caller's."""
-    workflow = versions.get_workflow(slug)
+    workflow = versions.get_workflow_to_start(slug)
     items = [runs.StartItem(item.input, item.idempotency_key, item.priority) for item in body.items]
     started = tracecontext.start_runs(workflow, items, request.headers.get("traceparent"))
     return s.batch(started)

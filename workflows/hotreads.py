@@ -9,7 +9,10 @@ model instances through `Model.from_db`, with each field's `from_db_value` appli
 ORM would (JSON columns), so callers cannot tell them from the ORM's.
 
 The workflow's active version comes without its definition (deferred: read on access),
-which a start never needs: `load_graph` caches the parsed graph by version id.
+which a start never needs: `load_graph` caches the parsed graph by version id. A start may
+take the workflow from this process's cache (`cached`): its INSERT checks that the active
+version and the default priority are still those read (CREATE_RUN_SQL), and the start is
+tried again on a fresh read if not, so a start costs the key's read and its INSERT.
 """
 
 from __future__ import annotations
@@ -84,14 +87,39 @@ def workflow_statement() -> tuple[str, list[str], list[str]]:
     return sql, flow_names, version_names
 
 
-def find_workflow(slug: str) -> Workflow | None:
-    """The workflow of this slug with its active version (definition deferred), or None."""
-    sql, flow_names, version_names = workflow_statement()
-    with connection.cursor() as cur:
-        cur.execute(sql, [slug])
-        row = cur.fetchone()
+# slug -> the row find_workflow read: a start checks it is still so in its INSERT
+# (runs.start_run's `as_read`), so the cache never needs to be told of a change.
+_rows: dict[str, tuple[Any, ...]] = {}
+CACHED_AT_MOST = 1024
+
+
+def find_workflow(slug: str, cached: bool = False) -> Workflow | None:
+    """The workflow of this slug with its active version (definition deferred), or None.
+
+    With `cached`, the row this process read last for the slug may stand in for a read;
+    a caller must then check that it still holds, as a start does in its INSERT.
+    """
+    row = _rows.get(slug) if cached else None
     if row is None:
-        return None
+        sql, _, _ = workflow_statement()
+        with connection.cursor() as cur:
+            cur.execute(sql, [slug])
+            row = cur.fetchone()
+        if row is None:
+            _rows.pop(slug, None)
+            return None
+        if len(_rows) >= CACHED_AT_MOST:
+            _rows.clear()
+        # A workflow without an active version is refused before any INSERT could check
+        # it: read it afresh every time.
+        if row[len(workflow_statement()[1])] is not None:
+            _rows[slug] = row
+    return workflow_of(row)
+
+
+def workflow_of(row: Sequence[Any]) -> Workflow:
+    """A fresh Workflow (and active version) from a row of workflow_statement: never shared."""
+    _, flow_names, version_names = workflow_statement()
     workflow = instance(Workflow, flow_names, row[: len(flow_names)])
     version_row = row[len(flow_names) :]
     workflow.active_version = (

@@ -65,12 +65,15 @@ def start_run(
     idempotency_key: str | None = None,
     version: WorkflowVersion | None = None,
     priority: int | None = None,
+    as_read: bool = False,
 ) -> tuple[Run, bool]:
     """Create a run pinned to the active version (or to `version`, published); return (run, created).
 
     With an idempotency key, the same key and input return the run made the first time;
     the same key with another input is refused. Without a priority, the run takes the
-    workflow's default (core/priorities.py).
+    workflow's default (core/priorities.py). With `as_read`, `workflow` may come from a
+    cache: if its active version or default priority changed since, StaleWorkflow is raised
+    and nothing is written (the check is part of the INSERT: no extra round trip).
     """
     check_input(run_input)
     priority = workflow.default_priority if priority is None else priority
@@ -81,9 +84,15 @@ def start_run(
         raise Conflict(f"Workflow {workflow.slug!r} has no active version: publish one first.")
     if version is not None and not version.is_published:
         raise Conflict(f"Version {version.number} is a draft; only published versions can run.")
-    check_input_schema(version_id, run_input)
+    try:
+        check_input_schema(version_id, run_input)
+    except WorkflowVersion.DoesNotExist:  # a workflow read from a cache, deleted since
+        raise StaleWorkflow(
+            f"Workflow {workflow.slug!r} was deleted while the run was being started."
+        ) from None
     request_hash = hashlib.sha256(canonical_json(run_input).encode()).hexdigest()
-    run = create_run(workflow, version_id, run_input, idempotency_key or None, request_hash, priority)
+    expect = (version_id, workflow.default_priority) if as_read and version is None else None
+    run = create_run(workflow, version_id, run_input, idempotency_key or None, request_hash, priority, expect)
     if run is not None:
         return run, True
     # The key was taken (first, or by a concurrent request): answer with that run.
@@ -98,6 +107,10 @@ def find_idempotent_run(workflow: Workflow, key: str, request_hash: str) -> Run:
             "use a new key for a new run."
         )
     return run
+
+
+class StaleWorkflow(Conflict):
+    """The workflow as the caller read it (active version, default priority) is no longer so."""
 
 
 class StartPacing:
@@ -131,10 +144,13 @@ def create_run(
     key: str | None,
     request_hash: str,
     priority: int = priorities.DEFAULT,
+    expect: tuple[int, int] | None = None,
 ) -> Run | None:
     """Write the run, its node rows and its first event in one statement (the start hot path).
 
     Return None, writing nothing, when the idempotency key is already taken in this workflow.
+    With `expect` (active version id, default priority), raise StaleWorkflow, writing
+    nothing, when the workflow no longer has them (the caller read it from a cache).
     """
     graph = load_graph(version_id)
     roots = jobs.pack_roots(graph) if pacing.direct() else []
@@ -149,10 +165,17 @@ def create_run(
         "nodes": list(graph.order),
         "queues": [graph.nodes[n].queue for n in graph.order],
         "job_ids": [job_of.get(n, "") for n in graph.order],
+        "expect_version": expect[0] if expect else None,
+        "expect_priority": expect[1] if expect else None,
     }
     row = transitions.create_run(params)
     if row is None:
         return None
+    if row[0] is None:
+        raise StaleWorkflow(
+            f"Workflow {workflow.slug!r} changed (version or default priority) while the run was being "
+            "started; nothing was started: send the request again."
+        )
     run_id, status, created_at, ids = row
     if status == RunStatus.RUNNING and roots:
         transaction.on_commit(lambda: jobs.enqueue_roots(roots, ids, run_id, version_id, run_input, priority))

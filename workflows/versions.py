@@ -126,9 +126,12 @@ def get_workflow(slug: str) -> Workflow:
         raise NotFound(f"No workflow with slug {slug!r}.") from None
 
 
-def get_workflow_to_start(slug: str) -> Workflow:
-    """`get_workflow` for a start: one prepared statement, the version's definition not read."""
-    workflow = hotreads.find_workflow(slug)
+def get_workflow_to_start(slug: str, cached: bool = False) -> Workflow:
+    """`get_workflow` for a start: one prepared statement, the version's definition not read.
+
+    With `cached`, perhaps no statement at all: see hotreads.find_workflow.
+    """
+    workflow = hotreads.find_workflow(slug, cached)
     if workflow is None:
         raise NotFound(f"No workflow with slug {slug!r}.")
     return workflow

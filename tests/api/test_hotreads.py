@@ -1,11 +1,13 @@
-"""The hand-written reads of the start path give the same objects as the ORM's."""
+"""The hand-written reads of the start path give the same objects as the ORM's; a cached workflow never starts a run on what changed since."""
 
 from __future__ import annotations
 
 import pytest
 
+from tests.api.conftest import CHAIN
+from tests.integration.conftest import node, publish
 from workflows import hotreads, versions
-from workflows.models import ApiKey
+from workflows.models import ApiKey, NodeRun, Run, Workflow
 
 pytestmark = pytest.mark.django_db
 
@@ -34,3 +36,32 @@ def test_a_workflow_without_an_active_version_reads_with_none(api) -> None:
     assert versions.get_workflow_to_start("empty").active_version is None
     with pytest.raises(versions.NotFound):
         versions.get_workflow_to_start("nothing")
+
+
+def test_a_start_from_a_stale_cache_starts_on_the_version_active_now(api, chain) -> None:
+    first = api.post("workflows/chain/runs", {"input": {}})
+    assert first.json()["version"] == 1  # the workflow is cached in this process now
+    publish("chain", {**CHAIN, "nodes": [*CHAIN["nodes"], node("third")]})
+    again = api.post("workflows/chain/runs", {"input": {}})
+    assert again.status_code == 201 and again.json()["version"] == 2
+    assert NodeRun.objects.filter(run_id=again.json()["id"]).count() == 3
+
+
+def test_a_start_from_a_stale_cache_takes_the_new_default_priority(api, chain) -> None:
+    api.post("workflows/chain/runs", {"input": {}})
+    Workflow.objects.filter(pk=chain.pk).update(default_priority=7)
+    assert api.post("workflows/chain/runs", {"input": {}}).json()["priority"] == 7
+
+
+def test_a_start_of_a_workflow_deleted_since_it_was_cached_is_404(api, chain) -> None:
+    api.post("workflows/chain/runs", {"input": {}})
+    Run.objects.all().delete()
+    api.delete("workflows/chain")
+    assert api.post("workflows/chain/runs", {"input": {}}).status_code == 404
+
+
+def test_a_workflow_without_an_active_version_is_not_cached(api) -> None:
+    api.post("workflows", {"slug": "later", "title": "Later"})
+    assert api.post("workflows/later/runs", {}).status_code == 409
+    publish("later", CHAIN)
+    assert api.post("workflows/later/runs", {}).status_code == 201

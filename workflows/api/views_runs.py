@@ -42,11 +42,14 @@ def start_run(
     """Start a run of the active version. With Idempotency-Key, the same key and input answer
     the run made the first time (200) and the same key with another input is refused (409).
     A W3C `traceparent` header makes the run's trace a part of the caller's."""
-    workflow = versions.get_workflow_to_start(slug)
     traceparent = request.headers.get("traceparent")
-    run, created = tracecontext.start_run(
-        workflow, body.input, traceparent, idempotency_key=idempotency_key, priority=body.priority
-    )
+    options = {"idempotency_key": idempotency_key, "priority": body.priority, "as_read": True}
+    try:
+        workflow = versions.get_workflow_to_start(slug, cached=True)
+        run, created = tracecontext.start_run(workflow, body.input, traceparent, **options)
+    except runs.StaleWorkflow:  # published, or its default priority changed, since this process read it
+        workflow = versions.get_workflow_to_start(slug)
+        run, created = tracecontext.start_run(workflow, body.input, traceparent, **options)
     run.workflow, run.version = workflow, workflow.active_version  # type: ignore[assignment]
     if run.version_id != workflow.active_version_id:  # an earlier start, on an older version
         run = runs.get_run(run.pk)

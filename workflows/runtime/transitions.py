@@ -198,8 +198,16 @@ def read_inputs(noderun_ids: list[int], upstream: Iterable[str]) -> list[InputRo
 
 # The run, its node rows and its first event in one statement. Root nodes that have a job
 # (%(job_ids)s, '' for the others) are written queued at attempt 1 unless the run waits.
+# With %(expect_version)s and %(expect_priority)s (else NULL), the workflow must still have
+# that active version and default priority (a web process read them earlier, perhaps from
+# its cache): if not, nothing is written and the one row answered has a NULL id.
 CREATE_RUN_SQL = f"""
-WITH wf AS (SELECT paused FROM workflows_workflow WHERE id = %(workflow)s),
+WITH wf AS (
+    SELECT paused FROM workflows_workflow
+    WHERE id = %(workflow)s
+      AND (%(expect_version)s::bigint IS NULL OR active_version_id = %(expect_version)s::bigint)
+      AND (%(expect_priority)s::smallint IS NULL OR default_priority = %(expect_priority)s::smallint)
+),
 run AS (
     INSERT INTO workflows_run
         (workflow_id, version_id, status, input, idempotency_key, request_hash, epoch, created_at, priority)
@@ -224,6 +232,8 @@ history AS (
     FROM run
 )
 SELECT id, status, created_at, (SELECT json_object_agg(node_id, id) FROM nodes) FROM run
+UNION ALL
+SELECT NULL, NULL, NULL, NULL WHERE NOT EXISTS (SELECT FROM wf)
 """
 
 
@@ -232,7 +242,7 @@ def create_run(params: dict[str, Any]) -> tuple[int, str, datetime, dict[str, in
     """Write a run, its node rows and its first event (CREATE_RUN_SQL's parameters).
 
     Return (run id, status, created at, node id -> row id), or None when the idempotency
-    key is already taken.
+    key is already taken; a NULL run id when the workflow is not as expected.
     """
     rows = execute(CREATE_RUN_SQL, params)
     return rows[0] if rows else None  # type: ignore[return-value]

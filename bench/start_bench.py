@@ -13,6 +13,10 @@ Each through its own Daphne process on this machine, with the same settings and 
   `bench.api_bench:application`, a URLconf of its own, so no production URL exists for it.
 - `POST /api/v1/workflows/bench-4/runs:batch` with 1,000 items (each its own key): wall time
   as the client sees it, one request at a time, BATCHES times (first one as warm-up).
+- both single paths again in this process through Django's test client (no Daphne, no
+  network), alternating rounds: CPU ms per request of this process (the Python cost of the
+  path; the servers' work is not in it) and the statements each sends. On a busy machine
+  this is the steadier comparison; req/s through Daphne moves with the load.
 
 Throughput: CONCURRENCY client threads with keep-alive connections, REQUESTS requests after
 WARMUP; p50/p95 are per request as the client saw them, under that concurrency. Database
@@ -103,13 +107,76 @@ def measure_batches(api: str, auth: dict[str, str]) -> dict[str, Any]:
     }
 
 
+def measure_in_process(token: str, rounds: int = 5, per_round: int = 100) -> dict[str, dict[str, Any]]:
+    """CPU and wall time per request of both paths, through Django's test client in this process.
+
+    The same request handling without Daphne and the network: this process's CPU time per
+    request is the Python cost of each path (the servers' work is not in it), which a busy
+    machine disturbs far less than requests per second. Rounds alternate the two paths.
+    """
+    from django.db import connection
+    from django.test import Client
+    from django.test.utils import CaptureQueriesContext, override_settings
+
+    client = Client(HTTP_HOST="127.0.0.1")
+    auth = {"Authorization": f"Bearer {token}"}
+    tag = uuid.uuid4().hex[:8]
+    figures: dict[str, list[tuple[float, float]]] = {"api: start one run": [], "plain: one INSERT": []}
+
+    def api(n: int) -> Any:
+        headers = {**auth, "Idempotency-Key": f"{tag}-{n}"}
+        return client.post(
+            "/api/v1/workflows/bench-4/runs", {"input": {"n": n}}, "application/json", headers=headers
+        )
+
+    def plain(n: int) -> Any:
+        with override_settings(ROOT_URLCONF="bench.api_bench"):
+            return client.post("/plain/insert", {"input": {"n": n}}, "application/json")
+
+    statements = {}
+    for name, call in (("api: start one run", api), ("plain: one INSERT", plain)):
+        call(10**6)  # warm
+        with CaptureQueriesContext(connection) as queries:
+            call(10**6 + 1)
+        statements[name] = len(queries.captured_queries)
+    for r in range(rounds):
+        for name, call, status in (("api: start one run", api, 201), ("plain: one INSERT", plain, 201)):
+            cpu0, wall0 = time.process_time(), time.perf_counter()
+            for n in range(per_round):
+                if call(r * per_round + n).status_code != status:
+                    raise SystemExit(f"{name}: unexpected answer")
+            figures[name].append(
+                (
+                    (time.process_time() - cpu0) / per_round * 1000,
+                    (time.perf_counter() - wall0) / per_round * 1000,
+                )
+            )
+    return {
+        name: {
+            "cpu_ms": api_bench.percentile([c for c, _ in rows], 50),
+            "wall_ms": api_bench.percentile([w for _, w in rows], 50),
+            "statements": statements[name],
+        }
+        for name, rows in figures.items()
+    }
+
+
 def report(results: dict[str, dict[str, Any]], load_avg: str) -> None:
     print(
         f"\n| what | runs/s | p50 ms | p95 ms | errors |   ({CONCURRENCY} connections; batch: one at a time)"
     )
     print("|---|---:|---:|---:|---:|")
     for name, r in results.items():
+        if name == "in-process":
+            continue
         print(f"| {name} | {r['rps']:.0f} | {r['p50']:.2f} | {r['p95']:.2f} | {r['errors']} |")
+    inproc = results["in-process"]
+    print(
+        "\n| in this process (test client), median of rounds | CPU ms/request | wall ms/request | SQL statements |"
+    )
+    print("|---|---:|---:|---:|")
+    for name, r in inproc.items():
+        print(f"| {name} | {r['cpu_ms']:.2f} | {r['wall_ms']:.2f} | {r['statements']} |")
     start, plain = results["api: start one run"], results["plain: one INSERT"]
     batch = results["api: batch of 1,000 runs"]
     print(
@@ -154,6 +221,8 @@ def bench(db_url: str, redis_url: str) -> None:
         wait_up(f"{api}/api/v1/health/live")
         wait_up(f"{plain}/plain/row/{data['plain_row']}")
         results = measure(api, plain, data["token"])
+        log("in this process: both paths through Django's test client, alternating rounds")
+        results["in-process"] = measure_in_process(data["token"])
         load_avg = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
     finally:
         for proc in procs:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from io import StringIO
 
 import pytest
@@ -206,3 +207,27 @@ def test_the_document_describes_the_batch_start() -> None:
     assert {"200", "401", "403", "404", "409", "413", "422", "429"} <= set(op["responses"])
     body = op["requestBody"]["content"]["application/json"]["schema"]
     assert body == {"$ref": "#/components/schemas/StartBatchIn"}
+
+
+def test_concurrent_batches_with_the_same_keys_in_opposite_orders_share_their_runs(
+    transactional_db, api, chain
+) -> None:
+    """Each INSERT takes its keys in key order, so two batches cannot deadlock on them."""
+    sent = [{"input": {"n": n}, "idempotency_key": f"k-{n:04d}"} for n in range(1000)]
+    answers: list[object] = []
+
+    def post(items: list[dict[str, object]]) -> None:
+        try:
+            answers.append(api.post(BATCH, {"items": items}))
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=post, args=(order,)) for order in (sent, sent[::-1])]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert [a.status_code for a in answers] == [200, 200], [a.content[:300] for a in answers]
+    ids = [sorted(item["id"] for item in a.json()["items"]) for a in answers]
+    assert ids[0] == ids[1] and Run.objects.count() == 1000
+    assert sum(a.json()["created"] for a in answers) == 1000

@@ -252,7 +252,9 @@ def create_run(params: dict[str, Any]) -> tuple[int, str, datetime, dict[str, in
 # every run named in a notice in one statement) and their first events in one statement.
 # Each run's id is drawn from the sequence before the INSERT, so a returned row names its
 # item (%(ords)s) without relying on the order RETURNING gives; a run whose key is taken is
-# not written (its drawn id is simply unused). Node rows are written run by run in graph
+# not written (its drawn id is simply unused). Runs are inserted in key order: a key's
+# index entry is held until commit, so two batches taking shared keys in opposite orders
+# deadlocked (one of two concurrent 1,000-item batches, reversed, was aborted). Node rows are written run by run in graph
 # order, as a lone start writes them, so ids read back in that order.
 CREATE_RUNS_SQL = f"""
 WITH wf AS (SELECT paused FROM workflows_workflow WHERE id = %(workflow)s),
@@ -266,7 +268,7 @@ run AS (
         (id, workflow_id, version_id, status, input, idempotency_key, request_hash, epoch, created_at, priority)
     SELECT g.id, %(workflow)s, %(version)s, CASE WHEN wf.paused THEN '{R.WAITING}' ELSE '{R.RUNNING}' END,
            g.input::jsonb, g.key, g.hash, 0, now(), g.priority
-    FROM given g, wf ORDER BY g.ord
+    FROM given g, wf ORDER BY g.key, g.ord
     ON CONFLICT (workflow_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id, status, created_at
 ),

@@ -28,6 +28,7 @@ from workflows.api.parsing import MAX_ID
 from workflows.core import priorities
 from workflows.core.states import RunStatus
 from workflows.integrations.webhooks import EVENT_TYPES
+from workflows.runs.actions import MAX_BATCH
 
 SLUG_PATTERN = r"^[-a-zA-Z0-9_]+$"
 
@@ -240,6 +241,27 @@ class StartRunIn(Body):
         ge=priorities.LOWEST,
         le=priorities.HIGHEST,
         description="Higher goes first when nodes wait for workers; default: the workflow's default.",
+    )
+
+
+class StartBatchItem(Body):
+    input: dict[str, Any] = Field(default_factory=dict, description="This run's input, a JSON object.")
+    idempotency_key: IdempotencyKey | None = Field(  # type: ignore[valid-type]
+        None, description="As a single start's Idempotency-Key header, for this run."
+    )
+    priority: int | None = Field(
+        None,
+        ge=priorities.LOWEST,
+        le=priorities.HIGHEST,
+        description="Higher goes first when nodes wait for workers; default: the workflow's default.",
+    )
+
+
+class StartBatchIn(Body):
+    items: list[StartBatchItem] = Field(
+        min_length=1,
+        max_length=MAX_BATCH,
+        description=f"The runs to start, 1 to {MAX_BATCH}; each answer item has the same index.",
     )
 
 

@@ -773,3 +773,22 @@ class LetterGroupOut(TypedDict):
     first_seen: datetime
     last_seen: datetime
     latest: int
+
+
+# --------------------------------------------------------------------------- starts in bulk
+
+
+class BatchRunOut(RunSummary):
+    created: bool  # false: its idempotency key answered the run started before
+
+
+class BatchOut(TypedDict):
+    created: int
+    existing: int
+    items: list[BatchRunOut]
+
+
+def batch(started: list[tuple[Run, bool]]) -> BatchOut:
+    items = [BatchRunOut(**run_summary(run), created=created) for run, created in started]
+    made = sum(created for _, created in started)
+    return {"created": made, "existing": len(started) - made, "items": items}

@@ -47,11 +47,14 @@ def start_run(
     """Start a run of the active version. With Idempotency-Key, the same key and input answer
     the run made the first time (200) and the same key with another input is refused (409).
     A W3C `traceparent` header makes the run's trace a part of the caller's."""
-    workflow = versions.get_workflow(slug)
     traceparent = request.headers.get("traceparent")
-    run, created = tracecontext.start_run(
-        workflow, body.input, traceparent, idempotency_key=idempotency_key, priority=body.priority
-    )
+    options = {"idempotency_key": idempotency_key, "priority": body.priority, "as_read": True}
+    try:
+        workflow = versions.get_workflow_to_start(slug, cached=True)
+        run, created = tracecontext.start_run(workflow, body.input, traceparent, **options)
+    except runs.StaleWorkflow:  # published, or its default priority changed, since this process read it
+        workflow = versions.get_workflow_to_start(slug)
+        run, created = tracecontext.start_run(workflow, body.input, traceparent, **options)
     run.workflow, run.version = workflow, workflow.active_version  # type: ignore[assignment]
     if run.version_id != workflow.active_version_id:  # an earlier start, on an older version
         run = runs.get_run(run.pk)
@@ -164,3 +167,26 @@ def run_trace(request: HttpRequest, run_id: RunId) -> Any:
     runs.get_run(run_id)
     spans = RunEvent.objects.filter(run_id=run_id, kind="node.attempt").order_by("id")
     return {"run": run_id, "spans": [s.span(e) for e in spans]}
+
+
+@router.post(
+    "/workflows/{slug:slug}/runs:batch",
+    response={200: s.BatchOut},
+    auth=allowed("start_run"),
+    summary="Start many runs at once",
+)
+@refuses(404, 409)
+def start_runs(request: HttpRequest, slug: SlugPath, body: i.StartBatchIn) -> Any:
+    """Start 1 to 1,000 runs of the active version in one transaction. Each item has its own
+    input, and optionally its own idempotency key and priority; the answer lists the runs in
+    item order, each with `created` (false: its key answered the run started before, as the
+    Idempotent-Replayed header of a single start says). Every item is checked before anything
+    is written, and one bad item refuses the whole batch, nothing started: 422 with an entry
+    per bad field, its path naming the item (`items[3].input.count`); a key used before with
+    another input is a 409 naming each such item. More than 1,000 items is a 422 naming
+    `items`; a body over the server's size limit, 413. A W3C `traceparent` header makes
+    each new run's trace a part of the caller's."""
+    workflow = versions.get_workflow_to_start(slug)
+    items = [runs.StartItem(item.input, item.idempotency_key, item.priority) for item in body.items]
+    started = tracecontext.start_runs(workflow, items, request.headers.get("traceparent"))
+    return s.batch(started)

@@ -19,7 +19,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from controlplane import access
-from workflows.store import audit
+from workflows.store import audit, hotreads
 from workflows.store.errors import Conflict, Invalid, NotFound
 from workflows.store.models import ApiKey
 
@@ -75,7 +75,7 @@ def verify(plaintext: str, now: datetime | None = None) -> ApiKey:
     parts = plaintext.split("_", 2)
     if len(parts) != 3 or parts[0] != "sy" or len(parts[1]) != 2 * PREFIX_BYTES:
         raise KeyRefused("This is not a Switchyard API key: keys look like sy_<prefix>_<secret>.")
-    key = ApiKey.objects.select_related("owner").filter(prefix=parts[1]).first()
+    key = hotreads.find_key(parts[1])
     if key is None or not hmac.compare_digest(key.hash, hash_key(plaintext)):
         raise KeyRefused("Unknown API key: check it was copied whole, or ask an admin for a new one.")
     check_usable(key, now)

@@ -11,6 +11,7 @@ import json
 import logging
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import Any
 
 import redis
@@ -19,7 +20,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from workflows.core import engine, priorities
-from workflows.core.definition import canonical_json, check_run_input
+from workflows.core.definition import Issue, canonical_json, check_run_input
 from workflows.core.states import NodeStatus, RunStatus
 from workflows.runtime import bus, jobs, transitions
 from workflows.runtime import compensations as sagas
@@ -66,12 +67,15 @@ def start_run(
     idempotency_key: str | None = None,
     version: WorkflowVersion | None = None,
     priority: int | None = None,
+    as_read: bool = False,
 ) -> tuple[Run, bool]:
     """Create a run pinned to the active version (or to `version`, published); return (run, created).
 
     With an idempotency key, the same key and input return the run made the first time;
     the same key with another input is refused. Without a priority, the run takes the
-    workflow's default (core/priorities.py).
+    workflow's default (core/priorities.py). With `as_read`, `workflow` may come from a
+    cache: if its active version or default priority changed since, StaleWorkflow is raised
+    and nothing is written (the check is part of the INSERT: no extra round trip).
     """
     check_input(run_input)
     priority = workflow.default_priority if priority is None else priority
@@ -82,9 +86,15 @@ def start_run(
         raise Conflict(f"Workflow {workflow.slug!r} has no active version: publish one first.")
     if version is not None and not version.is_published:
         raise Conflict(f"Version {version.number} is a draft; only published versions can run.")
-    check_input_schema(version_id, run_input)
+    try:
+        check_input_schema(version_id, run_input)
+    except WorkflowVersion.DoesNotExist:  # a workflow read from a cache, deleted since
+        raise StaleWorkflow(
+            f"Workflow {workflow.slug!r} was deleted while the run was being started."
+        ) from None
     request_hash = hashlib.sha256(canonical_json(run_input).encode()).hexdigest()
-    run = create_run(workflow, version_id, run_input, idempotency_key or None, request_hash, priority)
+    expect = (version_id, workflow.default_priority) if as_read and version is None else None
+    run = create_run(workflow, version_id, run_input, idempotency_key or None, request_hash, priority, expect)
     if run is not None:
         return run, True
     # The key was taken (first, or by a concurrent request): answer with that run.
@@ -99,6 +109,10 @@ def find_idempotent_run(workflow: Workflow, key: str, request_hash: str) -> Run:
             "use a new key for a new run."
         )
     return run
+
+
+class StaleWorkflow(Conflict):
+    """The workflow as the caller read it (active version, default priority) is no longer so."""
 
 
 class StartPacing:
@@ -132,10 +146,13 @@ def create_run(
     key: str | None,
     request_hash: str,
     priority: int = priorities.DEFAULT,
+    expect: tuple[int, int] | None = None,
 ) -> Run | None:
     """Write the run, its node rows and its first event in one statement (the start hot path).
 
     Return None, writing nothing, when the idempotency key is already taken in this workflow.
+    With `expect` (active version id, default priority), raise StaleWorkflow, writing
+    nothing, when the workflow no longer has them (the caller read it from a cache).
     """
     graph = load_graph(version_id)
     roots = jobs.pack_roots(graph) if pacing.direct() else []
@@ -150,10 +167,17 @@ def create_run(
         "nodes": list(graph.order),
         "queues": [graph.nodes[n].queue for n in graph.order],
         "job_ids": [job_of.get(n, "") for n in graph.order],
+        "expect_version": expect[0] if expect else None,
+        "expect_priority": expect[1] if expect else None,
     }
     row = transitions.create_run(params)
     if row is None:
         return None
+    if row[0] is None:
+        raise StaleWorkflow(
+            f"Workflow {workflow.slug!r} changed (version or default priority) while the run was being "
+            "started; nothing was started: send the request again."
+        )
     run_id, status, created_at, ids = row
     if status == RunStatus.RUNNING and roots:
         transaction.on_commit(lambda: jobs.enqueue_roots(roots, ids, run_id, version_id, run_input, priority))
@@ -192,6 +216,183 @@ def notify_committed(run_ids: list[int], rows: Sequence[Any] = ()) -> None:
         log.warning(
             "runs %s: notice not sent, Redis unavailable; the reconciler will", run_ids, exc_info=True
         )
+
+
+# --------------------------------------------------------------------------- starts in bulk
+
+MAX_BATCH = 1000  # runs per start_runs call: one statement of at most this many rows
+NOTICE_RUNS = 100  # runs named per notice, so that several schedulers share a batch's roots
+
+
+@dataclass(frozen=True)
+class StartItem:
+    """One run of a batch: its input, and optionally its idempotency key and priority."""
+
+    input: Any
+    idempotency_key: str | None = None
+    priority: int | None = None
+
+
+def start_runs(
+    workflow: Workflow, items: Sequence[StartItem], version: WorkflowVersion | None = None
+) -> list[tuple[Run, bool]]:
+    """Start many runs in one transaction; return (run, created) per item, in item order.
+
+    Every item is checked before anything is written, and one bad item refuses the whole
+    batch (Invalid, 422) with an issue per bad field, its path naming the item
+    (`items[3].input.count`): a caller fixes them all and sends the batch again, and never
+    has to work out which half was started. Idempotency is per item, as for `start_run`:
+    a key already used with the same input answers its run (created False), with another
+    input refuses the batch (Conflict, 409, naming each such item). Two items of one batch
+    with the same key and input get the same run; with another input they are refused.
+    The runs, their node rows and their first events are one INSERT statement; the
+    schedulers are told after commit and claim the roots of many runs per statement.
+    """
+    if len(items) > MAX_BATCH:
+        raise Invalid(f"items: {len(items)} runs in one batch; the limit is {MAX_BATCH}.")
+    version_id = start_version_id(workflow, version)
+    graph = load_graph(version_id)
+    hashes, firsts, issues = check_items(workflow, graph.input_schema, items)
+    if issues:
+        raise Invalid(f"{len({i.path.split('.')[0] for i in issues})} items are invalid; see errors.", issues)
+    fresh = sorted(set(firsts.values()))
+    params = {
+        "workflow": workflow.pk,
+        "version": version_id,
+        "ords": fresh,
+        "inputs": [json.dumps(items[i].input) for i in fresh],
+        "keys": [items[i].idempotency_key or None for i in fresh],
+        "hashes": [hashes[i] for i in fresh],
+        "priorities": [item_priority(workflow, items[i]) for i in fresh],
+        "nodes": list(graph.order),
+        "queues": [graph.nodes[n].queue for n in graph.order],
+    }
+    with transaction.atomic():
+        written = {row[0]: row[1:] for row in transitions.create_runs(params)}
+        existing = existing_runs(workflow, items, [i for i in fresh if i not in written], hashes)
+        running = [run_id for run_id, status, _ in written.values() if status == RunStatus.RUNNING]
+        transaction.on_commit(lambda: notify_in_chunks(running))
+    pinned = version or workflow.active_version
+    made = {i: new_run(workflow, pinned, items[i], hashes[i], *written[i]) for i in written}
+    made |= existing
+    return [(made[firsts[i]], firsts[i] == i and firsts[i] in written) for i in range(len(items))]
+
+
+def start_version_id(workflow: Workflow, version: WorkflowVersion | None) -> int:
+    """The version a start pins: `version` (published), else the workflow's active one."""
+    version_id = version.pk if version is not None else workflow.active_version_id
+    if version_id is None:
+        raise Conflict(f"Workflow {workflow.slug!r} has no active version: publish one first.")
+    if version is not None and not version.is_published:
+        raise Conflict(f"Version {version.number} is a draft; only published versions can run.")
+    return version_id
+
+
+def check_items(
+    workflow: Workflow, schema: Any, items: Sequence[StartItem]
+) -> tuple[list[str], dict[int, int], list[Issue]]:
+    """Check every item; return their request hashes, each item's first item of the same key, and the issues.
+
+    `firsts` maps an item to itself, or to the earlier item of the batch that has its key.
+    """
+    hashes: list[str] = []
+    firsts: dict[int, int] = {}
+    by_key: dict[str, int] = {}
+    issues: list[Issue] = []
+    for index, item in enumerate(items):
+        found = item_issues(workflow, schema, item)
+        issues += [replace(issue, path=f"items[{index}].{issue.path}") for issue in found]
+        hashes.append("" if found else hashlib.sha256(canonical_json(item.input).encode()).hexdigest())
+        first = by_key.setdefault(item.idempotency_key, index) if item.idempotency_key else index
+        firsts[index] = first
+        if first != index and not found and hashes[first] and hashes[first] != hashes[index]:
+            message = f"is also the key of item {first}, with another input: use a key per run."
+            issues.append(Issue(f"items[{index}].idempotency_key", message, "duplicate_key"))
+    return hashes, firsts, issues
+
+
+def item_issues(workflow: Workflow, schema: Any, item: StartItem) -> list[Issue]:
+    """What is wrong with one item: its input (shape, size, schema) and its priority."""
+    issues = []
+    try:
+        check_input(item.input)
+    except Invalid as exc:
+        issues.append(
+            Issue("input", exc.message.removeprefix("input ").removeprefix("input: "), "invalid_input")
+        )
+    else:
+        issues += check_run_input(schema, item.input)
+    key = item.idempotency_key
+    if key is not None and not (isinstance(key, str) and 0 < len(key) <= 200):
+        issues.append(Issue("idempotency_key", "must be a string of 1 to 200 characters", "invalid"))
+    problem = priorities.check_priority(item_priority(workflow, item))
+    if problem is not None:
+        issues.append(Issue("priority", problem.removeprefix("priority "), "invalid"))
+    return issues
+
+
+def item_priority(workflow: Workflow, item: StartItem) -> int:
+    return workflow.default_priority if item.priority is None else item.priority
+
+
+def existing_runs(
+    workflow: Workflow, items: Sequence[StartItem], indexes: list[int], hashes: list[str]
+) -> dict[int, Run]:
+    """The runs that already hold the keys of these items; refuse the batch for any other input."""
+    if not indexes:
+        return {}
+    keys = {items[i].idempotency_key: i for i in indexes}
+    found = Run.objects.select_related("workflow", "version").filter(
+        workflow=workflow, idempotency_key__in=keys
+    )
+    runs = {keys[run.idempotency_key]: run for run in found}
+    if len(runs) < len(keys):  # its run was deleted between our INSERT and this read
+        raise Conflict("A run holding one of these idempotency keys was just deleted; send the batch again.")
+    clashes = [
+        Issue(
+            f"items[{i}].idempotency_key",
+            f"{items[i].idempotency_key!r} was already used for run {run.pk} with a different input; "
+            "use a new key for a new run.",
+            "key_reused",
+        )
+        for i, run in sorted(runs.items())
+        if run.request_hash != hashes[i]
+    ]
+    if clashes:
+        raise Conflict(
+            f"{len(clashes)} idempotency keys were used before with other inputs; see errors.", clashes
+        )
+    return runs
+
+
+def new_run(
+    workflow: Workflow,
+    version: WorkflowVersion | None,
+    item: StartItem,
+    request_hash: str,
+    run_id: int,
+    status: str,
+    at: Any,
+) -> Run:
+    """The Run a batch wrote, built from what the statement returned (no read back)."""
+    run = Run(
+        id=run_id,
+        workflow=workflow,
+        version=version,
+        status=status,
+        input=item.input,
+        idempotency_key=item.idempotency_key or None,
+        request_hash=request_hash,
+        priority=item_priority(workflow, item),
+        created_at=at,
+    )
+    run._state.adding, run._state.db = False, "default"
+    return run
+
+
+def notify_in_chunks(run_ids: list[int]) -> None:
+    for start in range(0, len(run_ids), NOTICE_RUNS):
+        notify_committed(run_ids[start : start + NOTICE_RUNS])
 
 
 def pause_workflow(workflow: Workflow, user: Any = None) -> None:

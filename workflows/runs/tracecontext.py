@@ -40,3 +40,18 @@ def start_run(workflow: Any, run_input: Any, traceparent: str | None, **options:
         if created:
             RunTraceParent.objects.create(run=run, trace_id=parent[0], parent_span_id=parent[1])
     return run, created
+
+
+def start_runs(workflow: Any, items: Any, traceparent: str | None) -> list[tuple[Run, bool]]:
+    """`runs.start_runs`, remembering the caller's trace context with every new run."""
+    parent = parse(traceparent)
+    if parent is None:
+        return runs.start_runs(workflow, items)
+    with transaction.atomic():
+        started = runs.start_runs(workflow, items)
+        RunTraceParent.objects.bulk_create(
+            RunTraceParent(run=run, trace_id=parent[0], parent_span_id=parent[1])
+            for run, created in started
+            if created
+        )
+    return started

@@ -213,8 +213,16 @@ def read_inputs(noderun_ids: list[int], upstream: Iterable[str]) -> list[InputRo
 
 # The run, its node rows and its first event in one statement. Root nodes that have a job
 # (%(job_ids)s, '' for the others) are written queued at attempt 1 unless the run waits.
+# With %(expect_version)s and %(expect_priority)s (else NULL), the workflow must still have
+# that active version and default priority (a web process read them earlier, perhaps from
+# its cache): if not, nothing is written and the one row answered has a NULL id.
 CREATE_RUN_SQL = f"""
-WITH wf AS (SELECT paused FROM {WORKFLOWS} WHERE id = %(workflow)s),
+WITH wf AS (
+    SELECT paused FROM {WORKFLOWS}
+    WHERE id = %(workflow)s
+      AND (%(expect_version)s::bigint IS NULL OR active_version_id = %(expect_version)s::bigint)
+      AND (%(expect_priority)s::smallint IS NULL OR default_priority = %(expect_priority)s::smallint)
+),
 run AS (
     INSERT INTO {RUNS}
         (workflow_id, version_id, status, input, idempotency_key, request_hash, epoch, created_at, priority)
@@ -239,6 +247,8 @@ history AS (
     FROM run
 )
 SELECT id, status, created_at, (SELECT json_object_agg(node_id, id) FROM nodes) FROM run
+UNION ALL
+SELECT NULL, NULL, NULL, NULL WHERE NOT EXISTS (SELECT FROM wf)
 """
 
 
@@ -247,10 +257,60 @@ def create_run(params: dict[str, Any]) -> tuple[int, str, datetime, dict[str, in
     """Write a run, its node rows and its first event (CREATE_RUN_SQL's parameters).
 
     Return (run id, status, created at, node id -> row id), or None when the idempotency
-    key is already taken.
+    key is already taken; a NULL run id when the workflow is not as expected.
     """
     rows = execute(CREATE_RUN_SQL, params)
     return rows[0] if rows else None
+
+
+# Many runs of one version, their node rows (all pending: the schedulers claim the roots of
+# every run named in a notice in one statement) and their first events in one statement.
+# Each run's id is drawn from the sequence before the INSERT, so a returned row names its
+# item (%(ords)s) without relying on the order RETURNING gives; a run whose key is taken is
+# not written (its drawn id is simply unused). Runs are inserted in key order: a key's
+# index entry is held until commit, so two batches taking shared keys in opposite orders
+# deadlocked (one of two concurrent 1,000-item batches, reversed, was aborted). Node rows are written run by run in graph
+# order, as a lone start writes them, so ids read back in that order.
+CREATE_RUNS_SQL = f"""
+WITH wf AS (SELECT paused FROM {WORKFLOWS} WHERE id = %(workflow)s),
+given AS (
+    SELECT nextval(pg_get_serial_sequence('{RUNS}', 'id')) AS id, g.*
+    FROM unnest(%(ords)s::int[], %(inputs)s::text[], %(keys)s::text[], %(hashes)s::text[], %(priorities)s::smallint[])
+         AS g(ord, input, key, hash, priority)
+),
+run AS (
+    INSERT INTO {RUNS}
+        (id, workflow_id, version_id, status, input, idempotency_key, request_hash, epoch, created_at, priority)
+    SELECT g.id, %(workflow)s, %(version)s, CASE WHEN wf.paused THEN '{R.WAITING}' ELSE '{R.RUNNING}' END,
+           g.input::jsonb, g.key, g.hash, 0, now(), g.priority
+    FROM given g, wf ORDER BY g.key, g.ord
+    ON CONFLICT (workflow_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    RETURNING id, status, created_at
+),
+nodes AS (
+    INSERT INTO {NODES}
+        (run_id, node_id, status, attempt, tries, queue, job_id, queued_at, worker, error, traceback)
+    SELECT run.id, n.node_id, '{N.PENDING}', 0, 0, n.queue, '', NULL, '', '', ''
+    FROM run, unnest(%(nodes)s::text[], %(queues)s::text[]) WITH ORDINALITY AS n(node_id, queue, pos)
+    ORDER BY run.id, n.pos
+),
+history AS (
+    INSERT INTO {EVENTS} (run_id, kind, node_id, attempt, at, worker, data)
+    SELECT id, 'run.' || CASE status WHEN '{R.WAITING}' THEN 'waiting' ELSE 'started' END, '', 0, created_at, '', '{{}}'
+    FROM run
+)
+SELECT g.ord, run.id, run.status, run.created_at FROM run JOIN given g ON g.id = run.id
+"""
+
+
+@performs(Cause.CREATE, nodes={None: [N.PENDING]}, runs={None: [R.RUNNING, R.WAITING]})
+def create_runs(params: dict[str, Any]) -> list[tuple[int, int, str, datetime]]:
+    """Write runs, their node rows and first events (CREATE_RUNS_SQL's parameters).
+
+    Return (item ordinal, run id, status, created at) for each run written; an item whose
+    idempotency key is already taken has no row.
+    """
+    return execute(CREATE_RUNS_SQL, params)
 
 
 @performs(Cause.RESUME, runs={R.WAITING: [R.RUNNING]})

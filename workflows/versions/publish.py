@@ -21,6 +21,7 @@ from workflows.core.definition import DefinitionError, Limits, checksum, normali
 from workflows.core.graph import Graph
 from workflows.llm import providers
 from workflows.runtime import bus
+from workflows.store import hotreads
 from workflows.store.errors import Conflict, Invalid, NotFound
 from workflows.store.models import Workflow, WorkflowVersion
 
@@ -112,6 +113,17 @@ def get_workflow(slug: str) -> Workflow:
         return Workflow.objects.select_related("active_version").get(slug=slug)
     except Workflow.DoesNotExist:
         raise NotFound(f"No workflow with slug {slug!r}.") from None
+
+
+def get_workflow_to_start(slug: str, cached: bool = False) -> Workflow:
+    """`get_workflow` for a start: one prepared statement, the version's definition not read.
+
+    With `cached`, perhaps no statement at all: see hotreads.find_workflow.
+    """
+    workflow = hotreads.find_workflow(slug, cached)
+    if workflow is None:
+        raise NotFound(f"No workflow with slug {slug!r}.")
+    return workflow
 
 
 def export_workflow(workflow: Workflow, version: WorkflowVersion | None = None) -> dict[str, Any]:

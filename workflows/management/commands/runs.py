@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 import json
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
@@ -25,6 +27,19 @@ class Command(BaseCommand):
         start.add_argument("--idempotency-key")
         start.add_argument("--priority", type=int, help="-100..100, higher first (default: the workflow's).")
         start.add_argument("--wait", type=float, default=0, help="Seconds to wait for the run to finish.")
+        batch = sub.add_parser(
+            "start-batch",
+            help="Start many runs, in batches of up to 1,000 (each one transaction, all-or-nothing).",
+        )
+        batch.add_argument("slug")
+        source = batch.add_mutually_exclusive_group(required=True)
+        source.add_argument("--count", type=int, help="Start this many runs of --input.")
+        source.add_argument(
+            "--inputs-file",
+            help='JSON lines, one run each: {"input": {...}, "idempotency_key": "...", "priority": 0} '
+            "(only input is needed); - reads standard input.",
+        )
+        batch.add_argument("--input", default="{}", help="With --count: the runs' input, a JSON object.")
         show = sub.add_parser("show", help="Print a run's state as JSON.")
         show.add_argument("run_id", type=int)
         cancel = sub.add_parser("cancel", help="Cancel a running run.")
@@ -35,7 +50,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
-            getattr(self, f"do_{options['action']}")(options)
+            getattr(self, f"do_{options['action'].replace('-', '_')}")(options)
         except DomainError as exc:
             raise CommandError(str(exc)) from None
 
@@ -55,6 +70,24 @@ class Command(BaseCommand):
         if options["wait"]:
             self.do_show({"run_id": run.pk})
 
+    def do_start_batch(self, options: dict[str, Any]) -> None:
+        workflow = versions.get_workflow(options["slug"])
+        if options["count"] is not None:
+            if options["count"] < 1:
+                raise CommandError("--count must be at least 1.")
+            items = [runs.StartItem(json_option(options["input"]))] * options["count"]
+        else:
+            items = read_items(options["inputs_file"])
+        created = 0
+        for start in range(0, len(items), runs.MAX_BATCH):
+            try:
+                started = runs.start_runs(workflow, items[start : start + runs.MAX_BATCH])
+            except DomainError as exc:
+                done = f"{created} runs started before; " if start else ""
+                raise CommandError(f"batch from item {start}: {done}{exc}") from None
+            created += sum(made for _, made in started)
+        self.stdout.write(f"{created} runs started, {len(items) - created} already existed")
+
     def do_show(self, options: dict[str, Any]) -> None:
         self.stdout.write(json.dumps(describe_run(runs.get_run(options["run_id"])), indent=2, default=str))
 
@@ -73,6 +106,25 @@ def json_option(text: str) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise CommandError(f"--input is not JSON: {exc}") from None
+
+
+def read_items(path: str) -> list[runs.StartItem]:
+    """Read a JSON-lines file of start items (blank lines skipped), naming the line of a bad one."""
+    text = sys.stdin.read() if path == "-" else Path(path).read_text()
+    items = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise CommandError(f"line {number} is not JSON: {exc}") from None
+        if not isinstance(item, dict) or set(item) - {"input", "idempotency_key", "priority"}:
+            raise CommandError(
+                f'line {number}: expected {{"input": ..., "idempotency_key": ..., "priority": ...}}'
+            )
+        items.append(runs.StartItem(item.get("input", {}), item.get("idempotency_key"), item.get("priority")))
+    return items
 
 
 def describe_run(run: Run) -> dict[str, Any]:

@@ -92,6 +92,12 @@ def start_run(
         raise StaleWorkflow(
             f"Workflow {workflow.slug!r} was deleted while the run was being started."
         ) from None
+    except Invalid:
+        # A cached workflow may name a version published over since, whose schema is not
+        # the one that now applies: refuse only against the active one (a read on this path only).
+        if as_read and version is None and not is_still_active(workflow, version_id):
+            raise StaleWorkflow(f"Workflow {workflow.slug!r} changed while the run was being started.") from None
+        raise
     request_hash = hashlib.sha256(canonical_json(run_input).encode()).hexdigest()
     expect = (version_id, workflow.default_priority) if as_read and version is None else None
     run = create_run(workflow, version_id, run_input, idempotency_key or None, request_hash, priority, expect)
@@ -99,6 +105,10 @@ def start_run(
         return run, True
     # The key was taken (first, or by a concurrent request): answer with that run.
     return find_idempotent_run(workflow, idempotency_key or "", request_hash), False
+
+
+def is_still_active(workflow: Workflow, version_id: int) -> bool:
+    return Workflow.objects.filter(pk=workflow.pk, active_version_id=version_id).exists()
 
 
 def find_idempotent_run(workflow: Workflow, key: str, request_hash: str) -> Run:

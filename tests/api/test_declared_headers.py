@@ -63,7 +63,12 @@ PROVIDER = {"name": "acme", "base_url": "https://llm.acme.test/v1", "default_mod
 BODIES: dict[str, Any] = {
     "create_workflow": {"slug": "walked", "title": "Walked"},
     "update_workflow": {"title": "Chain, renamed"},
-    "import_workflow": {"format": "switchyard/v1", "slug": "imported", "title": "Imported", "definition": DRAFT},
+    "import_workflow": {
+        "format": "switchyard/v1",
+        "slug": "imported",
+        "title": "Imported",
+        "definition": DRAFT,
+    },
     "create_version": {"definition": DRAFT},
     "update_version": {"definition": DRAFT},
     "validate": {"definition": DRAFT},
@@ -230,9 +235,9 @@ def mismatches(op: dict[str, Any], response: Any) -> list[str]:
         return [f"{op_id} {status}: the status is not declared"]
     want = {name.lower(): name for name in declared.get("headers", {})}
     sent = {name.lower(): name for name in response.headers if name.lower() not in TRANSPORT}
-    return [f"{op_id} {status}: {sent[h]} is sent but not declared" for h in sorted(set(sent) - set(want))] + [
-        f"{op_id} {status}: {want[h]} is declared but not sent" for h in sorted(set(want) - set(sent))
-    ]
+    return [
+        f"{op_id} {status}: {sent[h]} is sent but not declared" for h in sorted(set(sent) - set(want))
+    ] + [f"{op_id} {status}: {want[h]} is declared but not sent" for h in sorted(set(want) - set(sent))]
 
 
 def test_every_answer_carries_exactly_the_headers_declared_for_its_status(walk: dict[str, Any]) -> None:

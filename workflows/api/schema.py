@@ -276,7 +276,9 @@ def answer_headers(operation_id: str, status: int, keyed: bool) -> list[str]:
         names.append("Retry-After")
     if status == 405:
         names.append("Allow")
-    if (keyed and status not in (401, 405)) or (operation_id in RATED_BY_TRIGGER and status in (200, 201, 429)):
+    if (keyed and status not in (401, 405)) or (
+        operation_id in RATED_BY_TRIGGER and status in (200, 201, 429)
+    ):
         names.extend(RATE_HEADERS)
     return names
 

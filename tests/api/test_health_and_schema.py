@@ -87,11 +87,15 @@ def test_the_document_declares_headers_405s_and_a_real_definition_schema() -> No
     for schema in doc["components"]["schemas"].values():
         Draft202012Validator.check_schema(schema)
     start = doc["paths"]["/api/v1/workflows/{slug}/runs"]["post"]["responses"]
-    assert {"Location", "Idempotent-Replayed", "RateLimit-Remaining"} <= set(start["201"]["headers"])
+    assert {"Location", "RateLimit-Remaining"} <= set(start["201"]["headers"])
+    assert {"Location", "Idempotent-Replayed"} <= set(start["200"]["headers"])  # the replay
+    assert {"RateLimit-Remaining", "RateLimit-Reset"} <= set(start["404"]["headers"])  # counted too
     assert set(start["401"]["headers"]) == {"WWW-Authenticate"}
     assert "Retry-After" in start["429"]["headers"]
     version = doc["paths"]["/api/v1/workflows/{slug}/versions/{number}"]["get"]["responses"]
     assert "ETag" in version["200"]["headers"]
+    publish = doc["paths"]["/api/v1/workflows/{slug}/versions/{number}/publish"]["post"]["responses"]
+    assert "ETag" in publish["200"]["headers"]
     for item in doc["paths"].values():
         for op in item.values():
             assert set(op["responses"]["405"]["headers"]) == {"Allow"}, op["operationId"]

@@ -4,8 +4,9 @@ django-ninja routes, validates, documents and renders. What it is told here:
 - operation ids are the views' function names (clients' function names come from them);
 - the parser refuses what PostgreSQL cannot store (parsing.py);
 - every refusal, ours or ninja's, is a problem document (errors.py);
-- a response carries the rate-limit headers of the request's key or session (auth.py),
-  through ninja's temporal response, which the views also use for Location and ETag.
+- the views set Location, ETag and Idempotent-Replayed on ninja's temporal response; the
+  rate-limit headers of the request's key or session go on every answer in urls.py, which
+  also sees the problems and the answers the views build themselves.
 """
 
 from __future__ import annotations
@@ -56,13 +57,6 @@ class Api(NinjaAPI):
         if path_prefix is None:
             path_prefix = self.get_root_path(path_params or {})
         return schema.Document(api=self, path_prefix=path_prefix)
-
-    def create_temporal_response(self, request: HttpRequest) -> HttpResponse:
-        response = super().create_temporal_response(request)
-        rate = getattr(request, "rate", None)
-        for name, value in (rate.headers() if rate else {}).items():
-            response[name] = value
-        return response
 
 
 api = Api(

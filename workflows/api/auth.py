@@ -102,10 +102,13 @@ class SessionAuth(AuthBase):
         user = request.user
         if not user.is_authenticated:
             return None
+        # Counted before the CSRF check, so its 403 says the window like every other answer to
+        # a known caller. A forged cross-site request cannot spend the window: the session
+        # cookie is SameSite=Lax, so it arrives without it, anonymous (401, not counted).
+        request.rate = check_rate(f"user:{user.pk}")  # type: ignore[attr-defined]  # as above
         if check_csrf(request) is not None:  # lets safe methods through, as Django's middleware does
             detail = "CSRF check failed: send the csrftoken cookie's value in the X-CSRFToken header."
             raise ApiError(403, detail, [FieldError("header", "X-CSRFToken", "is missing or wrong")])
-        request.rate = check_rate(f"user:{user.pk}")  # type: ignore[attr-defined]  # as above
         authorize_person(user, self.action)
         return user
 

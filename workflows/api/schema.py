@@ -12,9 +12,9 @@ adds, per operation, in one subclass of ninja's `OpenAPISchema`:
 - query parameters without the `null` alternative (an absent parameter is the null), and
   without the query models ninja would also file as components;
 - the body of the signed hook, which the view reads raw (ninja does not parse it);
-- the response headers integrators read (`HEADERS`, as components): Location on every 201,
-  ETag on a version's answers, Idempotent-Replayed on a start, WWW-Authenticate on 401,
-  Retry-After on 429 and 503, the RateLimit-* trio on every answer to a keyed operation;
+- the response headers each answer carries (`HEADERS`, as components; `answer_headers`
+  says which, per operation and status): exactly those sent, checked by walking every
+  operation (tests/api/test_declared_headers.py);
 - 405 on every operation (the path exists, the method does not: `Allow` lists those that do);
 - a real schema for a workflow `definition` (`Definition`, from the core's own node and edge
   models) where the views declare an open object, but for the validation endpoint's input,
@@ -85,11 +85,19 @@ HEADERS: dict[str, dict[str, Any]] = {
     },
     "RateLimit-Remaining": {"description": "Requests left in this window.", "schema": {"type": "integer"}},
     "RateLimit-Reset": {"description": "Seconds until the window resets.", "schema": {"type": "integer"}},
+    "Cache-Control": {"description": "`no-cache`: the stream is live.", "schema": {"type": "string"}},
+    "X-Accel-Buffering": {
+        "description": "`no`: tells a proxy (nginx) to pass each event on at once.",
+        "schema": {"type": "string", "enum": ["no"]},
+    },
 }
 RATE_HEADERS = ("RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset")
-REPLAYED_ON = {"start_run", "receive"}  # operations answering a repeated Idempotency-Key
+REPLAYED_ON = {"start_run", "receive"}  # operations answering a repeated Idempotency-Key (200)
 CHECKS_ANY_DEFINITION = {"ValidateIn"}  # it answers 200 {"valid": false, ...} for anything
-VERSION_ETAG = {"create_version", "read_version", "update_version"}
+VERSION_ETAG = {"create_version", "read_version", "update_version", "publish_version", "activate_version"}
+CREATES_NO_OBJECT = {"make_decision_link"}  # a 201 whose token is the credential: no URL to name
+STREAMS = {"stream_attempt"}
+RATED_BY_TRIGGER = {"receive"}  # limited per trigger, counted once the signature holds
 
 
 def refuses(*statuses: int) -> Callable[[F], F]:
@@ -240,21 +248,37 @@ class Document(OpenAPISchema):
 
 
 def answer_headers(operation_id: str, status: int, keyed: bool) -> list[str]:
-    """The headers an operation's answer with this status carries."""
+    """The headers an operation's answer with this status carries.
+
+    The RateLimit-* trio is on every answer to a request that counted against its key's or
+    person's window, errors included: a refused request (403, 404, 409, 422...) spent one of
+    the window's requests like a successful one, and a client backing off or pacing a batch
+    needs the remaining count most when its requests are failing. What did not count says
+    nothing about the window, so carries none: a 401 (no caller known to count against) and
+    a 405 (answered before the operation, and its authentication, runs). A signed delivery
+    counts against its trigger only once its signature holds, after which it either starts
+    its run (201, or 200 replaying it) or is refused for the rate (429): those carry the trio.
+    """
     names = []
-    if status == 201:
+    if (status == 201 and operation_id not in CREATES_NO_OBJECT) or (
+        status == 200 and operation_id in REPLAYED_ON
+    ):
         names.append("Location")
     if operation_id in VERSION_ETAG and status in (200, 201, 412):
         names.append("ETag")
-    if operation_id in REPLAYED_ON and status in (200, 201):
+    if operation_id in REPLAYED_ON and status == 200:
         names.append("Idempotent-Replayed")
+    if operation_id in STREAMS and status == 200:
+        names.extend(("Cache-Control", "X-Accel-Buffering"))
     if status == 401:
         names.append("WWW-Authenticate")
     if status in (429, 503):
         names.append("Retry-After")
     if status == 405:
         names.append("Allow")
-    if keyed and status not in (401, 405):
+    if (keyed and status not in (401, 405)) or (
+        operation_id in RATED_BY_TRIGGER and status in (200, 201, 429)
+    ):
         names.extend(RATE_HEADERS)
     return names
 

@@ -1,9 +1,13 @@
-"""URLconf of /api/v1/: ninja's, with two answers ninja gives in its own format made problems.
+"""URLconf of /api/v1/: ninja's, with what every answer of an operation carries added in one place.
 
-ninja answers a known path with an unknown method by a bare 405, before any of the API's
-exception handlers run; `with_problem_405` (the one adapter around ninja's views) turns it
-into a problem that keeps ninja's `Allow` header. Anything else under /api/v1/ is a 404
-problem rather than Django's HTML page.
+`finished` is the one adapter around ninja's views. ninja answers a known path with an
+unknown method by a bare 405, before any of the API's exception handlers run: the adapter
+turns it into a problem that keeps ninja's `Allow` header. And it puts the rate-limit headers
+of the request's key or session (auth.py) on every answer of a request that counted against
+the window: successes, problems raised anywhere, and answers a view builds itself (the event
+stream), which ninja's temporal response never reaches. Which answers those are, and why, is
+`schema.answer_headers`'s docstring. Anything else under /api/v1/ is a 404 problem rather
+than Django's HTML page.
 """
 
 from __future__ import annotations
@@ -21,30 +25,35 @@ from workflows.api.api import api
 from workflows.api.errors import problem
 
 
-def with_problem_405(view: Callable[..., Any]) -> Callable[..., Any]:
+def finished(view: Callable[..., Any]) -> Callable[..., Any]:
     if inspect.iscoroutinefunction(view):  # an async operation (the SSE stream) stays async
-        return async_with_problem_405(view)
+        return async_finished(view)
 
     @wraps(view)
     def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        return as_problem_405(request, view(request, *args, **kwargs))
+        return finish(request, view(request, *args, **kwargs))
 
     return wrapped
 
 
-def async_with_problem_405(view: Callable[..., Any]) -> Callable[..., Any]:
+def async_finished(view: Callable[..., Any]) -> Callable[..., Any]:
     @wraps(view)
     async def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        return as_problem_405(request, await view(request, *args, **kwargs))
+        return finish(request, await view(request, *args, **kwargs))
 
     return wrapped
 
 
-def as_problem_405(request: HttpRequest, response: HttpResponse) -> HttpResponse:
+def finish(request: HttpRequest, response: HttpResponse) -> HttpResponse:
+    """Make a bare 405 a problem; add the request's rate-limit headers where none are set."""
     if isinstance(response, HttpResponseNotAllowed):
         allow = response["Allow"]
         detail = f"{request.method} is not allowed here; use {allow}."
         return problem(request, 405, detail, headers={"Allow": allow})
+    rate = getattr(request, "rate", None)  # set by auth.py once the request was counted
+    for name, value in (rate.headers() if rate else {}).items():
+        if name not in response:  # a 429 already says the state that refused it
+            response[name] = value
     return response
 
 
@@ -58,7 +67,7 @@ def ninja_urls() -> tuple[list[Any], str, str]:
     patterns, app, namespace = api.urls
     for pattern in patterns:
         if isinstance(pattern, URLPattern):
-            pattern.callback = with_problem_405(pattern.callback)
+            pattern.callback = finished(pattern.callback)
     return patterns, app, namespace
 
 

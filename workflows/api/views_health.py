@@ -8,11 +8,11 @@ from collections.abc import Callable
 import redis
 from django.conf import settings
 from django.db import DatabaseError, connection
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from ninja import Router, Status
 
 from workflows.api.serializers import CheckOut, HealthOut
-from workflows.runtime import bus
+from workflows.runtime import bus, outages
 
 router = Router(tags=["health and schema"])
 
@@ -24,8 +24,9 @@ def live(request: HttpRequest) -> HealthOut:
 
 
 @router.get("/health/ready", response={200: HealthOut, 503: HealthOut}, summary="Readiness")
-def ready(request: HttpRequest) -> Status[HealthOut]:
-    """Answer 200 when PostgreSQL and Redis answer and a scheduler and a worker are alive; else 503."""
+def ready(request: HttpRequest, response: HttpResponse) -> Status[HealthOut]:
+    """Answer 200 when PostgreSQL and Redis answer and a scheduler and a worker are alive; else 503,
+    with the Retry-After every other 503 of the API carries."""
     checks = {
         "postgres": check(postgres),
         "redis": check(lambda: f"PING {bus.client().ping()}"),
@@ -33,6 +34,8 @@ def ready(request: HttpRequest) -> Status[HealthOut]:
         "worker": check(workers),
     }
     ok = all(c["ok"] for c in checks.values())
+    if not ok:
+        response["Retry-After"] = str(outages.RETRY_AFTER_SECONDS)
     return Status(200 if ok else 503, {"status": "ok" if ok else "unavailable", "checks": checks})
 
 

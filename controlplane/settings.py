@@ -369,26 +369,26 @@ SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_SAMESITE = "Lax"
 X_FRAME_OPTIONS = "DENY"
 
-# Production: TLS ends at a proxy (nginx, a load balancer) that sets X-Forwarded-Proto; the
-# proxy must overwrite that header from clients, or any client could claim https.
-if PRODUCTION:
-    SESSION_COOKIE_SECURE = True
-    CSRF_COOKIE_SECURE = True
-    # No script reads the CSRF cookie: pages carry the token in the markup (hx-headers).
-    CSRF_COOKIE_HTTPONLY = True
-    SECURE_PROXY_SSL_HEADER = (
-        "HTTP_" + env_str("SWITCHYARD_PROXY_SSL_HEADER", "X-Forwarded-Proto").upper().replace("-", "_"),
-        "https",
-    )
-    # Plain-HTTP requests are redirected to https, except these paths (a load balancer's
-    # health check, a Prometheus scraping inside the network); regexes on the path sans "/".
-    SECURE_SSL_REDIRECT = env_bool("SWITCHYARD_SSL_REDIRECT", True)
-    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
-    # HSTS: a year, subdomains and preload, as `check --deploy` asks; lower it while trying
-    # TLS out (browsers remember it for the whole max-age).
-    SECURE_HSTS_SECONDS = env_int("SWITCHYARD_HSTS_SECONDS", 31536000)
-    SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SWITCHYARD_HSTS_INCLUDE_SUBDOMAINS", True)
-    SECURE_HSTS_PRELOAD = env_bool("SWITCHYARD_HSTS_PRELOAD", True)
+# Production: cookies only over TLS; no script reads the CSRF cookie (pages carry the token
+# in the markup, hx-headers), so it is HttpOnly too.
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = CSRF_COOKIE_HTTPONLY = PRODUCTION
+# Production: the header by which the TLS proxy (nginx, a load balancer) says a request came
+# over https; the proxy must overwrite it from clients, or any client could claim https.
+SECURE_PROXY_SSL_HEADER = (
+    ("HTTP_" + env_str("SWITCHYARD_PROXY_SSL_HEADER", "X-Forwarded-Proto").upper().replace("-", "_"), "https")
+    if PRODUCTION
+    else None
+)
+# Production: plain-HTTP requests are redirected to https, except /healthz and /metrics (a load
+# balancer's health check, a Prometheus scraping inside the network).
+SECURE_SSL_REDIRECT = PRODUCTION and env_bool("SWITCHYARD_SSL_REDIRECT", True)
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
+# Production: HSTS max-age; lower it while trying TLS out (browsers remember it that long).
+SECURE_HSTS_SECONDS = env_int("SWITCHYARD_HSTS_SECONDS", 31536000) if PRODUCTION else 0
+# Production: HSTS also covers subdomains (as `check --deploy` asks).
+SECURE_HSTS_INCLUDE_SUBDOMAINS = PRODUCTION and env_bool("SWITCHYARD_HSTS_INCLUDE_SUBDOMAINS", True)
+# Production: HSTS asks for preloading (as `check --deploy` asks; sending it submits nothing).
+SECURE_HSTS_PRELOAD = PRODUCTION and env_bool("SWITCHYARD_HSTS_PRELOAD", True)
 
 # SWITCHYARD_LOG_FORMAT=json: one JSON object a line, with run and node ids when a record has them.
 LOG_FORMAT = env_str("SWITCHYARD_LOG_FORMAT", "plain")

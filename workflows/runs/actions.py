@@ -96,7 +96,9 @@ def start_run(
         # A cached workflow may name a version published over since, whose schema is not
         # the one that now applies: refuse only against the active one (a read on this path only).
         if as_read and version is None and not is_still_active(workflow, version_id):
-            raise StaleWorkflow(f"Workflow {workflow.slug!r} changed while the run was being started.") from None
+            raise StaleWorkflow(
+                f"Workflow {workflow.slug!r} changed while the run was being started."
+            ) from None
         raise
     request_hash = hashlib.sha256(canonical_json(run_input).encode()).hexdigest()
     expect = (version_id, workflow.default_priority) if as_read and version is None else None

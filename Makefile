@@ -53,8 +53,11 @@ status:
 browser:
 	@command -v chromium >/dev/null 2>&1 || (apt-get update && apt-get install -y chromium)
 
+# Two pytest-xdist workers, a test file each at a time (tests/conftest.py gives each worker its
+# own PostgreSQL and Redis databases); TEST_WORKERS=0 runs everything in one process.
+TEST_WORKERS ?= 2
 test: venv assets browser
-	$(VENV)/bin/pytest $(PYTEST_ARGS)
+	$(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 # RUNS=300 for a shorter one (CI runs a short one: tests/integration/test_chaos.py).
 chaos: venv

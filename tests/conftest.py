@@ -6,6 +6,7 @@ import importlib.util
 import logging
 import os
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import django
 import pytest
@@ -45,6 +46,11 @@ atexit.register(_services_lease.close)
 if not (os.environ.get("DATABASE_URL") and os.environ.get("REDIS_URL")):
     # Shared: another session running in this checkout keeps them up until it ends too.
     os.environ.update(_services_lease.enter_context(services.shared(TEST_SERVICES_DIR, ephemeral=True)))
+# Under pytest-xdist (`make test` runs two workers), each worker gets a Redis database of its
+# own (gw0 -> 1, gw1 -> 2, ...); pytest-django gives each its own PostgreSQL database
+# (test_switchyard_gw0, ...). The subprocesses a test starts inherit both.
+if (xdist_worker := os.environ.get("PYTEST_XDIST_WORKER", "")).startswith("gw"):
+    os.environ["REDIS_URL"] = urlunsplit(urlsplit(os.environ["REDIS_URL"])._replace(path=f"/{int(xdist_worker[2:]) + 1}"))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
 django.setup()
 

@@ -49,6 +49,10 @@ TRANSPORT = {
     "x-content-type-options",
     "referrer-policy",
     "cross-origin-opener-policy",
+    # Site-wide security headers set by middleware on every answer (controlplane/csp.py,
+    # Django's SecurityMiddleware in production): part of no operation's contract.
+    "content-security-policy",
+    "strict-transport-security",
 }
 BODY_LIMIT = 20_000  # DATA_UPLOAD_MAX_MEMORY_SIZE for the walk, so a 413 needs no megabytes
 MISSING = {"slug": "no-such-workflow", "node_id": "no_such_node", "name": "no-such", "model": "no-such"}

@@ -197,6 +197,9 @@ SWITCHYARD = {
     "FREE_LOST_ATTEMPTS": env_int("SWITCHYARD_FREE_LOST_ATTEMPTS", 3),
     # SIGTERM: a worker finishes its current job within this, else hands its attempts back.
     "WORKER_DRAIN_SECONDS": env_float("SWITCHYARD_WORKER_DRAIN_SECONDS", 5.0),
+    # Attempts of I/O-bound nodes (llm.chat, llm.agent, http.request) one worker process runs
+    # at once as coroutines (runtime/slots.py); 0 runs them one at a time like any handler.
+    "WORKER_SLOTS": env_int("SWITCHYARD_WORKER_SLOTS", 100),
     "HTTP_TIMEOUT_SECONDS": env_float("SWITCHYARD_HTTP_TIMEOUT_SECONDS", 30.0),
     "HTTP_MAX_RESPONSE_BYTES": env_int("SWITCHYARD_HTTP_MAX_RESPONSE_BYTES", 1024 * 1024),
     "LLM_BASE_URL": env_str("LLM_BASE_URL", "http://127.0.0.1:11434/v1"),

@@ -172,7 +172,9 @@ class NodeWorker(SimpleWorker):
                 self.slots.used if self.slots else 0,
                 deadline,
             )
-            threading.Timer(deadline, self.hand_back_and_exit, args=(deadline,)).start()
+            timer = threading.Timer(deadline, self.hand_back_and_exit, args=(deadline,))
+            timer.daemon = True  # a worker that finished in time exits now, not at the deadline
+            timer.start()
         if not self.in_node_job:
             # Idle in the pop (RQ raises StopRequested out of it), or an RQ job that RQ knows
             # about; `work` then waits for the slots.

@@ -23,10 +23,12 @@ out in one pipeline per flush from the same thread (offload.OUTBOX).
 Why a thread owns the loop rather than the main thread driving it: the main thread must
 block in RQ's pop and run CPU-bound handlers under SIGALRM, and RQ's work loop is not a
 coroutine. The thread's cost is the GIL: while a CPU-bound handler spins in the main thread,
-the loop runs in CPython's 5 ms switch intervals. Measured here (bench/slots_bench.py
---probe, 2 cores): a 10 ms sleep on the loop overshot by 0.2 ms at p50 idle and by about
-5 ms at p50 beside a spinning main thread, well under the 100 ms that streamed text is
-coalesced to.
+the loop gets it at CPython's switch intervals (5 ms). Measured (bench/slots_bench.py
+--probe, 2 cores at load 11 from other jobs): a 10 ms sleep on the loop woke 0.2-0.3 ms late
+at p50 (4 ms p95) with the main thread idle, 18-26 ms late at p50 (43 ms p95) beside a main
+thread spinning in Python; a 1 ms switch interval cut that to 12 ms, not worth changing the
+whole process for. Both stay under the 100 ms that streamed text is coalesced to (streams.py),
+and a worker whose queues carry long CPU-bound handlers is better given no slots at all.
 """
 
 from __future__ import annotations

@@ -167,14 +167,17 @@ def began(node: Node, ctx: handlers.NodeContext, job_started: datetime) -> datet
 def is_io_bound(node: Node) -> bool:
     """Whether a worker runs this node's attempts in slots, as coroutines (runtime/slots.py).
 
-    The one place that decides: a task whose handler registered a coroutine (`on_loop`:
-    llm.chat, http.request) waits on I/O; everything else runs one at a time under SIGALRM.
+    The one place that decides: an agent loop (its turns and tool calls), and a task whose
+    handler registered a coroutine (`on_loop`: llm.chat, http.request) wait on I/O;
+    everything else runs one at a time under SIGALRM.
     """
-    return node.kind == TASK and handlers.get_handler(node.handler).io_bound
+    return node.kind == AGENT or (node.kind == TASK and handlers.get_handler(node.handler).io_bound)
 
 
 async def execute_on_loop(node: Node, ctx: handlers.NodeContext) -> Any:
     """Run one attempt of an I/O-bound node (`is_io_bound`) as a coroutine; return its output."""
+    if node.kind == AGENT:
+        return await agent.run_agent_on_loop(node, ctx)
     coroutine = handlers.get_handler(node.handler).on_loop
     assert coroutine is not None, f"node {node.id!r} is not I/O-bound"
     return await coroutine(ctx)

@@ -85,9 +85,10 @@ class Slots:
         """Run a claimed attempt in a slot; return at once (it is stored when it ends)."""
         node = execution.node_of(claim)
         ctx = execution.context_for(claim, node, outputs)
+        started = kinds.began(node, ctx, timezone.now())  # an agent resumed: when its attempt began
         with self.changed:
             self.used += 1
-        asyncio.run_coroutine_threadsafe(self.run(claim, node, ctx, timezone.now()), self.loop)
+        asyncio.run_coroutine_threadsafe(self.run(claim, node, ctx, started), self.loop)
 
     def wait_free(self, timeout: float) -> bool:
         """Wait up to `timeout` for a free slot (the worker pops no job without one)."""
@@ -116,8 +117,9 @@ class Slots:
     async def flush_forever(self) -> None:
         while True:
             await asyncio.sleep(FLUSH_AFTER_SECONDS)
-            outbox = self.outbox[:]
-            del self.outbox[:]  # in place: the slots' tasks hold this list (offload.OUTBOX)
+            taken = len(self.outbox)  # a tool's thread may append meanwhile: take what is there
+            outbox = self.outbox[:taken]
+            del self.outbox[:taken]  # in place: the slots' tasks hold this list (offload.OUTBOX)
             results, self.results = self.results, []
             if not outbox and not results:
                 continue

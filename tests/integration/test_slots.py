@@ -13,7 +13,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.db.models import Count
+from django.test import Client
 
 from tests.fakes.llm_server import FakeLLMServer
 from tests.integration.conftest import node, publish, wait_finished
@@ -99,7 +101,7 @@ def assert_answered_once_each(started: list[Run]) -> None:
 
 
 def test_one_worker_process_streams_hundreds_of_llm_calls_at_once_and_each_answer_is_right(
-    rt: Runtime, fake: FakeLLMServer
+    rt: Runtime, fake: FakeLLMServer, settings: Any
 ) -> None:
     start(rt, "w1")
     started = start_runs(chat("many"), STREAMS)
@@ -108,10 +110,22 @@ def test_one_worker_process_streams_hundreds_of_llm_calls_at_once_and_each_answe
     assert NodeRun.objects.filter(status="running", worker="w1").count() == STREAMS  # claimed in PG
     wait_for(lambda: heartbeat("w1").get("slots_used") == STREAMS, 10, "the heartbeat to show the slots used")
     assert heartbeat("w1")["slots_free"] == 20
+    assert_slots_shown(settings, used=STREAMS, total=STREAMS + 20)
     fake.go.set()
 
     assert_answered_once_each(started)
     wait_for(lambda: heartbeat("w1").get("slots_used") == 0, 10, "the slots to be free again")
+
+
+def assert_slots_shown(settings: Any, used: int, total: int) -> None:
+    """The workers page and /metrics show the worker's slots used and free."""
+    settings.MONITOR = {**settings.MONITOR, "METRICS_TOKEN": "slots"}
+    metrics = Client().get("/metrics", headers={"Authorization": "Bearer slots"}).content.decode()
+    assert f'switchyard_worker_slots{{worker="w1",state="used"}} {used}.0' in metrics
+    assert f'switchyard_worker_slots{{worker="w1",state="free"}} {total - used}.0' in metrics
+    admin = Client()
+    admin.force_login(get_user_model().objects.create_superuser("slots-admin"))
+    assert f"{used} / {total}" in admin.get("/workers/").content.decode()
 
 
 def test_a_worker_killed_with_hundreds_of_calls_in_flight_loses_none_and_doubles_none(

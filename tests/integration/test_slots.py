@@ -121,8 +121,8 @@ def assert_slots_shown(settings: Any, used: int, total: int) -> None:
     """The workers page and /metrics show the worker's slots used and free."""
     settings.MONITOR = {**settings.MONITOR, "METRICS_TOKEN": "slots"}
     metrics = Client().get("/metrics", headers={"Authorization": "Bearer slots"}).content.decode()
-    assert f'switchyard_worker_slots{{worker="w1",state="used"}} {used}.0' in metrics
-    assert f'switchyard_worker_slots{{worker="w1",state="free"}} {total - used}.0' in metrics
+    assert f'switchyard_worker_slots{{state="used",worker="w1"}} {used}.0' in metrics
+    assert f'switchyard_worker_slots{{state="free",worker="w1"}} {total - used}.0' in metrics
     admin = Client()
     admin.force_login(get_user_model().objects.create_superuser("slots-admin"))
     assert f"{used} / {total}" in admin.get("/workers/").content.decode()

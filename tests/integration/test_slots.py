@@ -10,6 +10,7 @@ import json
 import os
 import signal
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,10 +19,12 @@ from django.db.models import Count
 from django.test import Client
 
 from tests.fakes.llm_server import FakeLLMServer
+from tests.integration import agent_tools  # noqa: F401  (registers the test tools here too)
 from tests.integration.conftest import node, publish, wait_finished
 from tests.integration.runtime import Runtime, wait_for
+from tests.integration.test_agent import MODULES, agent_flow, completion
 from workflows import runs
-from workflows.models import LLMCall, LLMProvider, NodeRun, Run, RunEvent
+from workflows.models import AgentStep, LLMCall, LLMProvider, NodeRun, Run, RunEvent
 from workflows.runtime import bus
 
 # 500 is the issue's figure; a busy 2-core CI box may ask for fewer (SLOTS_TEST_STREAMS).
@@ -73,7 +76,7 @@ def heartbeat(worker: str) -> dict[str, Any]:
 
 
 def in_flight(fake: FakeLLMServer, count: int, timeout: float = 120) -> None:
-    wait_for(lambda: fake.open_streams >= count, timeout, f"{count} calls in flight at the provider")
+    wait_for(lambda: fake.held >= count, timeout, f"{count} calls held in flight at the provider")
 
 
 def all_finished(started: list[Run], timeout: float = 180) -> list[Run]:
@@ -208,3 +211,45 @@ def test_slots_never_run_more_calls_of_a_node_than_its_cap(rt: Runtime, fake: Fa
 
     assert_answered_once_each(started)
     assert fake.most_open == 3
+
+
+AGENTS = int(os.environ.get("SLOTS_TEST_AGENTS", "100"))
+
+
+def second_turn(request: Any) -> bool:
+    return any(m["role"] == "tool" for m in request["messages"])
+
+
+def note_then_answer(request: Any) -> dict[str, Any]:
+    """Turn 1: call test.record with the user's words; turn 2: answer."""
+    who = request["messages"][-1]["content"] if not second_turn(request) else ""
+    if who:
+        return completion(None, ("test__record", {"note": who}))
+    return completion("Noted.")
+
+
+def test_a_worker_killed_with_many_agents_mid_loop_repeats_no_recorded_step(
+    rt: Runtime, fake: FakeLLMServer, tmp_path: Path
+) -> None:
+    fake.gated, fake.reply = second_turn, note_then_answer  # every agent holds at its second turn
+    rt.env["SWITCHYARD_HANDLER_MODULES"] = MODULES
+    start(rt, "w1")
+    log = tmp_path / "tools.log"
+    agent = publish("agents", agent_flow(["test.record"], max_attempts=1))
+    started = [runs.start_run(agent, {"who": f"u{n}", "log": str(log)})[0] for n in range(AGENTS)]
+    in_flight(fake, AGENTS)
+
+    rt.kill("w1")
+    fake.go.set()
+    rt.worker("w2")
+
+    assert {r.status for r in all_finished(started)} == {"succeeded"}
+    recorded = AgentStep.objects.filter(node_run__run__in=started)
+    per_run = recorded.values("node_run_id").annotate(n=Count("id"))
+    assert {r["n"] for r in per_run} == {3} and len(per_run) == AGENTS
+    assert sorted(set(recorded.values_list("seq", "kind", "attempt"))) == [
+        (1, "turn", 1),
+        (2, "tool", 1),
+        (3, "turn", 2),
+    ]
+    assert len(log.read_text().splitlines()) == AGENTS, "each tool call ran once"

@@ -44,6 +44,11 @@ class SlotsBench(Bench):
         cmd = [python, "manage.py", "runscheduler", "--name", "slots-s1"]
         self.procs.append(harness.spawn(cmd, "scheduler", "scheduler", self.env, self.logdir))
 
+    def cpu_seconds(self, group: str) -> float:
+        """CPU time (user + system) of a group's processes so far."""
+        times = [psutil.Process(p.popen.pid).cpu_times() for p in self.procs if p.group == group]
+        return sum(t.user + t.system for t in times)
+
     def worker_rss(self) -> int:
         return sum(psutil.Process(p.popen.pid).memory_info().rss for p in self.procs if p.group == "workers")
 
@@ -68,6 +73,8 @@ def run_streams(bench: SlotsBench, args: argparse.Namespace, base_url: str) -> d
     versions.publish_version(versions.create_version(workflow, {"nodes": [node], "edges": []}))
     workflow.refresh_from_db()
     began = time.perf_counter()
+    cpu_before = {g: bench.cpu_seconds(g) for g in ("workers", "scheduler")}
+    own_before = sum(psutil.Process().cpu_times()[:2])
     ids = [bench.runs.start_run(workflow, {"n": n})[0].pk for n in range(args.streams)]
     peak_rss = 0
     deadline = time.monotonic() + args.tokens / args.rate * 4 + 120
@@ -77,6 +84,8 @@ def run_streams(bench: SlotsBench, args: argparse.Namespace, base_url: str) -> d
         peak_rss = max(peak_rss, bench.worker_rss())
         time.sleep(0.5)
     wall = time.perf_counter() - began
+    cpu = {g: round(bench.cpu_seconds(g) - before, 1) for g, before in cpu_before.items()}
+    cpu["provider (this process)"] = round(sum(psutil.Process().cpu_times()[:2]) - own_before, 1)
     rows = NodeRun.objects.filter(run_id__in=ids)
     ok = rows.filter(status="succeeded")
     tokens = sum(len(o["content"].split()) for o in ok.values_list("output", flat=True))
@@ -90,6 +99,7 @@ def run_streams(bench: SlotsBench, args: argparse.Namespace, base_url: str) -> d
         "ideal_s": round(args.tokens / args.rate, 1),
         "worker_rss_mb_peak_total": round(peak_rss / 2**20),
         "tokens_per_s": round(tokens / wall),
+        "cpu_s": cpu,
     }
 
 

@@ -37,6 +37,7 @@ import asyncio
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -49,7 +50,7 @@ from workflows.core.graph import Node
 from workflows.core.states import NodeStatus
 from workflows.errors import Invalid
 from workflows.runs import check_json_size
-from workflows.runtime import agent, bus, execution, kinds, offload, tally
+from workflows.runtime import agent, attemptlog, bus, execution, kinds, offload, tally
 from workflows.runtime.execution import Claim, Outcome, Result
 
 log = logging.getLogger(__name__)
@@ -75,6 +76,7 @@ class Slots:
     def start(self) -> None:
         global current
         offload.use(self.sync_thread)
+        attemptlog.capture_in_tasks()
         threading.Thread(target=self.loop.run_forever, name="sy-slots", daemon=True).start()
         asyncio.run_coroutine_threadsafe(self.flush_forever(), self.loop)
         current = self
@@ -108,7 +110,9 @@ class Slots:
 
     async def run(self, claim: Claim, node: Node, ctx: handlers.NodeContext, started: datetime) -> None:
         offload.OUTBOX.set(self.outbox)
-        outcome = await attempt_on_loop(node, ctx, f"node {claim.node_id!r}")
+        with attemptlog.captured_in_task() as capture:
+            outcome = await attempt_on_loop(node, ctx, f"node {claim.node_id!r}")
+        outcome = replace(outcome, log=capture.text())
         if outcome.status == NodeStatus.WAITING:  # parked: nothing to store
             self.give_back(1)
             return

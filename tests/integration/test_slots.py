@@ -260,3 +260,16 @@ def test_a_worker_killed_with_many_agents_mid_loop_repeats_no_recorded_step(
         (3, "turn", 2),
     ]
     assert len(log.read_text().splitlines()) == AGENTS, "each tool call ran once"
+
+
+def test_a_worker_without_slots_runs_llm_calls_one_at_a_time_as_before(
+    rt: Runtime, fake: FakeLLMServer
+) -> None:
+    fake.gated = False
+    rt.env["SWITCHYARD_WORKER_SLOTS"] = "0"
+    start(rt, "w1")
+    started = start_runs(chat("one-by-one"), 3)
+
+    assert_answered_once_each(started)
+    assert fake.most_open == 1
+    assert "slots" not in heartbeat("w1")

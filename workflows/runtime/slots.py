@@ -18,7 +18,11 @@ event loop running in a thread of the worker, up to SWITCHYARD_WORKER_SLOTS at o
 Django's ORM never runs on the loop's thread: every statement of the slots (a provider's
 row, an LLM call's record, the flushes) runs on one dedicated sync thread (`offload`), one
 PostgreSQL connection per worker whatever its slot count. Redis writes of streamed text go
-out in one pipeline per flush from the same thread (offload.OUTBOX).
+out in one pipeline per flush from the same thread (offload.OUTBOX). An agent's tool calls
+(plain handlers, which may block or use the ORM) run in asyncio's default thread pool
+(`asyncio.to_thread`: min(32, CPUs + 4) threads, each with its own connection once it uses
+the ORM); a workflow tool parks the attempt there as in the main thread (`agent.Parked`).
+Each slot's attempt captures its own log records (attemptlog.captured_in_task).
 
 Why a thread owns the loop rather than the main thread driving it: the main thread must
 block in RQ's pop and run CPU-bound handlers under SIGALRM, and RQ's work loop is not a

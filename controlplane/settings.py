@@ -246,6 +246,7 @@ class SwitchyardSettings(TypedDict):
     WORKER_LOST_AFTER_SECONDS: float
     FREE_LOST_ATTEMPTS: int
     WORKER_DRAIN_SECONDS: float
+    WORKER_SLOTS: int
     HTTP_TIMEOUT_SECONDS: float
     HTTP_MAX_RESPONSE_BYTES: int
     LLM_BASE_URL: str
@@ -290,6 +291,9 @@ SWITCHYARD: SwitchyardSettings = {
     "FREE_LOST_ATTEMPTS": env_int("SWITCHYARD_FREE_LOST_ATTEMPTS", 3),
     # SIGTERM: a worker finishes its current job within this, else hands its attempts back.
     "WORKER_DRAIN_SECONDS": env_float("SWITCHYARD_WORKER_DRAIN_SECONDS", 5.0),
+    # Attempts of I/O-bound nodes (llm.chat, llm.agent, http.request) one worker process runs
+    # at once as coroutines (runtime/slots.py); 0 runs them one at a time like any handler.
+    "WORKER_SLOTS": env_int("SWITCHYARD_WORKER_SLOTS", 100),
     "HTTP_TIMEOUT_SECONDS": env_float("SWITCHYARD_HTTP_TIMEOUT_SECONDS", 30.0),
     "HTTP_MAX_RESPONSE_BYTES": env_int("SWITCHYARD_HTTP_MAX_RESPONSE_BYTES", 1024 * 1024),
     "LLM_BASE_URL": env_str("LLM_BASE_URL", "http://127.0.0.1:11434/v1"),

@@ -50,7 +50,9 @@ if not (os.environ.get("DATABASE_URL") and os.environ.get("REDIS_URL")):
 # own (gw0 -> 1, gw1 -> 2, ...); pytest-django gives each its own PostgreSQL database
 # (test_switchyard_gw0, ...). The subprocesses a test starts inherit both.
 if (xdist_worker := os.environ.get("PYTEST_XDIST_WORKER", "")).startswith("gw"):
-    os.environ["REDIS_URL"] = urlunsplit(urlsplit(os.environ["REDIS_URL"])._replace(path=f"/{int(xdist_worker[2:]) + 1}"))
+    os.environ["REDIS_URL"] = urlunsplit(
+        urlsplit(os.environ["REDIS_URL"])._replace(path=f"/{int(xdist_worker[2:]) + 1}")
+    )
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
 django.setup()
 

@@ -172,6 +172,8 @@ def build_workers(
                 "per_second": rq.get("per_second", 0.0),
                 "uptime_s": round(now - rq["birth"]) if rq.get("birth") else None,
                 "drained": rq.get("drained", False),
+                "slots": rq.get("slots", 0),
+                "slots_used": rq.get("slots_used", 0),
             }
         )
     schedulers = [

@@ -268,6 +268,8 @@ def rq_workers() -> list[dict[str, Any]]:
                 "failed": beat.get("failed", 0) + worker.failed_job_count,
                 "per_second": beat.get("per_second", 0.0),
                 "drained": worker.name in drained,
+                "slots": beat.get("slots", 0),  # runtime/slots.py: 0 for a worker without slots
+                "slots_used": beat.get("slots_used", 0),
             }
         )
     return found

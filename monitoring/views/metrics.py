@@ -84,10 +84,11 @@ class SwitchyardCollector:
         for name, n in state["depths"].items():
             depth.add_metric([name], n)
         yield depth
-        workers = len(snapshots.alive_workers(state["roster"], time.time()))
+        alive = [name for name, _ in snapshots.alive_workers(state["roster"], time.time())]
         yield GaugeMetricFamily(
-            "switchyard_workers_alive", "Workers whose heartbeat is current.", value=workers
+            "switchyard_workers_alive", "Workers whose heartbeat is current.", value=len(alive)
         )
+        yield worker_slots(sources.worker_beats(alive))
         yield GaugeMetricFamily(
             "switchyard_schedulers_alive",
             "Schedulers whose heartbeat is current.",
@@ -180,3 +181,17 @@ def llm_metrics(found: dict[tuple[str, str], dict[str, float]]) -> Iterator[Metr
         cost.add_metric([provider, model], values.get("cost", 0))
         unpriced.add_metric([provider, model], values.get("unpriced", 0))
     yield from (calls, tokens, cost, unpriced)
+
+
+def worker_slots(beats: dict[str, dict[str, Any]]) -> GaugeMetricFamily:
+    """Each live worker's slots (runtime/slots.py), used and free, from its last heartbeat."""
+    slots = GaugeMetricFamily(
+        "switchyard_worker_slots",
+        "I/O-bound attempts a worker runs at once on its event loop: used and free.",
+        labels=["worker", "state"],
+    )
+    for name, beat in sorted(beats.items()):
+        if beat.get("slots"):
+            slots.add_metric([name, "used"], beat.get("slots_used", 0))
+            slots.add_metric([name, "free"], beat.get("slots_free", 0))
+    return slots

@@ -16,7 +16,9 @@ piece of a tool call) a chunk, `chunk_delay` seconds apart, then a usage chunk a
 `bad_chunk_at=N` sends a chunk that is not JSON in place of chunk N; `streaming=False` makes
 it answer streamed requests with one JSON body, as a provider that cannot stream.
 `stream_chunks` (a list of chunk objects) is streamed as it is, then `data: [DONE]`, in place
-of the cut reply: for malformed streams.
+of the cut reply: for malformed streams. With `gated=True` (or a function of the request JSON
+saying which) every stream waits before its first chunk until `go` is set: a test holds hundreds of calls in flight at once (`open_streams`
+counts them, `most_open` is the highest count seen, `held` how many waited for `go`).
 
 Run it alone for the demo: `python -m tests.fakes.llm_server --port 8011`.
 """
@@ -26,7 +28,8 @@ from __future__ import annotations
 import argparse
 import json
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -73,6 +76,7 @@ def echo_completion(request: Any, model: str = "fake-model") -> dict[str, Any]:
 
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
+    request_queue_size = 1024  # hundreds of calls connect at once (a worker's slots)
     fake: FakeLLMServer
 
     def handle_error(self, request: Any, client_address: Any) -> None:
@@ -112,17 +116,26 @@ class _Handler(BaseHTTPRequestHandler):
             if fake.status == 200 and fake.stream_chunks is not None:
                 self._stream([b"data: " + _encode(c) + b"\n\n" for c in fake.stream_chunks] + [DONE], fake)
             elif fake.status == 200 and fake.wants_stream(parsed, answer):
-                self._stream(completion_chunks(answer), fake)
+                self._stream(completion_chunks(answer), fake, fake.holds(parsed))
             else:
                 self._send(fake.status, answer, fake.content_type)
 
-    def _stream(self, chunks: list[bytes], fake: FakeLLMServer) -> None:
+    def _stream(self, chunks: list[bytes], fake: FakeLLMServer, hold: bool = False) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Connection", "close")
         self.end_headers()
         self.close_connection = True
+        with fake.streaming_now():
+            self._send_chunks(chunks, fake, hold)
+
+    def _send_chunks(self, chunks: list[bytes], fake: FakeLLMServer, hold: bool) -> None:
+        if hold:
+            fake.count_held()
+            while not fake.go.wait(0.05):
+                if fake.stopping.is_set():
+                    return
         for n, chunk in enumerate(chunks):
             if fake.drop_after is not None and n >= fake.drop_after:
                 return
@@ -171,6 +184,7 @@ class FakeLLMServer:
         port: int = 0,
         streaming: bool = True,
         chunk_delay: float = 0.0,
+        gated: bool | Callable[[Any], bool] = False,
     ) -> None:
         self.reply = reply
         self.status = status
@@ -183,6 +197,11 @@ class FakeLLMServer:
         self.bad_chunk_at: int | None = None
         self.stream_chunks: list[dict[str, Any]] | None = None
         self.chunks_sent = 0
+        self.gated = gated
+        self.go = threading.Event()
+        self.open_streams = 0
+        self.held = 0  # streams that waited for `go` (each counted once)
+        self.most_open = 0
         self.requests: list[RecordedRequest] = []
         self.stopping = threading.Event()
         self._lock = threading.Lock()
@@ -219,6 +238,18 @@ class FakeLLMServer:
             self._thread.join(timeout=5)
         self._server = self._thread = None
 
+    @contextmanager
+    def streaming_now(self) -> Iterator[None]:
+        """Count a stream as open while it is being sent."""
+        with self._lock:
+            self.open_streams += 1
+            self.most_open = max(self.most_open, self.open_streams)
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.open_streams -= 1
+
     def record(self, request: RecordedRequest) -> None:
         with self._lock:
             self.requests.append(request)
@@ -227,6 +258,14 @@ class FakeLLMServer:
         """Stream when asked to, able to, and the answer is a completion."""
         asked = isinstance(request, dict) and request.get("stream") is True
         return self.streaming and asked and isinstance(answer, dict) and "choices" in answer
+
+    def count_held(self) -> None:
+        with self._lock:
+            self.held += 1
+
+    def holds(self, request: Any) -> bool:
+        """Whether this request's stream waits for `go` (see `gated`)."""
+        return self.gated(request) if callable(self.gated) else self.gated
 
     def answer(self, request: Any) -> Any:
         """Return the configured reply for a request, or the echo completion."""

@@ -329,3 +329,25 @@ def test_an_idle_worker_stops_at_once_and_stop_after_current_job_ends_the_loop_a
     executed = [value for name, value in stopping.calls if name == "execute"]
     assert executed == ["syb-first"], broken(7, "the work loop ends after a job once _stop_requested is set")
     assert signal.getsignal(signal.SIGTERM) == stopping.request_force_stop
+
+
+# 10. Slots: the stop leaves RQ's loop and returns to NodeWorker.work
+
+
+def test_a_stop_raised_out_of_the_pop_ends_rqs_loop_and_work_returns_to_its_caller(
+    queue: Queue, signals_kept: None
+) -> None:
+    class StopsWhileWaitingForASlot(RecordingWorker):
+        def dequeue_job_and_maintain_ttl(self, timeout: int | None, max_idle_time: int | None = None) -> Any:
+            self.calls.append(("dequeue", None))
+            raise StopRequested  # what SIGTERM raises while NodeWorker waits for a free slot
+
+    worker = StopsWhileWaitingForASlot([queue], connection=queue.connection)
+
+    returned = SimpleWorker.work(worker)  # not burst: only the stop can end it
+
+    assert returned is False, broken(10, "work returns to its caller after a StopRequested out of the pop")
+    assert [name for name, _ in worker.calls].count("dequeue") == 1
+    assert queue.connection.hget(worker.key, "death"), broken(
+        10, "work tears the worker down before returning"
+    )

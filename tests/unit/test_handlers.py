@@ -75,6 +75,28 @@ def test_node_registers_the_function_with_its_docstring_and_schema() -> None:
     assert handler.batchable is False
 
 
+async def documented_on_loop(ctx: handlers.NodeContext) -> dict[str, Any]:
+    return {}
+
+
+def test_a_handler_given_a_coroutine_is_io_bound_and_a_batchable_one_cannot_be() -> None:
+    registry = Registry()
+    registry.node("team.wait")(documented)
+    registry.node("team.quick", batchable=True)(also_documented)
+    registry.add_coroutine("team.wait", documented_on_loop)
+
+    assert registry.get("team.wait").io_bound and registry.get("team.wait").func is documented
+    with pytest.raises(ValueError, match="batchable"):
+        registry.add_coroutine("team.quick", documented_on_loop)
+    assert not registry.get("team.quick").io_bound
+
+
+def test_the_built_in_handlers_that_wait_on_io_are_the_io_bound_ones() -> None:
+    io_bound = {name for name, h in handlers.registered().items() if h.io_bound}
+    assert {"llm.chat", "http.request"} <= io_bound
+    assert not io_bound & {"core.noop", "core.delay", "core.echo"}
+
+
 def test_a_duplicate_name_is_refused_naming_both_functions() -> None:
     registry = Registry()
     registry.node("team.step")(documented)

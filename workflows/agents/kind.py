@@ -21,3 +21,9 @@ class AgentLoop(Task):
 
     def began(self, node: Node, ctx: handlers.NodeContext, job_started: datetime) -> datetime:
         return steps.attempt_began(ctx.node_run_id, ctx.attempt, job_started)
+
+    def is_io_bound(self, node: Node) -> bool:
+        return True  # model turns and tool calls: waits, each a durable step
+
+    async def execute_on_loop(self, node: Node, ctx: handlers.NodeContext) -> Any:
+        return await loop.run_agent_on_loop(node, ctx)

@@ -22,6 +22,7 @@ How a tool call can end:
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import time
@@ -40,9 +41,10 @@ from workflows.core import agent as core
 from workflows.core.graph import Node
 from workflows.handlers.builtin import time_budget
 from workflows.llm import client, providers, streams
-from workflows.llm.handler import call_recorded, chat_messages, resolve_for
+from workflows.llm.handler import acall_recorded, call_recorded, chat_messages, resolve_for
 from workflows.runtime.kinds import Parked
 from workflows.runtime.limits import ToolTimeout, time_limit
+from workflows.runtime.offload import run_sync
 
 TOOL_RETRY_PAUSE_SECONDS = 0.2  # doubled after each failed try of a tool call
 
@@ -136,45 +138,86 @@ def offer_tools(names: list[str], workflows: Sequence[str] = ()) -> Offer:
     return Offer(specs, allowed)
 
 
+@dataclass(frozen=True)
+class Turn:
+    """One model turn about to be asked: its step number, key, messages and time budget."""
+
+    seq: int
+    key: str
+    messages: list[dict[str, Any]]
+    request: dict[str, Any]
+    started: datetime
+    budget: float
+
+    def call_arguments(self, loop: Loop) -> dict[str, Any]:
+        """What `client.complete` (or `acomplete`) is given for this turn."""
+        return {
+            "tools": loop.offer.specs or None,
+            "options": call_options(loop.ctx.config),
+            "idempotency_key": self.key,
+            "timeout_seconds": self.budget,
+            "where": loop.where,
+            "on_delta": loop.writer.on_delta if loop.writer else None,
+            "on_calls": loop.writer.on_calls if loop.writer else None,
+        }
+
+
 def take_turn(loop: Loop) -> core.Step:
     """Ask the model once, streaming its text; record the turn (or its failure) and return it.
 
     The stream marks the turn `recorded` only after its step is in Postgres: a turn cut
     short (a kill, a malformed answer) is never a step, and the next attempt asks again.
     """
-    seq = loop.take_seq()
-    key = f"{loop.ctx.run_id}:{loop.ctx.node_id}:turn:{seq}"
-    messages = core.conversation(loop.opening, loop.steps)
-    request = {"messages": messages[len(messages) - new_messages(loop) :], "message_count": len(messages)}
-    request["tools"] = [spec["function"]["name"] for spec in loop.offer.specs]
-    started = timezone.now()
-    budget = time_budget(
-        loop.ctx, loop.ctx.config.get("timeout_seconds") or loop.endpoint.timeout_seconds, loop.where
-    )
-    if loop.writer:
-        loop.writer.begin_turn(seq, 1 + sum(1 for s in loop.steps if s.kind == core.TURN))
+    turn = begin_turn(loop)
     try:
         completion = call_recorded(
             loop.ctx,
             loop.endpoint,
-            lambda: client.complete(
-                loop.endpoint,
-                messages,
-                tools=loop.offer.specs or None,
-                options=call_options(loop.ctx.config),
-                idempotency_key=key,
-                timeout_seconds=budget,
-                where=loop.where,
-                on_delta=loop.writer.on_delta if loop.writer else None,
-                on_calls=loop.writer.on_calls if loop.writer else None,
-            ),
-            step=f"turn {seq}",
+            lambda: client.complete(loop.endpoint, turn.messages, **turn.call_arguments(loop)),
+            step=f"turn {turn.seq}",
         )
     except BaseException as exc:  # recorded, then re-raised: the attempt fails with it
-        error = record_failure(loop, seq, core.TURN, key, started, exc, request=request)
-        if loop.writer:
-            loop.writer.end_turn(streams.FAILED, error=error)
+        failed_turn(
+            loop,
+            turn,
+            record_failure(loop, turn.seq, core.TURN, turn.key, turn.started, exc, request=turn.request),
+        )
         raise
+    step, calls = record_turn(loop, turn, completion)
+    recorded_turn(loop, completion, calls)
+    return step
+
+
+def begin_turn(loop: Loop) -> Turn:
+    """Take the turn's step number and build its request; mark its start in the stream."""
+    seq = loop.take_seq()
+    messages = core.conversation(loop.opening, loop.steps)
+    request = {"messages": messages[len(messages) - new_messages(loop) :], "message_count": len(messages)}
+    request["tools"] = [spec["function"]["name"] for spec in loop.offer.specs]
+    budget = time_budget(
+        loop.ctx, loop.ctx.config.get("timeout_seconds") or loop.endpoint.timeout_seconds, loop.where
+    )
+    turn = Turn(
+        seq, f"{loop.ctx.run_id}:{loop.ctx.node_id}:turn:{seq}", messages, request, timezone.now(), budget
+    )
+    if loop.writer:
+        loop.writer.begin_turn(seq, 1 + sum(1 for s in loop.steps if s.kind == core.TURN))
+    return turn
+
+
+def failed_turn(loop: Loop, turn: Turn, error: str) -> None:
+    if loop.writer:
+        loop.writer.end_turn(streams.FAILED, error=error)
+
+
+def recorded_turn(loop: Loop, completion: client.Completion, calls: list[core.Call]) -> None:
+    if loop.writer:
+        names = [c.name for c in calls]
+        loop.writer.end_turn(streams.RECORDED, finish_reason=completion.finish_reason, tool_calls=names)
+
+
+def record_turn(loop: Loop, turn: Turn, completion: client.Completion) -> tuple[core.Step, list[core.Call]]:
+    """Record the answered turn as a step (Postgres); return it and its tool calls."""
     calls = [as_call(c) for c in completion.tool_calls]
     response = {
         "content": completion.text,
@@ -182,30 +225,88 @@ def take_turn(loop: Loop) -> core.Step:
     }
     agents.record_step(
         loop.at,
-        seq,
+        turn.seq,
         core.TURN,
         core.OK,
-        key,
-        started,
+        turn.key,
+        turn.started,
         timezone.now(),
-        request=request,
+        request=turn.request,
         response=response,
         model=completion.model or loop.endpoint.model,
         finish_reason=completion.finish_reason or "",
         input_tokens=completion.input_tokens,
         output_tokens=completion.output_tokens,
     )
-    if loop.writer:
-        names = [c.name for c in calls]
-        loop.writer.end_turn(streams.RECORDED, finish_reason=completion.finish_reason, tool_calls=names)
     return core.Step(
-        seq,
+        turn.seq,
         core.TURN,
         content=completion.text or "",
         calls=tuple(calls),
         input_tokens=completion.input_tokens or 0,
         output_tokens=completion.output_tokens or 0,
-    )
+    ), calls
+
+
+# --- in a worker's slot (runtime/slots.py) ----------------------------------------------------
+
+
+async def run_agent_on_loop(node: Node, ctx: handlers.NodeContext) -> dict[str, Any]:
+    """`run_agent` in a worker's slot: model turns awaited, steps written on the sync thread,
+    tool calls made in a thread of their own (`asyncio.to_thread`).
+
+    A tool is a plain handler that may block or use the ORM, so it runs off the loop; off
+    the main thread SIGALRM cannot cut it, and its limit is its context's deadline, which the
+    built-in tools honour (time_budget), and the node's timeout around the whole attempt.
+    """
+    writer = await run_sync(streams.writer_for, ctx)
+    loop = await run_sync(start_loop, ctx, writer)
+
+    async def produce() -> dict[str, Any]:
+        return await run_loop_on_loop(loop)
+
+    return await streams.astreamed(writer, produce)
+
+
+async def run_loop_on_loop(loop: Loop) -> dict[str, Any]:
+    """`run_loop`, awaited."""
+    ctx = loop.ctx
+    max_steps = int(ctx.config.get("max_steps", 10))
+    while True:
+        move = core.next_move(loop.steps, max_steps, str(ctx.config.get("on_max_steps", core.FAIL)))
+        if isinstance(move, core.Finish):
+            return output_of(loop, move)
+        if isinstance(move, core.OutOfSteps):
+            raise handlers.HandlerError(
+                f"{loop.where} reached max_steps ({move.turns} model turns) without a final answer; "
+                "raise max_steps, or set on_max_steps to finish to keep the last text."
+            )
+        if isinstance(move, core.CallModel):
+            step = await take_turn_on_loop(loop)
+        else:
+            step = await asyncio.to_thread(call_tool, loop, move)
+        loop.steps.append(step)
+
+
+async def take_turn_on_loop(loop: Loop) -> core.Step:
+    """`take_turn`, awaited: the stream's markers are written from the loop, in order with its text."""
+    turn = begin_turn(loop)
+    try:
+        completion = await acall_recorded(
+            loop.ctx,
+            loop.endpoint,
+            lambda: client.acomplete(loop.endpoint, turn.messages, **turn.call_arguments(loop)),
+            step=f"turn {turn.seq}",
+        )
+    except BaseException as exc:  # recorded, then re-raised: the attempt fails with it
+        error = await run_sync(
+            record_failure, loop, turn.seq, core.TURN, turn.key, turn.started, exc, request=turn.request
+        )
+        failed_turn(loop, turn, error)
+        raise
+    step, calls = await run_sync(record_turn, loop, turn, completion)
+    recorded_turn(loop, completion, calls)
+    return step
 
 
 def new_messages(loop: Loop) -> int:

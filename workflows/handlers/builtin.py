@@ -27,7 +27,7 @@ from urllib.parse import quote, urlsplit
 import httpx
 import jsonschema
 
-from workflows.handlers.registry import HandlerError, NodeContext, node
+from workflows.handlers.registry import HandlerError, NodeContext, node, on_loop
 
 log = logging.getLogger(__name__)
 
@@ -295,6 +295,56 @@ def send(
     )
 
 
+async def asend(
+    method: str,
+    url: str,
+    *,
+    headers: httpx.Headers,
+    body: dict[str, Any],
+    timeout: float,
+    max_bytes: int,
+    where: str,
+) -> Reply:
+    """`send`, awaited (a client per request, as `send`: redirects and pools stay per call)."""
+    label = f"{where}: {method} {shown_url(url)}"
+    deadline = time.monotonic() + timeout
+    try:
+        async with (
+            httpx.AsyncClient(timeout=timeout, follow_redirects=False) as client,
+            client.stream(method, url, headers=headers, **body) as response,
+        ):
+            data = await aread_capped(response, max_bytes, deadline, label)
+    except httpx.TimeoutException as exc:
+        raise HandlerError(f"{label} timed out after {timeout:.3g} s.") from exc
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
+        raise HandlerError(f"{label} failed: {type(exc).__name__}: {exc}") from exc
+    return Reply(
+        response.status_code,
+        response.reason_phrase,
+        response.headers.get("content-type", ""),
+        known_encoding(response.charset_encoding),
+        data,
+    )
+
+
+async def aread_capped(response: httpx.Response, max_bytes: int, deadline: float, label: str) -> bytes:
+    """`read_capped`, awaited."""
+    too_big = f"{label}: the response is larger than max_bytes ({max_bytes} bytes); raise max_bytes."
+    declared = response.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > max_bytes:
+        raise HandlerError(too_big)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if size > max_bytes:
+            raise HandlerError(too_big)
+        if time.monotonic() > deadline:
+            raise HandlerError(f"{label} timed out while reading the response.")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def read_capped(response: httpx.Response, max_bytes: int, deadline: float, label: str) -> bytes:
     """Read a streamed body; stop at `max_bytes` or at the deadline with a HandlerError."""
     too_big = f"{label}: the response is larger than max_bytes ({max_bytes} bytes); raise max_bytes."
@@ -379,13 +429,40 @@ def http_request(ctx: NodeContext) -> dict[str, Any]:
         max_bytes=int(ctx.config.get("max_bytes") or switchyard_settings()["HTTP_MAX_RESPONSE_BYTES"]),
         where=where,
     )
+    return http_output(checked(reply, method, url, where))
+
+
+@on_loop("http.request")
+async def http_request_on_loop(ctx: NodeContext) -> dict[str, Any]:
+    """`http_request` in a worker's slot, awaited on httpx's AsyncClient."""
+    where = "http.request"
+    url = request_url(ctx, where)
+    method = str(ctx.config.get("method", "GET")).upper()
+    if method not in HTTP_METHODS:
+        raise HandlerError(
+            f"{where}: config.method must be one of {', '.join(HTTP_METHODS)}, not {method!r}."
+        )
+    reply = await asend(
+        method,
+        url,
+        headers=request_headers(ctx),
+        body=request_body(ctx, where),
+        timeout=time_budget(ctx, ctx.config.get("timeout_seconds"), where),
+        max_bytes=int(ctx.config.get("max_bytes") or switchyard_settings()["HTTP_MAX_RESPONSE_BYTES"]),
+        where=where,
+    )
+    return http_output(checked(reply, method, url, where))
+
+
+def checked(reply: Reply, method: str, url: str, where: str) -> Reply:
+    """The reply if it is 2xx; else the HandlerError that fails the attempt, with the body's start."""
     if not reply.ok:
         detail = snippet(reply.text())
         raise HandlerError(
             f"{where}: {method} {shown_url(url)} answered {reply.status} {reply.reason}"
             + (f": {detail}" if detail else ".")
         )
-    return http_output(reply)
+    return reply
 
 
 def request_url(ctx: NodeContext, where: str) -> str:

@@ -15,7 +15,7 @@ import importlib
 import inspect
 import re
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
@@ -23,6 +23,7 @@ NAME_PATTERN = r"^[a-z][a-z0-9_.]{0,99}$"
 _NAME_RE = re.compile(NAME_PATTERN)
 
 F = TypeVar("F", bound=Callable[..., Any])
+A = TypeVar("A", bound=Callable[..., Awaitable[Any]])
 
 
 class HandlerError(Exception):
@@ -81,7 +82,9 @@ class Handler:
     anything that waits on the network or the clock must leave it False. `tool` makes the
     handler callable by agents, its config schema being the arguments' schema. `schema_from`
     derives the config schema from the other handlers (the agent's list of tools), again
-    whenever one registers.
+    whenever one registers. `on_loop` is the handler's coroutine (`on_loop` decorator): a
+    handler that has one is I/O-bound, and a worker runs its attempts in slots, many at once
+    on its event loop (runtime/slots.py); `func` stays its path everywhere else.
     """
 
     name: str
@@ -91,6 +94,12 @@ class Handler:
     batchable: bool = False
     tool: Tool | None = None
     schema_from: Callable[[Mapping[str, Handler]], dict[str, Any]] | None = None
+    on_loop: Callable[[NodeContext], Awaitable[Any]] | None = None
+
+    @property
+    def io_bound(self) -> bool:
+        """Whether a worker runs this handler's attempts in slots (it waits on I/O)."""
+        return self.on_loop is not None
 
     def summary(self) -> str:
         """Return the first line of the docstring."""
@@ -146,6 +155,13 @@ class Registry:
             )
         self._handlers[handler.name] = handler
         self._derive_schemas()
+
+    def add_coroutine(self, name: str, coroutine: Callable[[NodeContext], Awaitable[Any]]) -> None:
+        """Give the registered handler `name` its coroutine: it is I/O-bound from now on."""
+        handler = self.get(name)
+        if handler.batchable:
+            raise ValueError(f"Handler {name!r} is batchable (CPU only): it cannot wait on I/O in a slot.")
+        self._handlers[name] = replace(handler, on_loop=coroutine)
 
     def _derive_schemas(self) -> None:
         for name, handler in self._handlers.items():
@@ -220,6 +236,21 @@ def node(
     return DEFAULT_REGISTRY.node(
         name, config_schema=config_schema, batchable=batchable, tool=tool, schema_from=schema_from
     )
+
+
+def on_loop(name: str) -> Callable[[A], A]:
+    """Register the decorated coroutine as the I/O-bound path of the handler `name`.
+
+    A worker runs such attempts in slots, many at once on its event loop (runtime/slots.py).
+    The coroutine must not call the Django ORM (the loop's thread has no connection of its
+    own): it hands such work to `runtime.offload.run_sync`.
+    """
+
+    def register(coroutine: A) -> A:
+        DEFAULT_REGISTRY.add_coroutine(name, coroutine)
+        return coroutine
+
+    return register
 
 
 def get_handler(name: str) -> Handler:

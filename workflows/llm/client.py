@@ -5,14 +5,19 @@ OpenAI's shape, finish reason, model, token counts and latency. With `on_delta` 
 a stream (`stream: true`) and hands each text delta over as it arrives; a provider that
 answers with one JSON body instead is read the same way as a non-streamed call.
 
+`acomplete` is the same call as a coroutine (httpx's AsyncClient), for a worker's slots
+(runtime/slots.py): the request, the reading of the answer and the errors are the same.
+
 Every failure is a `HandlerError` that names the provider, the model and `where` (the node),
 with the key redacted: a provider may echo the key back in its error body.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -112,6 +117,58 @@ def complete(
     return parts.completion(call, (time.monotonic() - started) * 1000)
 
 
+async def acomplete(
+    endpoint: Endpoint,
+    messages: list[dict[str, Any]],
+    *,
+    tools: list[dict[str, Any]] | None = None,
+    options: dict[str, Any] | None = None,
+    idempotency_key: str,
+    timeout_seconds: float,
+    where: str,
+    on_delta: OnDelta | None = None,
+    on_calls: OnCalls | None = None,
+) -> Completion:
+    """`complete` as a coroutine: the same request, answer and errors, awaited on httpx's AsyncClient."""
+    started = time.monotonic()
+    call = _Call(endpoint, where, started + timeout_seconds)
+    payload = request_payload(endpoint, messages, tools, options, stream=on_delta is not None)
+    headers = request_headers(endpoint, idempotency_key)
+    try:
+        async with async_http_client().stream(
+            "POST", call.url, headers=headers, json=payload, timeout=timeout_seconds
+        ) as response:
+            if not 200 <= response.status_code < 300:
+                raise call.fail(status_error(response, await aread_body(response, call)))
+            if is_event_stream(response):
+                parts = await aread_stream(response, call, on_delta, on_calls)
+            else:
+                parts = parse_body(await aread_body(response, call), call)
+    except httpx.TimeoutException as exc:
+        raise call.fail(f"POST {shown_url(call.url)} timed out after {timeout_seconds:.3g} s.") from exc
+    except httpx.HTTPError as exc:
+        raise call.fail(f"POST {shown_url(call.url)} failed: {type(exc).__name__}: {exc}") from exc
+    return parts.completion(call, (time.monotonic() - started) * 1000)
+
+
+_async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def async_http_client() -> httpx.AsyncClient:
+    """One AsyncClient per event loop (a client's pool belongs to the loop it runs on).
+
+    No cap on connections: httpx's default of 100 would queue the 101st of a worker's
+    hundreds of slots behind the others' streams, which last for tens of seconds.
+    """
+    loop = asyncio.get_running_loop()
+    if loop not in _async_clients:
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=100)
+        _async_clients[loop] = httpx.AsyncClient(follow_redirects=False, limits=limits)
+    return _async_clients[loop]
+
+
 @cache
 def http_client() -> httpx.Client:
     """One client per process: making one costs 0.4-0.7 s here (its TLS context), and it pools
@@ -147,7 +204,7 @@ def request_headers(endpoint: Endpoint, idempotency_key: str) -> httpx.Headers:
 
 
 def is_event_stream(response: httpx.Response) -> bool:
-    media = response.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    media: str = response.headers.get("content-type", "").split(";", 1)[0].strip().lower()
     return media == "text/event-stream"
 
 
@@ -157,6 +214,20 @@ def read_body(response: httpx.Response, call: _Call) -> bytes:
     chunks: list[bytes] = []
     size = 0
     for chunk in response.iter_bytes():
+        size += len(chunk)
+        if size > limit:
+            raise call.fail(f"the answer is larger than {limit} bytes.")
+        call.check_time()
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def aread_body(response: httpx.Response, call: _Call) -> bytes:
+    """`read_body`, awaited."""
+    limit = int(switchyard_settings()["HTTP_MAX_RESPONSE_BYTES"])
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
         size += len(chunk)
         if size > limit:
             raise call.fail(f"the answer is larger than {limit} bytes.")
@@ -276,14 +347,36 @@ def read_stream(
     raise call.fail("the stream ended before [DONE] (dropped half-way); nothing was kept.")
 
 
+async def aread_stream(
+    response: httpx.Response, call: _Call, on_delta: OnDelta | None, on_calls: OnCalls | None = None
+) -> Parts:
+    """`read_stream`, awaited."""
+    parts = Parts()
+    async for line in response.aiter_lines():
+        data = sse_line(line, call)
+        if data == "[DONE]":
+            return parts
+        if data is not None:
+            add_chunk(parts, data, call, on_delta, on_calls)
+    raise call.fail("the stream ended before [DONE] (dropped half-way); nothing was kept.")
+
+
+def sse_line(line: str, call: _Call) -> str | None:
+    """The `data:` payload of a server-sent event's line; None for its other lines."""
+    call.check_time()
+    if line.startswith("data:"):
+        return line[5:].strip()
+    if line.startswith("{"):
+        raise call.fail(f"a stream line is not a server-sent event: {snippet(line)!r}")
+    return None
+
+
 def sse_data(response: httpx.Response, call: _Call) -> Iterator[str]:
     """Yield the `data:` payload of each server-sent event."""
     for line in response.iter_lines():
-        call.check_time()
-        if line.startswith("data:"):
-            yield line[5:].strip()
-        elif line.startswith("{"):
-            raise call.fail(f"a stream line is not a server-sent event: {snippet(line)!r}")
+        data = sse_line(line, call)
+        if data is not None:
+            yield data
 
 
 def add_chunk(

@@ -10,8 +10,9 @@ from collections.abc import Callable
 from typing import Any
 
 from workflows.handlers.builtin import render_template, template_sources, time_budget
-from workflows.handlers.registry import HandlerError, NodeContext, node
+from workflows.handlers.registry import HandlerError, NodeContext, node, on_loop
 from workflows.llm import client, providers, streams, usage
+from workflows.runtime.offload import run_sync
 
 NAME_FIELD: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": 200}
 CHAT_SCHEMA: dict[str, Any] = {
@@ -67,6 +68,33 @@ def llm_chat(ctx: NodeContext) -> dict[str, Any]:
     return streams.streamed(writer, lambda: chat_output(call_recorded(ctx, endpoint, call)))
 
 
+@on_loop("llm.chat")
+async def llm_chat_on_loop(ctx: NodeContext) -> dict[str, Any]:
+    """`llm_chat` in a worker's slot: the call awaited, the ORM and Redis reads on the sync thread."""
+    where = f"llm.chat node {ctx.node_id!r}"
+    messages = chat_messages(ctx, "llm.chat")
+    endpoint = await run_sync(resolve_for, ctx, where)
+    timeout = time_budget(ctx, ctx.config.get("timeout_seconds") or endpoint.timeout_seconds, where)
+    options = {k: ctx.config[k] for k in OPTION_KEYS if k in ctx.config}
+    writer = await run_sync(streams.writer_for, ctx)
+
+    async def call() -> client.Completion:
+        return await client.acomplete(
+            endpoint,
+            messages,
+            options=options,
+            idempotency_key=ctx.idempotency_key,
+            timeout_seconds=timeout,
+            where=where,
+            on_delta=writer.on_delta if writer else None,
+        )
+
+    async def produce() -> dict[str, Any]:
+        return chat_output(await acall_recorded(ctx, endpoint, call))
+
+    return await streams.astreamed(writer, produce)
+
+
 def resolve_for(ctx: NodeContext, where: str) -> providers.Endpoint:
     """Resolve the node's provider and model; say which node asked when they are unknown."""
     try:
@@ -89,6 +117,34 @@ def call_recorded(
         raise
     if ctx.node_run_id:
         usage.record_call(node_run_id=ctx.node_run_id, endpoint=endpoint, completion=completion, step=step)
+    return completion
+
+
+async def acall_recorded(
+    ctx: NodeContext, endpoint: providers.Endpoint, call: Any, step: str = ""
+) -> client.Completion:
+    """`call_recorded` for a coroutine: the call awaited, its row written on the sync thread."""
+    try:
+        completion: client.Completion = await call()
+    except HandlerError as exc:
+        if ctx.node_run_id:
+            await run_sync(
+                usage.record_call,
+                node_run_id=ctx.node_run_id,
+                endpoint=endpoint,
+                completion=None,
+                error=str(exc),
+                step=step,
+            )
+        raise
+    if ctx.node_run_id:
+        await run_sync(
+            usage.record_call,
+            node_run_id=ctx.node_run_id,
+            endpoint=endpoint,
+            completion=completion,
+            step=step,
+        )
     return completion
 
 

@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 from workflows.core.toolcalls import ToolCalls
 from workflows.handlers import HandlerError, NodeContext
-from workflows.runtime import bus
+from workflows.runtime import bus, offload
 from workflows.store.models import NodeRun
 
 FEED = "sy:llm:live"
@@ -133,13 +133,25 @@ class TextWriter:
         self.write({END_FIELD: json.dumps(end), "o": str(self.written)})
 
     def write(self, fields: dict[str, str]) -> None:
-        key = text_key(self.attempt.node_run_id, self.attempt.attempt)
+        """Write an entry now, or, in a worker's slot, into the slots' next batched write."""
+        outbox = offload.OUTBOX.get()
+        if outbox is not None:
+            outbox.append(lambda pipe: self.add_commands(pipe, fields))
+            return
         pipe = bus.client().pipeline(transaction=False)
+        self.add_commands(pipe, fields)
+        pipe.execute()
+
+    def add_commands(self, pipe: Any, fields: dict[str, str]) -> None:
+        key = text_key(self.attempt.node_run_id, self.attempt.attempt)
         pipe.xadd(key, cast(bus.StreamFields, fields))
         pipe.expire(key, TEXT_TTL_SECONDS)
-        feed = {**fields, **self.attempt.feed_fields()}
-        pipe.xadd(FEED, cast(bus.StreamFields, feed), maxlen=FEED_MAXLEN, approximate=True)
-        pipe.execute()
+        pipe.xadd(
+            FEED,
+            cast(bus.StreamFields, {**fields, **self.attempt.feed_fields()}),
+            maxlen=FEED_MAXLEN,
+            approximate=True,
+        )
 
 
 def preview(arguments: str) -> str:
@@ -167,6 +179,21 @@ def streamed(writer: TextWriter | None, produce: Callable[[], dict[str, Any]]) -
     """Produce a node's output, then end the attempt's stream with it, or with the HandlerError."""
     try:
         output = produce()
+    except HandlerError as exc:
+        if writer:
+            writer.finish(error=str(exc))
+        raise
+    if writer:
+        writer.finish(output)
+    return output
+
+
+async def astreamed(
+    writer: TextWriter | None, produce: Callable[[], Awaitable[dict[str, Any]]]
+) -> dict[str, Any]:
+    """`streamed` for a coroutine (a worker's slot)."""
+    try:
+        output = await produce()
     except HandlerError as exc:
         if writer:
             writer.finish(error=str(exc))

@@ -19,7 +19,7 @@ import time
 import traceback
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from django.conf import settings
 from django.utils import timezone
@@ -96,13 +96,23 @@ class Result:
         }
 
 
-def run_batch(items: list[Item], worker: str, given: Given | None = None) -> int:
+class SlotPool(Protocol):
+    """Where a worker runs I/O-bound attempts, many at once (runtime/slots.py)."""
+
+    def submit(self, claim: Claim, outputs: dict[str, Any]) -> None: ...
+
+
+def run_batch(
+    items: list[Item], worker: str, given: Given | None = None, slots: SlotPool | None = None
+) -> int:
     """Execute the claimable attempts among (noderun id, attempt, version id, node id).
 
     Attempts in `given` come from a direct job (jobs.claim_and_enqueue), which brought what
     they are given: they run without a claim, stay queued meanwhile, and their results are
     stored only if they are still queued at that attempt (a cancel or a newer attempt
-    drops them). Return how many ran.
+    drops them). With `slots`, claimed attempts of I/O-bound nodes (kinds.is_io_bound) are
+    handed to them, recorded running, and this returns without waiting for them: the slots
+    store their results. Return how many ran or were handed over.
     """
     given = given or {}
     claims, upstream = claim([item for item in items if item[0] not in given], worker)
@@ -112,6 +122,9 @@ def run_batch(items: list[Item], worker: str, given: Given | None = None) -> int
     results: list[Result] = []
     oldest = 0.0
     for c in claims:
+        if slots is not None and not c.direct and kinds.is_io_bound(node_of(c)):
+            slots.submit(c, upstream.get(c.run_id, {}))
+            continue
         result = Result(c, *execute(c, upstream.get(c.run_id, {})))
         if result.outcome.status == NodeStatus.WAITING:  # parked (kinds.Parked): nothing to store
             continue
@@ -168,12 +181,24 @@ def execute(c: Claim, outputs: dict[str, Any]) -> tuple[Outcome, datetime, datet
     return replace(outcome, log=capture.text()), started, finished
 
 
+def node_of(c: Claim) -> Node:
+    return step_node(load_graph(c.version_id), c.node_id)  # a node, or a compensation step
+
+
 def run_handler(c: Claim, outputs: dict[str, Any]) -> tuple[Outcome, datetime, datetime]:
     """Run one attempt's handler under its time limit; never raises."""
-    node = step_node(load_graph(c.version_id), c.node_id)  # a node, or a compensation step
-    upstream = {p: outputs[p] for p in given_by(load_graph(c.version_id), c.node_id) if p in outputs}
+    node = node_of(c)
     started = timezone.now()
-    ctx = handlers.NodeContext(
+    ctx = context_for(c, node, outputs)
+    outcome = run_attempt(node, ctx, f"node {c.node_id!r}")
+    finished = timezone.now()
+    return outcome, kinds.began(node, ctx, started), finished
+
+
+def context_for(c: Claim, node: Node, outputs: dict[str, Any]) -> handlers.NodeContext:
+    """What the attempt's handler reads; its deadline starts now."""
+    upstream = {p: outputs[p] for p in given_by(load_graph(c.version_id), c.node_id) if p in outputs}
+    return handlers.NodeContext(
         run_id=c.run_id,
         node_id=c.node_id,
         attempt=c.attempt,
@@ -184,9 +209,6 @@ def run_handler(c: Claim, outputs: dict[str, Any]) -> tuple[Outcome, datetime, d
         deadline=time.monotonic() + node.timeout_seconds,
         node_run_id=c.noderun_id,
     )
-    outcome = run_attempt(node, ctx, f"node {c.node_id!r}")
-    finished = timezone.now()
-    return outcome, kinds.began(node, ctx, started), finished
 
 
 def run_attempt(node: Node, ctx: handlers.NodeContext, what: str) -> Outcome:
@@ -202,16 +224,21 @@ def run_attempt(node: Node, ctx: handlers.NodeContext, what: str) -> Outcome:
     except kinds.Parked:
         return Outcome(NodeStatus.WAITING)
     except NodeTimeout:
-        return Outcome(
-            NodeStatus.FAILED,
-            error=f"{what[0].upper()}{what[1:]} timed out after {node.timeout_seconds:g} s.",
-        )
+        return timed_out(node, what)
     except (handlers.HandlerError, Invalid) as exc:
         return Outcome(NodeStatus.FAILED, error=str(exc))
     except Exception as exc:  # the one catch-all boundary: any handler bug fails the attempt
-        return Outcome(
-            NodeStatus.FAILED, error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc()
-        )
+        return crashed(exc)
+
+
+def timed_out(node: Node, what: str) -> Outcome:
+    return Outcome(
+        NodeStatus.FAILED, error=f"{what[0].upper()}{what[1:]} timed out after {node.timeout_seconds:g} s."
+    )
+
+
+def crashed(exc: Exception) -> Outcome:
+    return Outcome(NodeStatus.FAILED, error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc())
 
 
 def finish(results: list[Result], worker: str) -> tuple[list[int], list[transitions.NodeRow]]:

@@ -96,6 +96,14 @@ class NodeKind(Protocol):
         """When the attempt this job ran began (an attempt may span several jobs)."""
         ...
 
+    def is_io_bound(self, node: Node) -> bool:
+        """Whether its attempts wait on I/O, so a worker runs them in slots (runtime/slots.py)."""
+        ...
+
+    async def execute_on_loop(self, node: Node, ctx: handlers.NodeContext) -> Any:
+        """Run one attempt as a coroutine on the worker's loop (only when `is_io_bound`)."""
+        ...
+
 
 class Task:
     """Call the node's handler once per attempt."""
@@ -111,6 +119,14 @@ class Task:
     def began(self, node: Node, ctx: handlers.NodeContext, job_started: datetime) -> datetime:
         return job_started
 
+    def is_io_bound(self, node: Node) -> bool:
+        return handlers.get_handler(node.handler).io_bound
+
+    async def execute_on_loop(self, node: Node, ctx: handlers.NodeContext) -> Any:
+        coroutine = handlers.get_handler(node.handler).on_loop
+        assert coroutine is not None, f"node {node.id!r} is not I/O-bound"
+        return await coroutine(ctx)
+
 
 class Mapper(Task):
     """Run the node's handler once per item of a list, the node waiting meanwhile (runtime/mapping.py)."""
@@ -119,6 +135,9 @@ class Mapper(Task):
 
     def claim(self, rows: list[jobs.Ready], workers: int, status: NodeStatus) -> int:
         return mapping.enter_maps(rows, status, workers)
+
+    def is_io_bound(self, node: Node) -> bool:
+        return False  # its items run one at a time (runtime/items.py), whatever the handler
 
 
 class HoldsNoWorker:
@@ -131,6 +150,12 @@ class HoldsNoWorker:
 
     def began(self, node: Node, ctx: handlers.NodeContext, job_started: datetime) -> datetime:
         return job_started
+
+    def is_io_bound(self, node: Node) -> bool:
+        return False
+
+    async def execute_on_loop(self, node: Node, ctx: handlers.NodeContext) -> Any:
+        raise handlers.HandlerError(f"Node {node.id!r} waits ({self.name}); it never runs in a worker.")
 
 
 KINDS: dict[str, NodeKind] = {TASK: Task(), MAP: Mapper()}
@@ -146,6 +171,21 @@ def began(node: Node, ctx: handlers.NodeContext, job_started: datetime) -> datet
     run began in an earlier job, so its span covers the whole attempt, the wait included
     (as a waiting node's attempt does)."""
     return kind_of(node).began(node, ctx, job_started)
+
+
+def is_io_bound(node: Node) -> bool:
+    """Whether a worker runs this node's attempts in slots, as coroutines (runtime/slots.py).
+
+    Each kind decides, in one place: an agent loop (its turns and tool calls) and a task whose
+    handler registered a coroutine (`on_loop`: llm.chat, http.request) wait on I/O;
+    everything else runs one at a time under SIGALRM.
+    """
+    return kind_of(node).is_io_bound(node)
+
+
+async def execute_on_loop(node: Node, ctx: handlers.NodeContext) -> Any:
+    """Run one attempt of an I/O-bound node (`is_io_bound`) as a coroutine; return its output."""
+    return await kind_of(node).execute_on_loop(node, ctx)
 
 
 def kind_of(node: Node) -> NodeKind:

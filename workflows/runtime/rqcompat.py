@@ -49,6 +49,11 @@ Assumptions about RQ 3.0, and why each is needed:
    `run_maintenance_tasks()` now and then, and quits on any exception from them (a Redis
    TimeoutError: "Redis connection timeout, quitting"); only its own pop retries a Redis
    that is away. NodeWorker waits both out (`wait_out_redis`).
+10. For slots (runtime/slots.py): a StopRequested raised out of `dequeue_job_and_maintain_ttl`
+   (SIGTERM while NodeWorker waits for a free slot, or in RQ's own pop) ends RQ's work loop,
+   which tears the worker down and returns from `work` rather than exiting: NodeWorker.work
+   then waits for its slots' attempts, its heartbeat thread still beating, until they end or
+   the drain deadline hands them back.
 """
 
 from __future__ import annotations

@@ -38,6 +38,13 @@ worker is busy, and RQ raises StopRequested into whatever is running when it thi
 (a handler then failed with "StopRequested" and the worker carried on; `make run` had to
 SIGKILL it).
 
+Slots (runtime/slots.py): attempts of I/O-bound nodes (LLM calls, HTTP requests) are claimed
+in the main thread, then run as coroutines on the worker's event loop, up to
+SWITCHYARD_WORKER_SLOTS at once, while the main thread goes back to popping; it pops
+nothing while every slot is taken (`wait_for_a_slot`). SIGTERM drains them too: the worker
+takes no new job, its slots finish up to WORKER_DRAIN_SECONDS, and what is still running
+then is handed back as above.
+
 Everything this relies on in RQ beyond its public API (the methods overridden here, the
 queue and job layout the take reads, the intermediate list) is reached through, and
 listed in, `rqcompat`.
@@ -63,7 +70,7 @@ from rq import Queue, SimpleWorker
 from rq.job import Job
 
 from workflows.core import priorities
-from workflows.runtime import bus, execution, jobs, mapping, pgsession, reconciler, rqcompat, tally
+from workflows.runtime import bus, execution, jobs, mapping, pgsession, reconciler, rqcompat, slots, tally
 from workflows.runtime import items as map_items
 from workflows.runtime.outages import MAX_DELAY_SECONDS, STORES_AWAY, Outage
 
@@ -89,7 +96,7 @@ def start_heartbeat(name: str, also: Callable[[], None] | None = None) -> None:
 
 
 def beat(name: str) -> None:
-    fields = {"pid": os.getpid(), **tally.snapshot()}
+    fields = {"pid": os.getpid(), **tally.snapshot(), **slots.snapshot()}
     bus.beat_worker(name, settings.SWITCHYARD["WORKER_LOST_AFTER_SECONDS"], fields)
 
 
@@ -138,6 +145,8 @@ class NodeWorker(SimpleWorker):
     drain_requested = False  # written by the heartbeat thread (beat_rq)
     listening = False  # inside RQ's pop loop and nothing popped yet
     in_node_job = False  # RQ's own state says idle during a node job (the lean path)
+    slots: slots.Slots | None = None  # I/O-bound attempts in flight (started by `work`)
+    stopping = False  # SIGTERM came: the drain deadline is running
 
     def __init__(self, queues: Any, *args: Any, **kwargs: Any) -> None:
         given = [queues] if isinstance(queues, str | Queue) else list(queues)
@@ -152,20 +161,34 @@ class NodeWorker(SimpleWorker):
         return min(super().dequeue_timeout, DRAIN_POLL_SECONDS)
 
     def request_stop(self, signum: int, frame: Any) -> None:
-        """SIGTERM or Ctrl-C: finish the current node job, or hand it back at the deadline."""
+        """SIGTERM or Ctrl-C: finish the current node job and the slots' attempts, or hand
+        them back at the deadline."""
+        if self.is_holding_attempts and not self.stopping:
+            self.stopping = True
+            deadline = settings.SWITCHYARD["WORKER_DRAIN_SECONDS"]
+            log.warning(
+                "worker %s: stopping; finishing its current job and %d slots (handed back after %g s)",
+                self.name,
+                self.slots.used if self.slots else 0,
+                deadline,
+            )
+            timer = threading.Timer(deadline, self.hand_back_and_exit, args=(deadline,))
+            timer.daemon = True  # a worker that finished in time exits now, not at the deadline
+            timer.start()
         if not self.in_node_job:
-            super().request_stop(signum, frame)  # idle, or an RQ job that RQ knows about
+            # Idle in the pop (RQ raises StopRequested out of it), or an RQ job that RQ knows
+            # about; `work` then waits for the slots.
+            super().request_stop(signum, frame)  # type: ignore[no-untyped-call]  # RQ's Worker.request_stop has no annotations
             return
-        deadline = settings.SWITCHYARD["WORKER_DRAIN_SECONDS"]
-        log.warning(
-            "worker %s: stopping; finishing its current job (handed back after %g s)", self.name, deadline
-        )
         rqcompat.stop_after_current_job(self)
-        threading.Timer(deadline, self.hand_back_and_exit, args=(deadline,)).start()
+
+    @property
+    def is_holding_attempts(self) -> bool:
+        return self.in_node_job or (self.slots is not None and self.slots.busy)
 
     def hand_back_and_exit(self, deadline: float) -> None:
         """The drain deadline passed mid-job: fail this worker's running attempts as lost, exit."""
-        if not self.in_node_job:
+        if not self.is_holding_attempts:
             return  # it finished in time and RQ's loop is stopping
         handed = reconciler.hand_back(
             self.name, f"Worker {self.name} was stopped; not done within the {deadline:g} s drain."
@@ -199,8 +222,14 @@ class NodeWorker(SimpleWorker):
 
     def work(self, *args: Any, **kwargs: Any) -> bool:
         pgsession.plan_generically()
+        self.slots = slots.start(self.name)
         start_heartbeat(self.name, also=self.beat_rq)
-        return super().work(*args, **kwargs)
+        try:
+            return super().work(*args, **kwargs)
+        finally:
+            if self.slots is not None and self.slots.busy:
+                log.info("worker %s: waiting for %d slots to finish", self.name, self.slots.used)
+                self.slots.wait_idle()  # the drain's deadline (hand_back_and_exit) bounds it
 
     @cached_property
     def take_batchable(self) -> Script:
@@ -248,6 +277,8 @@ class NodeWorker(SimpleWorker):
         """
         while True:
             self.wait_while_drained()
+            if not self.wait_for_a_slot():
+                continue
             self.pops += 1
             self._ordered_queues = (
                 self.plain_first if self.pops % priorities.AGING_EVERY == 0 else self.urgent_first
@@ -269,6 +300,13 @@ class NodeWorker(SimpleWorker):
         self.companions = tuple(batch[1:])
         return batch[0], queue
 
+    def wait_for_a_slot(self) -> bool:
+        """Wait (up to DRAIN_POLL_SECONDS) until a slot is free: a job popped meanwhile might be
+        I/O-bound, and the queue keeps it for another worker rather than this one holding it."""
+        if self.slots is None:
+            return True
+        return self.slots.wait_free(DRAIN_POLL_SECONDS)  # a SIGTERM meanwhile: StopRequested
+
     def execute_job(self, job: Job, queue: Queue) -> None:
         if job.func_name == mapping.TASK:  # map items: the same lean path as node jobs
             self.companions = ()
@@ -289,7 +327,8 @@ class NodeWorker(SimpleWorker):
         self.in_node_job = True
         try:
             items = [item for j in batch for item in j.args[0]]
-            execution.run_batch(items, self.name, {k: v for j in batch for k, v in job_given(j).items()})
+            given = {k: v for j in batch for k, v in job_given(j).items()}
+            execution.run_batch(items, self.name, given, self.slots)
         except Exception:
             # Postgres or Redis failed under the task; the attempts it claimed are retried
             # by the reconciler (stuck or lost), the others were never claimed.

@@ -1,0 +1,41 @@
+"""Hand sync work (Django ORM, sync Redis) from a slot's coroutine to the slots' one sync thread.
+
+Django's connections are per thread and its ORM refuses to run on a thread with a running
+event loop (SynchronousOnlyOperation): a slot's coroutine never touches the ORM itself. It
+awaits `run_sync`, which runs the function on the executor the worker's slots installed
+(`use`): one thread, so a worker holds one extra PostgreSQL connection however many slots it
+has, and the statements of all its slots run one after another on it (each a few ms, against
+calls that wait for seconds). Standard library only: the handlers' modules import it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable
+from concurrent.futures import Executor
+from contextvars import ContextVar
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+_executor: Executor | None = None  # None: asyncio's default pool (a loop outside a worker)
+
+
+def use(executor: Executor | None) -> None:
+    """Run every later `run_sync` on `executor` (the worker's slots' sync thread)."""
+    global _executor
+    _executor = executor
+
+
+async def run_sync(func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Run `func(*args, **kwargs)` off the event loop, on the sync thread; return its result."""
+    loop = asyncio.get_running_loop()
+    return await loop.run_in_executor(_executor, functools.partial(func, *args, **kwargs))
+
+
+# Redis writes a slot's coroutine makes (streamed text), each a function that adds its
+# commands to a pipeline: the slots send them together every few ms from the sync thread.
+# 500 streams coalesced at 0.1 s each are 5,000 XADD round trips a second, more than one
+# event loop can wait for; batched they are ~50 pipelines a second. Unset outside a slot.
+OUTBOX: ContextVar[list[Callable[[Any], None]] | None] = ContextVar("sy_outbox", default=None)

@@ -55,6 +55,10 @@ if (xdist_worker := os.environ.get("PYTEST_XDIST_WORKER", "")).startswith("gw"):
     )
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
 django.setup()
+# Not inherited: pytest-django in a pytest-xdist worker would import the settings before this
+# file could give the worker its own REDIS_URL (above). pytest-django reads
+# `settings.configured` when the variable is absent; manage.py and asgi.py set their own.
+del os.environ["DJANGO_SETTINGS_MODULE"]
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -204,6 +204,7 @@ def classify(address: IPAddress) -> tuple[str, str] | None:
         (ip.is_loopback, "loopback", "is a loopback address"),
         (ip.is_link_local, "link_local", "is a link-local address"),
         (ip.is_multicast, "multicast", "is a multicast address"),
+        (ip.is_reserved, "reserved", "is a reserved address"),
         (ip.is_private, "private", "is a private address"),
         (not ip.is_global, "reserved", "is a reserved or non-public address"),
     )
@@ -215,7 +216,7 @@ def address_refusal(address: IPAddress, port: int | None, policy: EgressPolicy) 
     found = classify(address)
     if found is None or policy.allows_address(address, port):
         return None
-    return Refusal(str(address), *found)
+    return Refusal(str(unmapped(address)), *found)
 
 
 def name_refusal(host: str, port: int | None, policy: EgressPolicy) -> Refusal | None:

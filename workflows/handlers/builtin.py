@@ -27,7 +27,7 @@ from urllib.parse import quote, urlsplit
 import httpx
 import jsonschema
 
-from workflows.core.egress import EgressRefused
+from workflows.core.egress import EgressRefused, literal_refusal
 from workflows.handlers import egress
 from workflows.handlers.registry import HandlerError, NodeContext, node, on_loop
 
@@ -482,6 +482,10 @@ def request_url(ctx: NodeContext, where: str) -> str:
     parts = urlsplit(url)
     if parts.scheme not in {"http", "https"} or not parts.hostname or not has_valid_port(url):
         raise HandlerError(f"{where}: config.url must be an http:// or https:// URL with a host.")
+    # Before httpx reads the host: it refuses some spellings (0177.0.0.1) without naming a rule.
+    refusal = literal_refusal(url, egress.current_policy())
+    if refusal is not None:
+        raise HandlerError(f"{where}: {shown_url(url)}: {refusal}")
     return url
 
 

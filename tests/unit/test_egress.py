@@ -5,7 +5,9 @@ from __future__ import annotations
 import ipaddress
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 
+from controlplane import settings as settings_module
 from workflows.core import egress
 from workflows.core.definition import Limits, validate_definition
 from workflows.core.egress import DEFAULT_POLICY, literal_refusal, parse_allow
@@ -150,3 +152,12 @@ def test_a_definition_naming_a_refused_address_is_refused_naming_the_field() -> 
 def test_a_definition_is_checked_against_the_allow_list_given() -> None:
     policy = parse_allow(["127.0.0.1:6379"])
     assert validate_definition(http_definition("http://127.0.0.1:6379/"), limits=Limits(egress=policy)) == []
+
+
+def test_settings_refuse_to_start_on_an_allow_entry_that_is_not_a_host_or_network() -> None:
+    with pytest.raises(ImproperlyConfigured, match=r"SWITCHYARD_EGRESS_ALLOW: '10\.0\.0\.0/33'"):
+        settings_module.egress_allow("127.0.0.1:11434, 10.0.0.0/33")
+    assert settings_module.egress_allow(" 127.0.0.1:11434, ,api.internal ") == [
+        "127.0.0.1:11434",
+        "api.internal",
+    ]

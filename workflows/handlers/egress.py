@@ -8,9 +8,9 @@ it was given and only the backend sees the addresses. A name that resolves to a 
 once and to 127.0.0.1 the next time (DNS rebinding) is caught on the connection it would
 open, and so is every redirect's, if a client ever follows them.
 
-Assumption about httpx 0.28 (tested by tests/unit/test_egress_transport.py): `HTTPTransport`
-and `AsyncHTTPTransport` send through `self._pool`, an httpcore connection pool; the guarded
-transports replace it with one built on the guarded backend.
+Assumption about httpx 0.28 (tests/integration/test_egress.py fails if it breaks):
+`HTTPTransport` and `AsyncHTTPTransport` send through `self._pool`, an httpcore connection
+pool; the guarded transports replace it with one built on the guarded backend.
 """
 
 from __future__ import annotations
@@ -168,7 +168,7 @@ class GuardedTransport(httpx.HTTPTransport):
     settings' policy at the time of each connect) allows."""
 
     def __init__(self, policy: EgressPolicy | None = None, limits: httpx.Limits = DEFAULT_LIMITS) -> None:
-        super().__init__(limits=limits)
+        super().__init__(verify=ssl_context(), limits=limits)  # its pool is replaced below
         backend = GuardedBackend(policy)
         self._pool = httpcore.ConnectionPool(network_backend=backend, **pool_options(limits))
 
@@ -177,7 +177,7 @@ class AsyncGuardedTransport(httpx.AsyncHTTPTransport):
     """`httpx.AsyncHTTPTransport` whose connections go only where the policy allows."""
 
     def __init__(self, policy: EgressPolicy | None = None, limits: httpx.Limits = DEFAULT_LIMITS) -> None:
-        super().__init__(limits=limits)
+        super().__init__(verify=ssl_context(), limits=limits)  # its pool is replaced below
         backend = AsyncGuardedBackend(policy)
         self._pool = httpcore.AsyncConnectionPool(network_backend=backend, **pool_options(limits))
 

@@ -27,6 +27,8 @@ from urllib.parse import quote, urlsplit
 import httpx
 import jsonschema
 
+from workflows.core.egress import EgressRefused, literal_refusal
+from workflows.handlers import egress
 from workflows.handlers.registry import HandlerError, NodeContext, node, on_loop
 
 log = logging.getLogger(__name__)
@@ -278,10 +280,12 @@ def send(
     deadline = time.monotonic() + timeout
     try:
         with (
-            httpx.Client(timeout=timeout, follow_redirects=False) as client,
+            egress.client(timeout=timeout, follow_redirects=False) as client,
             client.stream(method, url, headers=headers, **body) as response,
         ):
             data = read_capped(response, max_bytes, deadline, label)
+    except EgressRefused as exc:
+        raise HandlerError(f"{label}: {exc}") from None
     except httpx.TimeoutException as exc:
         raise HandlerError(f"{label} timed out after {timeout:.3g} s.") from exc
     except (httpx.HTTPError, httpx.InvalidURL) as exc:
@@ -310,10 +314,12 @@ async def asend(
     deadline = time.monotonic() + timeout
     try:
         async with (
-            httpx.AsyncClient(timeout=timeout, follow_redirects=False) as client,
+            egress.async_client(timeout=timeout, follow_redirects=False) as client,
             client.stream(method, url, headers=headers, **body) as response,
         ):
             data = await aread_capped(response, max_bytes, deadline, label)
+    except EgressRefused as exc:
+        raise HandlerError(f"{label}: {exc}") from None
     except httpx.TimeoutException as exc:
         raise HandlerError(f"{label} timed out after {timeout:.3g} s.") from exc
     except (httpx.HTTPError, httpx.InvalidURL) as exc:
@@ -411,7 +417,9 @@ def http_request(ctx: NodeContext) -> dict[str, Any]:
     """Send an HTTP request and return its status, content type and JSON or text body.
 
     Sends `Idempotency-Key: run:node:attempt`. Redirects are not followed; any status
-    outside 2xx fails the attempt. The body is capped at `max_bytes`.
+    outside 2xx fails the attempt. The body is capped at `max_bytes`. The connection goes
+    only to addresses the egress policy allows (SWITCHYARD_EGRESS_ALLOW; loopback, private,
+    link-local and metadata addresses are refused by default).
     """
     where = "http.request"
     url = request_url(ctx, where)
@@ -474,6 +482,10 @@ def request_url(ctx: NodeContext, where: str) -> str:
     parts = urlsplit(url)
     if parts.scheme not in {"http", "https"} or not parts.hostname or not has_valid_port(url):
         raise HandlerError(f"{where}: config.url must be an http:// or https:// URL with a host.")
+    # Before httpx reads the host: it refuses some spellings (0177.0.0.1) without naming a rule.
+    refusal = literal_refusal(url, egress.current_policy())
+    if refusal is not None:
+        raise HandlerError(f"{where}: {shown_url(url)}: {refusal}")
     return url
 
 

@@ -72,6 +72,18 @@ class _Call:
         text = f"{self.where}: provider {e.provider!r}{demo}, model {e.model!r}: {detail}"
         return CallFailed(redact(text, e.api_key))
 
+    @contextmanager
+    def told_as_failures(self, timeout_seconds: float) -> Iterator[None]:
+        """Turn what httpx (and the egress policy) raise into this call's HandlerError."""
+        try:
+            yield
+        except EgressRefused as exc:
+            raise self.fail(f"POST {shown_url(self.url)}: {exc}") from None
+        except httpx.TimeoutException as exc:
+            raise self.fail(f"POST {shown_url(self.url)} timed out after {timeout_seconds:.3g} s.") from exc
+        except httpx.HTTPError as exc:
+            raise self.fail(f"POST {shown_url(self.url)} failed: {type(exc).__name__}: {exc}") from exc
+
     def check_time(self) -> None:
         if time.monotonic() > self.deadline:
             raise self.fail("timed out while reading the answer.")
@@ -102,22 +114,18 @@ def complete(
     call = _Call(endpoint, where, started + timeout_seconds)
     payload = request_payload(endpoint, messages, tools, options, stream=on_delta is not None)
     headers = request_headers(endpoint, idempotency_key)
-    try:
-        with http_client().stream(
+    with (
+        call.told_as_failures(timeout_seconds),
+        http_client().stream(
             "POST", call.url, headers=headers, json=payload, timeout=timeout_seconds
-        ) as response:
-            if not 200 <= response.status_code < 300:
-                raise call.fail(status_error(response, read_body(response, call)))
-            if is_event_stream(response):
-                parts = read_stream(response, call, on_delta, on_calls)
-            else:
-                parts = parse_body(read_body(response, call), call)
-    except EgressRefused as exc:
-        raise call.fail(f"POST {shown_url(call.url)}: {exc}") from None
-    except httpx.TimeoutException as exc:
-        raise call.fail(f"POST {shown_url(call.url)} timed out after {timeout_seconds:.3g} s.") from exc
-    except httpx.HTTPError as exc:
-        raise call.fail(f"POST {shown_url(call.url)} failed: {type(exc).__name__}: {exc}") from exc
+        ) as response,
+    ):
+        if not 200 <= response.status_code < 300:
+            raise call.fail(status_error(response, read_body(response, call)))
+        if is_event_stream(response):
+            parts = read_stream(response, call, on_delta, on_calls)
+        else:
+            parts = parse_body(read_body(response, call), call)
     return parts.completion(call, (time.monotonic() - started) * 1000)
 
 
@@ -138,7 +146,7 @@ async def acomplete(
     call = _Call(endpoint, where, started + timeout_seconds)
     payload = request_payload(endpoint, messages, tools, options, stream=on_delta is not None)
     headers = request_headers(endpoint, idempotency_key)
-    try:
+    with call.told_as_failures(timeout_seconds):
         async with async_http_client().stream(
             "POST", call.url, headers=headers, json=payload, timeout=timeout_seconds
         ) as response:
@@ -148,12 +156,6 @@ async def acomplete(
                 parts = await aread_stream(response, call, on_delta, on_calls)
             else:
                 parts = parse_body(await aread_body(response, call), call)
-    except EgressRefused as exc:
-        raise call.fail(f"POST {shown_url(call.url)}: {exc}") from None
-    except httpx.TimeoutException as exc:
-        raise call.fail(f"POST {shown_url(call.url)} timed out after {timeout_seconds:.3g} s.") from exc
-    except httpx.HTTPError as exc:
-        raise call.fail(f"POST {shown_url(call.url)} failed: {type(exc).__name__}: {exc}") from exc
     return parts.completion(call, (time.monotonic() - started) * 1000)
 
 

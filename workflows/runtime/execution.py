@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import time
 import traceback
+from collections import deque
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Protocol
@@ -25,7 +26,8 @@ from django.conf import settings
 from django.utils import timezone
 
 from workflows import handlers
-from workflows.core.compensation import given_by, step_node
+from workflows.core import engine
+from workflows.core.compensation import given_by, is_step, step_node
 from workflows.core.graph import Node
 from workflows.core.states import NodeStatus
 from workflows.runtime import attemptlog, bus, kinds, tally, transitions
@@ -112,32 +114,75 @@ def run_batch(
     stored only if they are still queued at that attempt (a cancel or a newer attempt
     drops them). With `slots`, claimed attempts of I/O-bound nodes (kinds.is_io_bound) are
     handed to them, recorded running, and this returns without waiting for them: the slots
-    store their results. Return how many ran or were handed over.
+    store their results. Successors that a success makes ready on its own (`follows`) are
+    queued by the statement that stores it and run here, as direct attempts. Return how
+    many ran or were handed over.
     """
     given = given or {}
     claims, upstream = claim([item for item in items if item[0] not in given], worker)
     claims += given_claims([item for item in items if item[0] in given], given, upstream)
     order = {item[0]: n for n, item in enumerate(items)}
     claims.sort(key=lambda c: order[c.noderun_id])
+    todo = deque(claims)
     results: list[Result] = []
-    oldest = 0.0
-    for c in claims:
+    ran, oldest = 0, 0.0
+    while todo:
+        c = todo.popleft()
+        ran += 1
         if slots is not None and not c.direct and kinds.is_io_bound(node_of(c)):
             slots.submit(c, upstream.get(c.run_id, {}))
+        else:
+            result = Result(c, *execute(c, upstream.get(c.run_id, {})))
+            if result.outcome.status != NodeStatus.WAITING:  # parked (kinds.Parked): nothing to store
+                results.append(result)
+                tally.add(result.outcome.status == NodeStatus.SUCCEEDED)
+                oldest = oldest or time.monotonic()
+        if results and (not todo or time.monotonic() - oldest >= FLUSH_AFTER_SECONDS):
+            todo.extend(store(results, worker, upstream))
+            results, oldest = [], 0.0
+    return ran
+
+
+def store(results: list[Result], worker: str, upstream: dict[int, dict[str, Any]]) -> list[Claim]:
+    """Store the results, notify, and return the successors queued to run here (see `follows`).
+
+    Their predecessor's output joins `upstream`: each has exactly one predecessor.
+    """
+    done = finish(results, worker, follows(results))
+    bus.notify(done.run_ids, done.rows)
+    outputs = {(r.claim.run_id, r.claim.node_id): r.outcome.output for r in results}
+    claims = []
+    for f in done.followed:
+        (before,) = load_graph(f.version_id).predecessors(f.node_id)
+        upstream.setdefault(f.run_id, {})[before] = from_json(outputs[(f.run_id, before)])
+        claims.append(
+            Claim(f.noderun_id, f.run_id, f.node_id, f.attempt, f.version_id, from_json(f.input), True)
+        )
+    return claims
+
+
+def follows(results: list[Result]) -> list[tuple[int, str]]:
+    """(result's row id, successor) for each successor this worker may queue and run itself.
+
+    Measured on the demo DAG at N=2000 (docs/benchmarks.md): a successor that waited for the
+    scheduler cost a notice read, a snapshot decision, a claim statement, an RQ job and a
+    pop. Only when nothing else decides: the success alone makes it ready
+    (engine.sole_successors: one incoming edge, its join and condition hold), it is a
+    short CPU-only step (batchable: it runs in this batch, never in a slot) and no cap or
+    rate limit applies (those are admitted by a scheduler, capacity.py). Fan-in stays the
+    scheduler's. Compensation steps and runs that are not running are left out (the
+    statement checks the run).
+    """
+    pairs = []
+    for r in results:
+        if r.outcome.status != NodeStatus.SUCCEEDED or is_step(r.claim.node_id):
             continue
-        result = Result(c, *execute(c, upstream.get(c.run_id, {})))
-        if result.outcome.status == NodeStatus.WAITING:  # parked (kinds.Parked): nothing to store
-            continue
-        results.append(result)
-        tally.add(results[-1].outcome.status == NodeStatus.SUCCEEDED)
-        if len(results) == 1:
-            oldest = time.monotonic()
-        if time.monotonic() - oldest >= FLUSH_AFTER_SECONDS:
-            bus.notify(*finish(results, worker))
-            results = []
-    if results:
-        bus.notify(*finish(results, worker))
-    return len(claims)
+        graph = load_graph(r.claim.version_id)
+        for s in engine.sole_successors(graph, r.claim.node_id, from_json(r.outcome.output), r.claim.input):
+            node = graph.nodes[s]
+            if handlers.get_handler(node.handler).batchable and not node.limited:
+                pairs.append((r.claim.noderun_id, s))
+    return pairs
 
 
 def claim(items: list[Item], worker: str) -> tuple[list[Claim], dict[int, dict[str, Any]]]:
@@ -241,14 +286,17 @@ def crashed(exc: Exception) -> Outcome:
     return Outcome(NodeStatus.FAILED, error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc())
 
 
-def finish(results: list[Result], worker: str) -> tuple[list[int], list[transitions.NodeRow]]:
+def finish(
+    results: list[Result], worker: str, follows: list[tuple[int, str]] | None = None
+) -> transitions.Finished:
     """Store the attempts' results, except those taken away meanwhile (cancel, lost worker).
 
-    Return the runs whose nodes finished here, and the node rows of those of them, small
-    enough to travel in a notice, that have no other node queued or running: the scheduler
-    decides from these rows without reading the run again.
+    Return the runs whose nodes finished here, the node rows of those of them, small
+    enough to travel in a notice, that have no other node queued or running (the scheduler
+    decides from these rows without reading the run again), and the successors `follows`
+    queued (see transitions.finish_attempts).
     """
     small_runs = {
         r.claim.run_id for r in results if len(load_graph(r.claim.version_id).order) <= bus.ROWS_AT_MOST
     }
-    return transitions.finish_attempts([r.row() for r in results], worker, small_runs)
+    return transitions.finish_attempts([r.row() for r in results], worker, small_runs, follows or ())

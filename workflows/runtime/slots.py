@@ -158,7 +158,8 @@ def store(outbox: list[Any], results: list[Result], worker: str) -> None:
     if results:
         for result in results:
             tally.add(result.outcome.status == NodeStatus.SUCCEEDED)
-        bus.notify(*execution.finish(results, worker))
+        done = execution.finish(results, worker)
+        bus.notify(done.run_ids, done.rows)
 
 
 async def attempt_on_loop(node: Node, ctx: handlers.NodeContext, what: str) -> Outcome:

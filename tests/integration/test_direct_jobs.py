@@ -14,7 +14,7 @@ from rq.job import Job
 
 from tests.integration.conftest import node, publish
 from workflows.runs import actions as runs
-from workflows.runtime import advancing, execution, jobs, reconciler
+from workflows.runtime import advancing, bus, execution, jobs, reconciler
 from workflows.store.models import NodeRun, Run, RunEvent
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -166,3 +166,21 @@ def test_a_successor_queued_for_a_worker_that_died_is_enqueued_again_by_the_reco
     assert execution.run_batch(job.args[0], "worker-2") == 2  # b, claimed by the new worker; then c
     assert node_row(run, "b").status == "succeeded"
     assert RunEvent.objects.filter(run=run, node_id="b", kind="node.attempt").count() == 1
+
+
+def test_the_schedulers_hear_of_a_continued_chain_only_when_there_is_something_to_decide(
+    redis_clean: None,
+) -> None:
+    line = {"nodes": [node(n, "core.echo") for n in "abc"], "edges": [CHAIN["edges"][0], CHAIN["edges"][1]]}
+    run, _ = runs.start_run(publish("line", line), {})
+    advancing.advance_runs([run.pk])
+    items, given = take_direct_job()
+    before = bus.client().xlen(bus.NOTICES)
+
+    assert execution.run_batch(items, "worker-t", given) == 3
+
+    notices = bus.parse_notices(bus.client().xrange(bus.NOTICES))[before:]
+    assert [n.run_ids for n in notices] == [[run.pk]]  # after c: the run is to finish
+    assert {row[2]: row[3] for row in notices[0].rows} == dict.fromkeys("abc", "succeeded")
+    assert advancing.advance_runs([run.pk], known=notices[0].rows) == 1
+    assert Run.objects.get(pk=run.pk).status == "succeeded"

@@ -149,7 +149,7 @@ def store(results: list[Result], worker: str, upstream: dict[int, dict[str, Any]
     Their predecessor's output joins `upstream`: each has exactly one predecessor.
     """
     done = finish(results, worker, follows(results))
-    bus.notify(done.run_ids, done.rows)
+    bus.notify(*to_notify(done))
     outputs = {(r.claim.run_id, r.claim.node_id): r.outcome.output for r in results}
     claims = []
     for f in done.followed:
@@ -159,6 +159,35 @@ def store(results: list[Result], worker: str, upstream: dict[int, dict[str, Any]
             Claim(f.noderun_id, f.run_id, f.node_id, f.attempt, f.version_id, from_json(f.input), True)
         )
     return claims
+
+
+def to_notify(done: transitions.Finished) -> tuple[list[int], list[transitions.NodeRow]]:
+    """The runs (and rows) the schedulers must hear of: not a run that goes on here with
+    nothing to decide.
+
+    A run in which this statement queued a successor for this worker, whose rows came back
+    (nothing else of it was queued or running) and in which the engine decides nothing
+    from them, is left out: its rows are its whole state, nothing else can change it
+    meanwhile but a change that sends its own notice (a cancel, a replay), and this
+    worker's next store notifies it again. Without this, each hop a worker continued
+    cost the scheduler a decision about nothing (graphs with edge conditions are always
+    notified: their rows lack the outputs the conditions read).
+    """
+    by_run: dict[int, list[transitions.NodeRow]] = {}
+    for row in done.rows:
+        by_run.setdefault(row.run_id, []).append(row)
+    quiet = set()
+    for run_id in {f.run_id for f in done.followed} & by_run.keys():
+        rows = by_run[run_id]
+        graph = load_graph(rows[0].version_id)
+        states = {r.node_id: engine.NodeState(r.status, r.tries) for r in rows}
+        if (
+            not graph.has_conditions
+            and states.keys() == set(graph.order)
+            and not engine.advance(graph, states)
+        ):
+            quiet.add(run_id)
+    return [r for r in done.run_ids if r not in quiet], [row for row in done.rows if row.run_id not in quiet]
 
 
 def follows(results: list[Result]) -> list[tuple[int, str]]:

@@ -412,33 +412,47 @@ FOLLOWED = NODE.claim(
     where=f" AND r.id = n.run_id AND r.status || '' = '{R.RUNNING}'",
     returning=f"n.id, n.run_id, n.node_id, n.attempt, n.tries, r.version_id, {GIVEN_INPUT} AS input",
 )
-FINISH_SQL = f"""
+
+
+def render_finish(follow: bool) -> str:
+    """FINISH_SQL, or with `follow` FINISH_FOLLOW_SQL: the same and FOLLOWED, whose queued
+    successors count as queued in the NodeRows returned."""
+    followed = f"), followed AS (\n{FOLLOWED}\n" if follow else ""
+    rows = (
+        "SELECT 'follow', id, run_id, node_id, input::text, attempt, version_id, 0 FROM followed\nUNION ALL\n"
+    )
+    joined = f"\n     LEFT JOIN (SELECT id, tries, '{N.QUEUED}' AS status FROM followed) f ON f.id = n.id"
+    status, tries = (
+        ("coalesce(d.status, f.status, n.status)", "coalesce(f.tries, n.tries)")
+        if follow
+        else (
+            "coalesce(d.status, n.status)",
+            "n.tries",
+        )
+    )
+    return f"""
 WITH done AS (
 {FINISHED}
 ), history AS (
     INSERT INTO {EVENTS} (run_id, kind, node_id, attempt, at, started_at, worker, data)
     SELECT run_id, 'node.attempt', node_id, attempt, finished_at, started_at, worker, span::jsonb FROM done
-), followed AS (
-{FOLLOWED}
-)
+{followed})
 SELECT DISTINCT 'run', run_id, 0::bigint, '', '', 0, 0::bigint, 0 FROM done
 UNION ALL
-SELECT 'follow', id, run_id, node_id, input::text, attempt, version_id, 0 FROM followed
-UNION ALL
-SELECT 'node', n.id, n.run_id, n.node_id, coalesce(d.status, f.status, n.status), coalesce(f.tries, n.tries),
-       r.version_id, r.epoch
-FROM {RUNS} r JOIN {NODES} n ON n.run_id = r.id LEFT JOIN done d ON d.id = n.id
-     LEFT JOIN (SELECT id, tries, '{N.QUEUED}' AS status FROM followed) f ON f.id = n.id
-WHERE r.id = ANY(%(small_runs)s::bigint[]) AND r.id IN (SELECT run_id FROM done) AND r.status || '' = '{
-    R.RUNNING
-}'
+{rows if follow else ""}SELECT 'node', n.id, n.run_id, n.node_id, {status}, {tries}, r.version_id, r.epoch
+FROM {RUNS} r JOIN {NODES} n ON n.run_id = r.id LEFT JOIN done d ON d.id = n.id{joined if follow else ""}
+WHERE r.id = ANY(%(small_runs)s::bigint[]) AND r.id IN (SELECT run_id FROM done) AND r.status || '' = '{R.RUNNING}'
   AND NOT EXISTS (
       SELECT FROM {NODES} o
-      WHERE o.run_id = r.id AND o.status || '' IN ('{N.QUEUED}', '{
-    N.RUNNING
-}') AND o.id NOT IN (SELECT id FROM done)
+      WHERE o.run_id = r.id AND o.status || '' IN ('{N.QUEUED}', '{N.RUNNING}') AND o.id NOT IN (SELECT id FROM done)
   )
 """
+
+
+# Two texts, each prepared once per connection: a batch with no successor to queue (fan-in,
+# slots, failures) keeps the shorter statement.
+FINISH_SQL = render_finish(follow=False)
+FINISH_FOLLOW_SQL = render_finish(follow=True)
 
 
 class Followed(NamedTuple):
@@ -492,15 +506,16 @@ def finish_attempts(
     """
     for result in results:
         check_move(Cause.FINISH, N(result["from_status"]), N(result["status"]))
-    params = {
+    params: dict[str, Any] = {
         "results": json.dumps(results),
         "ids": [result["id"] for result in results],
         "worker": worker,
         "small_runs": list(small_runs),
-        "follows": json.dumps([{"after": after, "node_id": node_id} for after, node_id in follows]),
-        "follow_job": new_follow_job_id() if follows else "",
     }
-    rows = execute(FINISH_SQL, params)
+    if follows:
+        params["follows"] = json.dumps([{"after": after, "node_id": node_id} for after, node_id in follows])
+        params["follow_job"] = new_follow_job_id()
+    rows = execute(FINISH_FOLLOW_SQL if follows else FINISH_SQL, params)
     return Finished(
         [row[1] for row in rows if row[0] == "run"],
         [NodeRow(*row[1:]) for row in rows if row[0] == "node"],

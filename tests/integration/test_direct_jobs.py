@@ -155,7 +155,7 @@ def test_a_successor_queued_for_a_worker_that_died_is_enqueued_again_by_the_reco
     items, given = take_direct_job()
     [claim] = execution.given_claims(items, given, {})
     result = execution.Result(claim, *execution.execute(claim, {}))
-    done = execution.finish([result], "worker-dead", execution.follows([result]))  # then kill -9
+    done = execution.finish_and_follow([result], "worker-dead", execution.follows([result]))  # then kill -9
     [followed] = done.followed
     assert node_row(run, "b").status == "queued"
 

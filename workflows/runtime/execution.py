@@ -148,7 +148,7 @@ def store(results: list[Result], worker: str, upstream: dict[int, dict[str, Any]
 
     Their predecessor's output joins `upstream`: each has exactly one predecessor.
     """
-    done = finish(results, worker, follows(results))
+    done = finish_and_follow(results, worker, follows(results))
     bus.notify(*to_notify(done))
     outputs = {(r.claim.run_id, r.claim.node_id): r.outcome.output for r in results}
     claims = []
@@ -315,17 +315,22 @@ def crashed(exc: Exception) -> Outcome:
     return Outcome(NodeStatus.FAILED, error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc())
 
 
-def finish(
-    results: list[Result], worker: str, follows: list[tuple[int, str]] | None = None
-) -> transitions.Finished:
+def finish(results: list[Result], worker: str) -> tuple[list[int], list[transitions.NodeRow]]:
     """Store the attempts' results, except those taken away meanwhile (cancel, lost worker).
 
-    Return the runs whose nodes finished here, the node rows of those of them, small
-    enough to travel in a notice, that have no other node queued or running (the scheduler
-    decides from these rows without reading the run again), and the successors `follows`
-    queued (see transitions.finish_attempts).
+    Return the runs whose nodes finished here, and the node rows of those of them, small
+    enough to travel in a notice, that have no other node queued or running: the scheduler
+    decides from these rows without reading the run again.
     """
+    done = finish_and_follow(results, worker, [])
+    return done.run_ids, done.rows
+
+
+def finish_and_follow(
+    results: list[Result], worker: str, follows: list[tuple[int, str]]
+) -> transitions.Finished:
+    """`finish`, also queueing the successors `follows` names (see transitions.finish_attempts)."""
     small_runs = {
         r.claim.run_id for r in results if len(load_graph(r.claim.version_id).order) <= bus.ROWS_AT_MOST
     }
-    return transitions.finish_attempts([r.row() for r in results], worker, small_runs, follows or ())
+    return transitions.finish_attempts([r.row() for r in results], worker, small_runs, follows)

@@ -158,8 +158,7 @@ def store(outbox: list[Any], results: list[Result], worker: str) -> None:
     if results:
         for result in results:
             tally.add(result.outcome.status == NodeStatus.SUCCEEDED)
-        done = execution.finish(results, worker)
-        bus.notify(done.run_ids, done.rows)
+        bus.notify(*execution.finish(results, worker))
 
 
 async def attempt_on_loop(node: Node, ctx: handlers.NodeContext, what: str) -> Outcome:

@@ -166,11 +166,13 @@ class SwitchyardBench:
         django.setup()
         from workflows.runs import actions as runs
         from workflows.runtime import bus
+        from workflows.store.graphs import load_graph
         from workflows.store.models import NodeRun, Run
         from workflows.versions import publish as versions
 
         self.bus, self.runs, self.versions = bus, runs, versions
         self.Run, self.NodeRun = Run, NodeRun
+        self.load_graph = load_graph
 
     def _create_workflow(self) -> None:
         from workflows.handlers.demo import DEMO_PROFILE
@@ -179,7 +181,7 @@ class SwitchyardBench:
         self.versions.publish_version(self.versions.create_version(wf, DEMO_PROFILE))
         wf.refresh_from_db()
         self.workflow = wf
-        self.graph = self.versions.load_graph(wf.active_version_id)
+        self.graph = self.load_graph(wf.active_version_id)
         self.nodes_per_run = len(self.graph.nodes)
 
     def start(self) -> None:

@@ -5,6 +5,8 @@ Real PostgreSQL and Redis; the scheduler's and the worker's steps are called in 
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -12,7 +14,7 @@ from rq.job import Job
 
 from tests.integration.conftest import node, publish
 from workflows.runs import actions as runs
-from workflows.runtime import advancing, execution, jobs
+from workflows.runtime import advancing, bus, execution, jobs, reconciler
 from workflows.store.models import NodeRun, Run, RunEvent
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -105,3 +107,80 @@ def test_a_direct_attempt_already_requeued_and_claimed_elsewhere_is_stored_once(
 
     assert node_row(run, "a").worker == "worker-2"
     assert RunEvent.objects.filter(run=run, node_id="a", kind="node.attempt").count() == 1
+
+
+CHAIN = {
+    "nodes": [node("a", "core.echo"), node("b", "core.echo"), node("c", "core.echo"), node("d", "core.echo")],
+    "edges": [
+        {"source": "a", "target": "b"},
+        {"source": "b", "target": "c"},
+        {"source": "c", "target": "d", "when": "output.config.missing == 1"},
+    ],
+}
+
+
+def test_a_worker_runs_a_linear_successor_itself_each_attempt_recorded_before_and_after(
+    redis_clean: None,
+) -> None:
+    run, _ = runs.start_run(publish("chain", CHAIN), {"user_id": "u-1"})
+    advancing.advance_runs([run.pk])
+    items, given = take_direct_job()
+
+    with CaptureQueriesContext(connection) as queries:
+        assert execution.run_batch(items, "worker-t", given) == 3  # a, then b and c: d's condition fails
+
+    stored = [q["sql"] for q in queries.captured_queries if "json_to_recordset" in q["sql"]]
+    assert len(stored) == 3  # one statement per hop: b queued with a's result, c with b's
+    assert not waiting_jobs()  # no job and no scheduler's turn between them
+    rows = {n: node_row(run, n) for n in ("a", "b", "c", "d")}
+    assert [rows[n].status for n in "abcd"] == ["succeeded", "succeeded", "succeeded", "pending"]
+    assert rows["b"].queued_at is not None and rows["b"].job_id.startswith("syf-")
+    assert rows["c"].output == {
+        "input": {"user_id": "u-1"},
+        "upstream": {"b": rows["b"].output},
+        "config": {},
+    }
+    assert RunEvent.objects.filter(run=run, kind="node.attempt").count() == 3
+    advancing.advance_runs([run.pk])  # the scheduler decides what a condition may change
+    assert node_row(run, "d").status == "skipped"
+    assert Run.objects.get(pk=run.pk).status == "succeeded"
+
+
+def test_a_successor_queued_for_a_worker_that_died_is_enqueued_again_by_the_reconciler(
+    redis_clean: None, settings: Any
+) -> None:
+    settings.SWITCHYARD = {**settings.SWITCHYARD, "RECONCILE_AFTER_SECONDS": 0.0}
+    run, _ = runs.start_run(publish("chain", CHAIN), {})
+    advancing.advance_runs([run.pk])
+    items, given = take_direct_job()
+    [claim] = execution.given_claims(items, given, {})
+    result = execution.Result(claim, *execution.execute(claim, {}))
+    done = execution.finish_and_follow([result], "worker-dead", execution.follows([result]))  # then kill -9
+    [followed] = done.followed
+    assert node_row(run, "b").status == "queued"
+
+    assert reconciler.Reconciler().requeue_lost_jobs(workers=1) == 1
+
+    [job] = waiting_jobs()
+    assert [item[0] for item in job.args[0]] == [followed.noderun_id]
+    assert execution.run_batch(job.args[0], "worker-2") == 2  # b, claimed by the new worker; then c
+    assert node_row(run, "b").status == "succeeded"
+    assert RunEvent.objects.filter(run=run, node_id="b", kind="node.attempt").count() == 1
+
+
+def test_the_schedulers_hear_of_a_continued_chain_only_when_there_is_something_to_decide(
+    redis_clean: None,
+) -> None:
+    line = {"nodes": [node(n, "core.echo") for n in "abc"], "edges": [CHAIN["edges"][0], CHAIN["edges"][1]]}
+    run, _ = runs.start_run(publish("line", line), {})
+    advancing.advance_runs([run.pk])
+    items, given = take_direct_job()
+    before = bus.client().xlen(bus.NOTICES)
+
+    assert execution.run_batch(items, "worker-t", given) == 3
+
+    notices = bus.parse_notices(bus.client().xrange(bus.NOTICES))[before:]
+    assert [n.run_ids for n in notices] == [[run.pk]]  # after c: the run is to finish
+    assert {row[2]: row[3] for row in notices[0].rows} == dict.fromkeys("abc", "succeeded")
+    assert advancing.advance_runs([run.pk], known=notices[0].rows) == 1
+    assert Run.objects.get(pk=run.pk).status == "succeeded"

@@ -29,6 +29,7 @@ BY_KEY = {
     "scheduler's claim": transitions.CLAIM_SQL,
     "worker's claim": transitions.START_SQL,
     "worker's results": transitions.FINISH_SQL,
+    "worker's results, successors queued": transitions.FINISH_FOLLOW_SQL,
 }
 
 

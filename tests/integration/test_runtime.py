@@ -156,6 +156,29 @@ def test_kill_9_of_a_worker_mid_node_loses_no_run(runtime: Runtime) -> None:
     assert RunEvent.objects.filter(run=run, kind="node.lost").count() == 1
 
 
+def test_kill_9_of_a_worker_mid_chain_loses_no_node_and_records_none_twice(runtime: Runtime) -> None:
+    # A worker continues a linear chain itself (execution.follows): kill it mid-chain; the
+    # successor it had queued waits for no job, the reconciler enqueues it again and the
+    # other worker goes on from there.
+    length = 600
+    definition = {
+        "nodes": [node(f"n{i}", "core.noop") for i in range(length)],
+        "edges": [{"source": f"n{i}", "target": f"n{i + 1}"} for i in range(length - 1)],
+    }
+    run, _ = runs.start_run(publish("long-chain", definition), {})
+    done = NodeRun.objects.filter(run=run, status="succeeded")
+    wait_for(lambda: done.count() >= 20, 60, "the chain to get going")
+    victim = done.order_by("-finished_at").first()
+    assert victim is not None and done.count() < length, "the chain ran out before the kill"
+    runtime.kill(victim.worker, signal.SIGKILL)
+
+    assert wait_finished(run, timeout=120).status == "succeeded"
+    assert done.count() == length
+    assert RunEvent.objects.filter(run=run, kind="node.attempt").count() == length
+    survivor = "worker-1" if victim.worker == "worker-2" else "worker-2"
+    assert nodes_of(run)[f"n{length - 1}"].worker == survivor
+
+
 def test_kill_9_of_the_scheduler_mid_run_loses_no_run(runtime: Runtime) -> None:
     workflow = publish("demo-profile", DEMO_PROFILE)
     started = [runs.start_run(workflow, {"user_id": f"u-{i}"})[0] for i in range(30)]

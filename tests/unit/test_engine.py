@@ -191,3 +191,21 @@ def test_a_ready_node_of_a_kind_the_engine_does_not_know_is_refused_by_name() ->
     graph.nodes["a"] = dataclasses.replace(graph.nodes["a"], kind="child.run")
     with pytest.raises(ValueError, match="'a' has kind 'child.run'"):
         engine.advance(graph, states(graph))
+
+
+@pytest.mark.parametrize(
+    ("graph", "node", "output", "expected"),
+    [
+        (dag("a>b b>c"), "a", {}, ["b"]),  # a link of a chain
+        (dag("a>b a>c b>d c>d"), "a", {}, ["b", "c"]),  # fan-out: each has only a
+        (dag("a>c b>c"), "a", {}, []),  # fan-in: the scheduler's, whatever the join
+        (dag("a>c b>c", joins={"c": "any_success"}), "a", {}, []),
+        (dag("a>b", when={"a>b": "output.score > 0.5"}), "a", {"score": 0.9}, ["b"]),
+        (dag("a>b", when={"a>b": "output.score > 0.5"}), "a", {"score": 0.1}, []),  # to be skipped
+        (dag("a>b"), "b", {}, []),  # a leaf
+    ],
+)
+def test_sole_successors_are_those_a_success_makes_ready_on_its_own(
+    graph: Graph, node: str, output: Any, expected: list[str]
+) -> None:
+    assert engine.sole_successors(graph, node, output, None) == expected

@@ -93,6 +93,7 @@ def test_every_rendered_statement_is_a_module_constant() -> None:
         transitions.REQUEUE_SQL,
         transitions.START_SQL,
         transitions.FINISH_SQL,
+        transitions.FINISH_FOLLOW_SQL,
         transitions.RETRY_SQL,
         transitions.DEAD_SQL,
         transitions.LOST_SQL,
@@ -104,6 +105,6 @@ def test_every_rendered_statement_is_a_module_constant() -> None:
         transitions_maps.KILL_ITEMS_SQL,
         transitions_maps.LOST_ITEMS_SQL,
     ]
-    assert all(f"UPDATE {NODES} n\nSET" in sql for sql in constants[:7])
-    assert all(f"UPDATE {ITEMS} i\nSET" in sql for sql in constants[7:])
+    assert all(f"UPDATE {NODES} n\nSET" in sql for sql in constants[:8])
+    assert all(f"UPDATE {ITEMS} i\nSET" in sql for sql in constants[8:])
     assert not any("{" in sql.replace("'{}'", "") for sql in constants)  # nothing left unrendered

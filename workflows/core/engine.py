@@ -150,6 +150,23 @@ def start_node(graph: Graph, node_id: str) -> EnqueueNode | WaitNode:
     raise ValueError(f"Node {node_id!r} has kind {kind!r}, which this engine cannot run.")
 
 
+def sole_successors(graph: Graph, node_id: str, output: Any, run_input: Any) -> list[str]:
+    """The tasks that `node_id` succeeding with `output` makes ready on its own.
+
+    Each has exactly one incoming edge, from `node_id`, and its join holds over that edge
+    alone, so no other node's state can change the decision: whoever stored the result may
+    start it (the worker does, runtime/execution.py), and fan-in is left to `advance`.
+    """
+    succeeded = {node_id: NodeState(N.SUCCEEDED, output=output)}
+    return [
+        s
+        for s in graph.successors(node_id)
+        if len(graph.incoming(s)) == 1
+        and graph.nodes[s].kind == TASK
+        and judge(graph, s, succeeded, run_input) == _READY
+    ]
+
+
 def resolve_failure(graph: Graph, node_id: str, state: NodeState, rand: float) -> RetryNode | KillNode:
     """Retry a failed attempt while the node's retry budget lasts, else kill it."""
     policy = graph.nodes[node_id].retry

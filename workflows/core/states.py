@@ -86,10 +86,13 @@ NODE_MOVES: Moves = {
     Cause.CLAIM: {N.PENDING: frozenset({N.QUEUED}), N.RETRYING: frozenset({N.QUEUED})},
     Cause.REQUEUE: {N.QUEUED: frozenset({N.QUEUED})},  # same attempt, another job
     Cause.START: {N.QUEUED: frozenset({N.RUNNING})},
-    # From queued: a direct job's attempt, run without a start of its own.
+    # From queued: a direct job's attempt, run without a start of its own. From pending: in
+    # the statement that stores a success, the worker gives the node's sole successor its
+    # first attempt, queued, and runs it itself (engine.sole_successors, runtime/execution.py).
     Cause.FINISH: {
         N.RUNNING: frozenset({N.SUCCEEDED, N.FAILED}),
         N.QUEUED: frozenset({N.SUCCEEDED, N.FAILED}),
+        N.PENDING: frozenset({N.QUEUED}),
     },
     Cause.SKIP: {N.PENDING: frozenset({N.SKIPPED, N.UPSTREAM_FAILED})},
     Cause.RETRY: {N.FAILED: frozenset({N.RETRYING})},

@@ -197,14 +197,15 @@ class Attempts:
         tail = f"\nRETURNING {returning}" if returning else ""
         return f"UPDATE {self.table} {t}\nSET {sets}\nFROM {given}{joins}\nWHERE {t}.id = v.id{guard} AND {source}{where}{tail}"
 
-    def claim(self, source: str | None = None, **extra: str) -> str:
-        """Pending or retrying rows: a new attempt (and try), queued in its job (`ids`, `job_ids`)."""
+    def claim(self, source: str | None = None, given: str = "", **extra: str) -> str:
+        """Pending or retrying rows: a new attempt (and try), queued in its job (`ids`, `job_ids`,
+        or the rows `given` names as v(id, job_id))."""
         t = self.alias
         sets = (
             f"status = '{N.QUEUED}', attempt = {t}.attempt + 1, tries = {t}.tries + 1, queued_at = now(), "
             "due_at = NULL,\n    job_id = v.job_id, worker = ''"
         )
-        given = "unnest(%(ids)s::bigint[], %(job_ids)s::text[]) AS v(id, job_id)"
+        given = given or "unnest(%(ids)s::bigint[], %(job_ids)s::text[]) AS v(id, job_id)"
         return self.update(Cause.CLAIM, sets, given, source=source, **extra)
 
     def requeue(self, **extra: str) -> str:

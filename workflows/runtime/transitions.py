@@ -27,6 +27,7 @@ models (store/statements.py).
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
@@ -394,27 +395,84 @@ FINISHED = NODE.finish(
     where=" AND n.id = ANY(%(ids)s::bigint[])",
     returning="n.id, n.run_id, n.node_id, n.attempt, n.worker, n.started_at, n.finished_at, n.status, v.span",
 )
-FINISH_SQL = f"""
+# The sole successors (%(follows)s: {after: a result's row id, node_id}) of attempts stored
+# succeeded here, still pending in a running run: their first attempt, queued in a job that
+# waits nowhere (%(follow_job)s), for the worker to run at once. A worker killed before it
+# stores their results leaves them queued with their job nowhere: the reconciler enqueues
+# them again, as for a direct job's attempts. The successor's row is found by the unique
+# (run, node_id) index.
+FOLLOWED = NODE.claim(
+    NODE.status_in([N.PENDING], unindexed=True),
+    given=f"""(
+    SELECT s.id, %(follow_job)s::text FROM json_to_recordset(%(follows)s::json) AS f(after bigint, node_id text)
+    JOIN done d ON d.id = f.after AND d.status = '{N.SUCCEEDED}'
+    JOIN {NODES} s ON s.run_id = d.run_id AND s.node_id = f.node_id
+) AS v(id, job_id)""",
+    joins=f", {RUNS} r",
+    where=f" AND r.id = n.run_id AND r.status || '' = '{R.RUNNING}'",
+    returning=f"n.id, n.run_id, n.node_id, n.attempt, n.tries, r.version_id, {GIVEN_INPUT} AS input",
+)
+
+
+def render_finish(follow: bool) -> str:
+    """FINISH_SQL, or with `follow` FINISH_FOLLOW_SQL: the same and FOLLOWED, whose queued
+    successors count as queued in the NodeRows returned."""
+    followed = f"), followed AS (\n{FOLLOWED}\n" if follow else ""
+    rows = (
+        "SELECT 'follow', id, run_id, node_id, input::text, attempt, version_id, 0 FROM followed\nUNION ALL\n"
+    )
+    joined = f"\n     LEFT JOIN (SELECT id, tries, '{N.QUEUED}' AS status FROM followed) f ON f.id = n.id"
+    status, tries = (
+        ("coalesce(d.status, f.status, n.status)", "coalesce(f.tries, n.tries)")
+        if follow
+        else (
+            "coalesce(d.status, n.status)",
+            "n.tries",
+        )
+    )
+    return f"""
 WITH done AS (
 {FINISHED}
 ), history AS (
     INSERT INTO {EVENTS} (run_id, kind, node_id, attempt, at, started_at, worker, data)
     SELECT run_id, 'node.attempt', node_id, attempt, finished_at, started_at, worker, span::jsonb FROM done
-)
+{followed})
 SELECT DISTINCT 'run', run_id, 0::bigint, '', '', 0, 0::bigint, 0 FROM done
 UNION ALL
-SELECT 'node', n.id, n.run_id, n.node_id, coalesce(d.status, n.status), n.tries, r.version_id, r.epoch
-FROM {RUNS} r JOIN {NODES} n ON n.run_id = r.id LEFT JOIN done d ON d.id = n.id
-WHERE r.id = ANY(%(small_runs)s::bigint[]) AND r.id IN (SELECT run_id FROM done) AND r.status || '' = '{
-    R.RUNNING
-}'
+{rows if follow else ""}SELECT 'node', n.id, n.run_id, n.node_id, {status}, {tries}, r.version_id, r.epoch
+FROM {RUNS} r JOIN {NODES} n ON n.run_id = r.id LEFT JOIN done d ON d.id = n.id{joined if follow else ""}
+WHERE r.id = ANY(%(small_runs)s::bigint[]) AND r.id IN (SELECT run_id FROM done) AND r.status || '' = '{R.RUNNING}'
   AND NOT EXISTS (
       SELECT FROM {NODES} o
-      WHERE o.run_id = r.id AND o.status || '' IN ('{N.QUEUED}', '{
-    N.RUNNING
-}') AND o.id NOT IN (SELECT id FROM done)
+      WHERE o.run_id = r.id AND o.status || '' IN ('{N.QUEUED}', '{N.RUNNING}') AND o.id NOT IN (SELECT id FROM done)
   )
 """
+
+
+# Two texts, each prepared once per connection: a batch with no successor to queue (fan-in,
+# slots, failures) keeps the shorter statement.
+FINISH_SQL = render_finish(follow=False)
+FINISH_FOLLOW_SQL = render_finish(follow=True)
+
+
+class Followed(NamedTuple):
+    """A successor the finish statement queued for the worker to run (FINISH_SQL's `followed`)."""
+
+    noderun_id: int
+    run_id: int
+    node_id: str
+    input: str  # JSON text: the run input, or the replay's edited input
+    attempt: int
+    version_id: int
+
+
+class Finished(NamedTuple):
+    """What storing results answers: the runs that changed, the NodeRows a notice may carry,
+    and the successors queued for the worker to run."""
+
+    run_ids: list[int]
+    rows: list[NodeRow]
+    followed: list[Followed]
 
 
 @performs(Cause.START, nodes={N.QUEUED: [N.RUNNING]})
@@ -428,27 +486,46 @@ def start_attempts(worker: str, ids: list[int], attempts: list[int], upstream: l
     return rows_of(InputRow, execute(START_SQL, params))
 
 
-@performs(Cause.FINISH, nodes={N.RUNNING: [N.SUCCEEDED, N.FAILED], N.QUEUED: [N.SUCCEEDED, N.FAILED]})
+@performs(
+    Cause.FINISH,
+    nodes={N.RUNNING: [N.SUCCEEDED, N.FAILED], N.QUEUED: [N.SUCCEEDED, N.FAILED], N.PENDING: [N.QUEUED]},
+)
 def finish_attempts(
-    results: list[dict[str, Any]], worker: str, small_runs: Iterable[int]
-) -> tuple[list[int], list[NodeRow]]:
+    results: list[dict[str, Any]],
+    worker: str,
+    small_runs: Iterable[int],
+    follows: Sequence[tuple[int, str]] = (),
+) -> Finished:
     """Store attempts' results (FINISH_SQL's rows), each only if still in its `from_status`.
 
-    Return the runs whose nodes finished here, and the NodeRows of those of `small_runs`
-    that have no other node queued or running.
+    `follows` names (result's row id, successor node id) pairs: each successor, still
+    pending, is queued at its next attempt if that result is stored succeeded and its run
+    is running. Return the runs whose nodes finished here, the NodeRows of those of
+    `small_runs` that have no other node queued or running (a successor queued here counts
+    as queued in them), and the successors queued.
     """
     for result in results:
         check_move(Cause.FINISH, N(result["from_status"]), N(result["status"]))
-    params = {
+    params: dict[str, Any] = {
         "results": json.dumps(results),
         "ids": [result["id"] for result in results],
         "worker": worker,
         "small_runs": list(small_runs),
     }
-    rows = execute(FINISH_SQL, params)
-    return [row[1] for row in rows if row[0] == "run"], [
-        NodeRow(*row[1:]) for row in rows if row[0] == "node"
-    ]
+    if follows:
+        params["follows"] = json.dumps([{"after": after, "node_id": node_id} for after, node_id in follows])
+        params["follow_job"] = new_follow_job_id()
+    rows = execute(FINISH_FOLLOW_SQL if follows else FINISH_SQL, params)
+    return Finished(
+        [row[1] for row in rows if row[0] == "run"],
+        [NodeRow(*row[1:]) for row in rows if row[0] == "node"],
+        [Followed(*row[1:7]) for row in rows if row[0] == "follow"],
+    )
+
+
+def new_follow_job_id() -> str:
+    """The job id of successors a worker runs itself: no such job waits in any queue."""
+    return f"syf-{uuid.uuid4().hex}"
 
 
 # --------------------------------------------------------------------------- the scheduler's decisions

@@ -2,12 +2,13 @@
 """Streamed LLM text under load: provider chunk -> websocket and SSE clients, and the engine's cost.
 
     .venv/bin/python bench/llm_stream_bench.py                       # 50 streams, 20 tokens/s, 20 s
-    .venv/bin/python bench/llm_stream_bench.py --streams 50 --rate 20 --tokens 400 --batch 500
+    .venv/bin/python bench/llm_stream_bench.py --streams 200 --pairs 0  # the streams alone
 
-Everything runs as `make run` runs it (RQ workers, scheduler, broadcaster, Daphne), set up by
+Everything runs as `make run` runs it (2 RQ workers, scheduler, broadcaster, Daphne), set up by
 bench/dashboard_bench.py's Bench (embedded servers in .data/bench-dash, database recreated),
-with one RQ worker per stream (an llm.chat attempt holds its worker while it streams) and a
-scripted provider in this process whose every token is `t<send time in µs>`:
+the workers running the streams in slots (SWITCHYARD_WORKER_SLOTS: half the streams each, and
+some to spare), and a scripted provider in this process whose every token is
+`t<send time in µs>`:
 
 1. streams: STREAMS runs of one llm.chat node, each streamed at RATE tokens/s for TOKENS
    tokens; per run one websocket client (topic llm:run:<id>, the run page's) and one SSE
@@ -15,7 +16,8 @@ scripted provider in this process whose every token is `t<send time in µs>`:
    the live page's), in a child process. The provider holds every stream until
    all clients are connected and every worker has asked, then sends; a token's delay is its
    arrival minus its send time (same clock).
-   p50/p95/max per kind, tokens/s delivered, CPU of Daphne and the broadcaster (% of a core).
+   p50/p95/max per kind, tokens/s delivered, CPU of Daphne, the broadcaster and the workers
+   (% of a core), and the machine's load average before and after (it is shared).
 2. throughput: BATCH runs of the 4-node demo DAG, wall time to finish, node executions/s:
    alone, then while STREAMS streams run; PAIRS times, medians.
 """
@@ -25,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -39,7 +42,7 @@ from dashboard_bench import Bench
 from workflows.llm.demo_server import chunk
 
 MODEL = "bench-model"
-BOOT_BATCH = 10
+SPARE_SLOTS = 20  # per worker, beyond its half of the streams: the throughput phase's nodes
 
 
 # --------------------------------------------------------------------------- the provider
@@ -226,26 +229,11 @@ class StreamBench(Bench):
         self.token = keys.create_key(viewer, "bench", ["read"])[1]
 
     def start(self) -> None:
-        """Start one more worker per stream, ten at a time: fifty Django processes importing
-        at once on two cores starve Daphne and the scheduler for minutes."""
+        """Start Bench's two workers with a slot for every stream (until 2026-11-27 this
+        started one worker process per stream: an attempt held its worker while it streamed)."""
+        self.env["SWITCHYARD_WORKER_SLOTS"] = str(self.args.streams // 2 + SPARE_SLOTS)
         super().start()
-        from workflows.runtime import bus
-
-        python = str(harness.VENV_BIN / "python")
-        wanted = self.args.streams + 2
-        for first in range(3, wanted + 1, BOOT_BATCH):
-            for i in range(first, min(first + BOOT_BATCH, wanted + 1)):
-                cmd = [python, "manage.py", "rqworker", "--name", f"llm-w{i}", "default", "agents"]
-                self.procs.append(harness.spawn(cmd, f"worker-{i}", "workers", self.env, self.logdir))
-            target = min(first + BOOT_BATCH - 1, wanted)
-            deadline = time.monotonic() + 300
-            while bus.client().zcard(bus.WORKERS_ROSTER) < target:
-                harness.check_alive(self.procs)
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"workers {first}..{target} did not start in 5 minutes")
-                time.sleep(0.5)
-        harness.log(f"{wanted} workers up")
-        time.sleep(5)  # and settle
+        time.sleep(2)  # settle
 
     def start_streams(self) -> tuple[list[int], subprocess.Popen[str]]:
         """Start the runs and their clients; open the gate once all are connected and streaming."""
@@ -279,7 +267,9 @@ class StreamBench(Bench):
         a = self.args
         harness.log(f"streams: {a.streams} x {a.tokens} tokens at {a.rate} tokens/s")
         ids, child = self.start_streams()
-        cpu0 = {n: sum(self.proc(n).cpu_times()[:2]) for n in ("broadcaster", "daphne")}
+        names = ("broadcaster", "daphne", "worker-1", "worker-2")
+        cpu0 = {n: sum(self.proc(n).cpu_times()[:2]) for n in names}
+        load0 = os.getloadavg()[0]
         t0 = time.perf_counter()
         self.wait_finished(ids, 900)
         out, _ = child.communicate(timeout=120)
@@ -287,6 +277,8 @@ class StreamBench(Bench):
         cpu = {n: round((sum(self.proc(n).cpu_times()[:2]) - c) / wall * 100, 1) for n, c in cpu0.items()}
         delays = json.loads(out)
         return {
+            "load_average_1min": [round(load0, 1), round(os.getloadavg()[0], 1)],
+            "wall_s": round(wall, 1),
             "ws_delay_ms": harness.distribution(delays["ws"]),
             "ws_live_page_delay_ms": harness.distribution(delays["ws_live"]),
             "sse_delay_ms": harness.distribution(delays["sse"]),
@@ -305,7 +297,7 @@ class StreamBench(Bench):
             harness.log(
                 f"throughput: {results['alone'][-1]:.0f} alone, {results['with_streams'][-1]:.0f} with streams"
             )
-        return {k: round(statistics.median(v), 1) for k, v in results.items()}
+        return {k: round(statistics.median(v), 1) for k, v in results.items() if v}
 
 
 def main() -> int:

@@ -42,6 +42,7 @@ from dashboard_bench import Bench
 from workflows.llm.demo_server import chunk
 
 MODEL = "bench-model"
+CONNECT_BATCH = 25  # runs whose clients connect at once
 SPARE_SLOTS = 20  # per worker, beyond its half of the streams: the throughput phase's nodes
 
 
@@ -156,6 +157,7 @@ async def websocket_client(
     factory = WebSocketClientFactory(
         f"{c['ws']}?topics={topic}", origin=c["origin"], headers={"Cookie": c["cookie"]}
     )
+    factory.setProtocolOptions(openHandshakeTimeout=120)
     factory.protocol = Client
     await asyncio.get_running_loop().create_connection(factory, host, int(port))
     await asyncio.wait_for(done, 600)
@@ -187,18 +189,26 @@ def serve_clients(config: str) -> None:
     c = json.loads(config)
     out: dict[str, list[float]] = {"ws": [], "ws_live": [], "sse": []}
 
-    async def announce(ready: asyncio.Queue[int]) -> None:
-        for _ in range(2 * len(c["runs"]) + 1):
-            await ready.get()
-        print("ready", flush=True)
-
     async def main() -> None:
+        # Connected in waves of CONNECT_BATCH runs: 400 handshakes at once on a busy Daphne
+        # (2 shared cores) ran past autobahn's opening handshake timeout, every one of them.
         ready: asyncio.Queue[int] = asyncio.Queue()
+
+        async def connected(count: int) -> None:
+            for _ in range(count):
+                await asyncio.wait_for(ready.get(), 120)
+
         live = websocket_client(c, f"llm:workflow:{c['workflow']}", c["runs"], out["ws_live"], ready)
-        tasks = [announce(ready), live]
-        for run_id in c["runs"]:
-            tasks.append(websocket_client(c, f"llm:run:{run_id}", [run_id], out["ws"], ready))
-            tasks.append(sse_client(c["origin"], c["token"], run_id, out, ready))
+        tasks = [asyncio.create_task(live)]
+        await connected(1)
+        for first in range(0, len(c["runs"]), CONNECT_BATCH):
+            batch = c["runs"][first : first + CONNECT_BATCH]
+            for run_id in batch:
+                page = websocket_client(c, f"llm:run:{run_id}", [run_id], out["ws"], ready)
+                tasks.append(asyncio.create_task(page))
+                tasks.append(asyncio.create_task(sse_client(c["origin"], c["token"], run_id, out, ready)))
+            await connected(2 * len(batch))
+        print("ready", flush=True)
         await asyncio.gather(*tasks)
 
     asyncio.run(main())

@@ -290,7 +290,8 @@ async def run_forever(broadcaster: Broadcaster, stop: asyncio.Event) -> None:
 async def stream_texts(broadcaster: Broadcaster, stop: asyncio.Event) -> None:
     """Send the pages each piece of streamed LLM text as soon as the feed has it.
 
-    The fast path, apart from the tick: the tick (every INTERVAL_SECONDS, 0.25 s, plus the
+    The fast path, apart from the tick and the channel layer (livefeed.py says why the
+    latter): the tick (every INTERVAL_SECONDS, 0.25 s, plus the
     time to read Postgres) put 125 ms on the median token and up to 250+ ms on the worst, and
     no setting of it reaches 100 ms at p95 without ticking the whole dashboard that often.
     The tick's own work (and its Postgres reads) never delays a piece here: this loop runs
@@ -307,7 +308,7 @@ async def stream_texts(broadcaster: Broadcaster, stop: asyncio.Event) -> None:
                     started = True
                 found = await broadcaster.texts.read(client)
                 now = time.time()
-                await events.publish([broadcaster.stamp(topic, data, now) for topic, data in found])
+                await events.publish_live(client, [broadcaster.stamp(t, data, now) for t, data in found])
                 outage.ok()
             except (OSError, *STORES_AWAY) as exc:
                 with contextlib.suppress(TimeoutError):

@@ -70,14 +70,14 @@ async def publish(messages: list[Message]) -> None:
 
 
 async def publish_live(client: aioredis.Redis, messages: list[Message]) -> None:
-    """PUBLISH live topics' messages in one pipeline, each as `<topic>\\n<JSON text>`."""
+    """PUBLISH live topics' messages together, one line each: `<topic> <JSON text>`.
+
+    One PUBLISH for all (JSON text has no raw line break): at 100 streams one a message was
+    2,000 pub/sub messages a second that each Daphne process took one at a time."""
     if not messages:
         return
-    pipe = client.pipeline(transaction=False)
-    for message in messages:
-        assert is_live(message["topic"]), message["topic"]
-        pipe.publish(LIVE_CHANNEL, f"{message['topic']}\n{json.dumps(message)}")
-    await pipe.execute()
+    assert all(is_live(m["topic"]) for m in messages), [m["topic"] for m in messages]
+    await client.publish(LIVE_CHANNEL, "\n".join(f"{m['topic']} {json.dumps(m)}" for m in messages))
 
 
 async def join(channel_name: str, topics: list[str]) -> None:

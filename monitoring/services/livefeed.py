@@ -4,8 +4,8 @@ channels-redis hands a Daphne process its consumers' messages off one Redis list
 time, with several round trips each: at 100 streams (a run page each, 2 shared cores) the run
 pages saw a token after 5.6 s at the median and 9.6 s at p95 while Daphne used 18 % of a core
 (docs/benchmarks.md, "LLM streams"): the round trips, not the CPU, were the limit, and they
-grow with every page. Instead the broadcaster PUBLISHes each `llm:` message on
-events.LIVE_CHANNEL (one pipeline per read of the feed), each Daphne process subscribes to it
+grow with every page. Instead the broadcaster PUBLISHes the `llm:` messages of each read of
+the feed together on events.LIVE_CHANNEL (one pub/sub message, a line per page message), each Daphne process subscribes to it
 once, when its first page follows an `llm:` topic, and puts every message into the queues of
 its pages that follow the message's topic; each page's consumer sends them in order, checking
 permission again before each send (MonitorConsumer.forward_live).
@@ -76,10 +76,12 @@ class Hub:
                 await client.aclose()
 
     def hand_out(self, payload: str) -> None:
-        topic, _, text = payload.partition("\n")
-        for queue in self.queues.get(topic, ()):
-            if not queue.full():
-                queue.put_nowait(text)
+        """Put each line's message (`<topic> <JSON text>`) into its topic's pages' queues."""
+        for line in payload.split("\n"):
+            topic, _, text = line.partition(" ")
+            for queue in self.queues.get(topic, ()):
+                if not queue.full():
+                    queue.put_nowait(text)
 
 
 hub = Hub()  # one a process: Daphne's event loop

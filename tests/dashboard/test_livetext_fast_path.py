@@ -79,7 +79,9 @@ def test_the_broadcaster_publishes_a_piece_stamped_without_waiting_for_a_tick(se
         assert message is not None, "nothing was published"
         return str(message["data"])
 
-    topic, _, text = async_to_sync(scenario)().partition("\n")
+    lines = async_to_sync(scenario)().split("\n")
+    assert [line.split(" ")[0] for line in lines] == ["llm:run:9102", "llm:workflow:9103"]
+    topic, _, text = lines[0].partition(" ")
     sent = json.loads(text)
     assert topic == sent["topic"] == "llm:run:9102"
     assert sent["seq"] == 1 and sent["epoch"] > 0

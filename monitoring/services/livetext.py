@@ -120,10 +120,14 @@ class LiveTexts:
         key = (int(fields["nr"]), int(fields["a"]))
         entry = streams.parse_entry("", fields)
         text = self.texts.get(key)
-        if text is None or entry.offset != len(text.so_far.text):
+        if text is None or entry.offset > len(text.so_far.text):
             text = await self.read_back(client, fields, key)
-        else:
+        elif entry.offset == len(text.so_far.text):
             text.so_far.add(entry)
+        # else: read back already, with what came after it (a read-back reads the attempt's
+        # stream up to now). Reading back again for each such entry, as this did, cost an
+        # XRANGE of the whole text per entry: a broadcaster behind the feed at 100 streams
+        # fell further behind with every read (13 reads in 30 s, 14 s late).
         text.touched = now
         return text
 

@@ -86,3 +86,33 @@ def test_the_broadcaster_publishes_a_piece_stamped_without_waiting_for_a_tick(se
     assert topic == sent["topic"] == "llm:run:9102"
     assert sent["seq"] == 1 and sent["epoch"] > 0
     assert sent["data"]["streams"][0]["text"] == "Hi"
+
+
+def test_entries_already_read_back_are_skipped_not_read_back_again() -> None:
+    """A page's text first seen mid-way is read back from its stream up to now; the feed's
+    entries it already holds must not each read the whole stream back again."""
+
+    async def scenario() -> tuple[list[str], int]:
+        client = aioredis.Redis.from_url(django_settings.REDIS_URL, decode_responses=True)
+        texts = LiveTexts()
+        await texts.start(client)
+        out = writer()
+        for word in ("one ", "two ", "three "):
+            out.pending.append(word)
+            out.flush()
+        reads = 0
+        read_back = texts.read_back
+
+        async def counted(*args: Any) -> Any:
+            nonlocal reads
+            reads += 1
+            return await read_back(*args)
+
+        texts.read_back = counted  # type: ignore[method-assign]  # counting the calls
+        found = await texts.read(client, block_ms=1000)
+        await client.aclose()
+        return [data["streams"][0]["text"] for _, data in found], reads
+
+    shown, reads = async_to_sync(scenario)()
+    assert reads == 1, "one read-back for the attempt first seen, none for the entries it held"
+    assert shown == ["one two three "] * 2

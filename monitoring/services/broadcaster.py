@@ -291,9 +291,9 @@ async def stream_texts(broadcaster: Broadcaster, stop: asyncio.Event) -> None:
     """Send the pages each piece of streamed LLM text as soon as the feed has it.
 
     The fast path, apart from the tick and the channel layer (livefeed.py says why the
-    latter): the tick (every INTERVAL_SECONDS, 0.25 s, plus the
-    time to read Postgres) put 125 ms on the median token and up to 250+ ms on the worst, and
-    no setting of it reaches 100 ms at p95 without ticking the whole dashboard that often.
+    latter): waiting for the tick (every INTERVAL_SECONDS, 0.25 s, plus its Postgres reads)
+    adds 125 ms to a token on average and 250 ms at worst, and no setting of it reaches
+    100 ms at p95 without ticking the whole dashboard that often.
     The tick's own work (and its Postgres reads) never delays a piece here: this loop runs
     on the event loop while the tick runs on the sync thread. Figures: docs/benchmarks.md.
     """

@@ -4,7 +4,10 @@ channels-redis hands a Daphne process its consumers' messages off one Redis list
 time, with several round trips each: at 100 streams (a run page each, 2 shared cores) the run
 pages saw a token after 5.6 s at the median and 9.6 s at p95 while Daphne used 18 % of a core
 (docs/benchmarks.md, "LLM streams"): the round trips, not the CPU, were the limit, and they
-grow with every page. Instead the broadcaster PUBLISHes the `llm:` messages of each read of
+grow with every page. With this path (and broadcaster.stream_texts) the run pages saw
+353 ms p50 and 721 ms p95 at 100 streams, within 40 ms at the median of SSE in the same run
+(the machine's load about 9; figures for 200 streams and what remains: docs/benchmarks.md,
+"Tokens on screen"). Instead of the channel layer, the broadcaster PUBLISHes the `llm:` messages of each read of
 the feed together on events.LIVE_CHANNEL (one pub/sub message, a line per page message), each Daphne process subscribes to it
 once, when its first page follows an `llm:` topic, and puts every message into the queues of
 its pages that follow the message's topic; each page's consumer sends them in order, checking

@@ -26,6 +26,10 @@ from typing import Any, Protocol
 
 import psutil
 
+# The benches' fake LLM providers and HTTP targets listen on 127.0.0.1, which the egress
+# policy refuses (docs/admins/egress.md): allow that address, for the processes started too.
+os.environ.setdefault("SWITCHYARD_EGRESS_ALLOW", "127.0.0.1")
+
 REPO = Path(__file__).resolve().parent.parent
 VENV_BIN = REPO / ".venv" / "bin"
 SAMPLE_SECONDS = 0.05

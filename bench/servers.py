@@ -8,6 +8,10 @@ import os
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+# The benches' fake LLM providers and HTTP targets listen on 127.0.0.1, which the egress
+# policy refuses (docs/admins/egress.md): allow that address, for the processes started too.
+os.environ.setdefault("SWITCHYARD_EGRESS_ALLOW", "127.0.0.1")
+
 REPO = Path(__file__).resolve().parent.parent
 
 

@@ -13,6 +13,8 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from django.core.exceptions import ImproperlyConfigured
 
+from workflows.core import egress
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 DEV_SECRET_KEY = "dev-insecure-switchyard-key-change-me"
 
@@ -45,6 +47,16 @@ def env_float(name: str, default: float) -> float:
         return float(raw)
     except ValueError:
         raise ImproperlyConfigured(f"{name} must be a number, got {raw!r}.") from None
+
+
+def egress_allow(raw: str) -> list[str]:
+    """Return the egress allow-list entries, refusing to start on one that is not a host or network."""
+    entries = [e.strip() for e in raw.split(",") if e.strip()]
+    try:
+        egress.parse_allow(entries)
+    except ValueError as exc:
+        raise ImproperlyConfigured(str(exc)) from None
+    return entries
 
 
 def env_bool(name: str, default: bool) -> bool:
@@ -254,6 +266,7 @@ class SwitchyardSettings(TypedDict):
     LLM_API_KEY: str
     LLM_MODEL: str
     DEMO_LLM_URL: str
+    EGRESS_ALLOW: list[str]
     API_RATE_LIMIT_PER_MINUTE: int
     EVENT_RETENTION_SECONDS: int
     RETENTION_DAYS: float
@@ -302,6 +315,10 @@ SWITCHYARD: SwitchyardSettings = {
     "LLM_MODEL": env_str("LLM_MODEL", "gpt-4o-mini"),
     # Set by `make run` when it runs the scripted demo provider: bootstrap registers it as "demo".
     "DEMO_LLM_URL": env_str("SWITCHYARD_DEMO_LLM_URL", ""),
+    # Egress: what http.request, webhooks and LLM providers may reach beyond the public internet
+    # (loopback, private, link-local, metadata... are refused): host names, addresses or
+    # networks, each with an optional port, comma-separated (`10.0.0.0/8,api.internal:8443`).
+    "EGRESS_ALLOW": egress_allow(env_str("SWITCHYARD_EGRESS_ALLOW", "")),
     # REST API: requests per minute per API key (and per inbound trigger); 0 turns it off.
     "API_RATE_LIMIT_PER_MINUTE": env_int("SWITCHYARD_API_RATE_LIMIT_PER_MINUTE", 600),
     # An event posted on a key nobody waits on is kept this long for a node that will (waits.py).

@@ -377,6 +377,9 @@ def main() -> int:
     if demo_port is not None:
         env["SWITCHYARD_DEMO_LLM_URL"] = f"http://{HOST}:{demo_port}/v1"
         env["DEMO_LLM_PORT"] = str(demo_port)
+        # The demo provider is on loopback, which the egress policy refuses: allow its port only.
+        allowed = [e for e in env.get("SWITCHYARD_EGRESS_ALLOW", "").split(",") if e.strip()]
+        env["SWITCHYARD_EGRESS_ALLOW"] = ",".join([*allowed, f"{HOST}:{demo_port}"])
         say("run", f"no LLM_BASE_URL: the scripted demo LLM provider serves on port {demo_port}")
     children: list[Child] = []
     try:

@@ -53,8 +53,18 @@ if (xdist_worker := os.environ.get("PYTEST_XDIST_WORKER", "")).startswith("gw"):
     os.environ["REDIS_URL"] = urlunsplit(
         urlsplit(os.environ["REDIS_URL"])._replace(path=f"/{int(xdist_worker[2:]) + 1}")
     )
+# The egress policy refuses loopback. The project's own fake servers (HTTP targets, webhook
+# receivers, LLM providers) listen on 127.0.0.1, so the session allows that one address, in
+# the environment so that workers and schedulers the tests start allow it too. Tests of the
+# refusals take it back with the `default_egress` fixture (or SWITCHYARD_EGRESS_ALLOW="").
+TEST_EGRESS_ALLOW = "127.0.0.1"
+os.environ["SWITCHYARD_EGRESS_ALLOW"] = TEST_EGRESS_ALLOW
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
 django.setup()
+# Not inherited: pytest-django in a pytest-xdist worker would import the settings before this
+# file could give the worker its own REDIS_URL (above). pytest-django reads
+# `settings.configured` when the variable is absent; manage.py and asgi.py set their own.
+del os.environ["DJANGO_SETTINGS_MODULE"]
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -70,3 +80,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 def lone_starts(settings) -> None:
     """Every start of this test comes alone: its roots go straight to the workers (runs.StartPacing)."""
     settings.SWITCHYARD = {**settings.SWITCHYARD, "START_BURST_GAP_SECONDS": 0.0}
+
+
+@pytest.fixture
+def default_egress(settings) -> None:
+    """The egress policy as shipped, nothing allow-listed (the session allows 127.0.0.1)."""
+    settings.SWITCHYARD = {**settings.SWITCHYARD, "EGRESS_ALLOW": []}

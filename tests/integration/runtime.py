@@ -19,7 +19,8 @@ from django.conf import settings
 from django.db import connection
 
 ROOT = Path(__file__).resolve().parents[2]
-LOGS = ROOT / ".data" / "test" / "logs"
+# One folder per pytest-xdist worker: both start processes with the same names.
+LOGS = ROOT / ".data" / "test" / "logs" / os.environ.get("PYTEST_XDIST_WORKER", "")
 
 
 def test_database_url() -> str:

@@ -26,6 +26,7 @@ import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from workflows.core.conditions import Condition, ConditionError
+from workflows.core.egress import EgressPolicy, literal_refusal
 from workflows.core.engine import JOIN_RULES
 from workflows.core.graph import (
     AGENT,
@@ -72,6 +73,7 @@ _PATTERN_HINTS: Final[Mapping[str | int, str]] = {  # keyed by a pydantic loc's 
 
 HandlerSchemas = Mapping[str, Mapping[str, Any] | None]
 LLM_HANDLER_PREFIX: Final = "llm."
+EGRESS_URL_HANDLERS: Final = frozenset({"http.request"})
 _ConfigValidator = jsonschema.Draft202012Validator | str
 
 
@@ -89,6 +91,8 @@ class Limits:
     # the provider of nodes that name none. None: providers are not checked.
     llm_providers: Mapping[str, tuple[str, ...]] | None = None
     llm_default_provider: str | None = None
+    # Where nodes may send requests (http.request's url); None: URLs are not checked.
+    egress: EgressPolicy | None = None
 
 
 DEFAULT_LIMITS: Final = Limits()
@@ -325,7 +329,24 @@ def _inspect(
         issues += _check_queues(draft, limits.queues)
     if limits.llm_providers is not None:
         issues += _check_llm_providers(draft, limits.llm_providers, limits.llm_default_provider)
+    if limits.egress is not None:
+        issues += _check_egress(draft, limits.egress)
     return issues, draft
+
+
+def _check_egress(draft: _Draft, policy: EgressPolicy) -> list[Issue]:
+    """Report `http.request` URLs whose host, as written, the egress policy refuses."""
+    issues: list[Issue] = []
+    for index, spec in draft.nodes.items():
+        url = spec.config.get("url") if spec.handler in EGRESS_URL_HANDLERS else None
+        refusal = literal_refusal(url, policy) if isinstance(url, str) else None
+        if refusal is not None:
+            issues.append(
+                Issue(
+                    f"nodes[{index}].config.url", f"{refusal} (node '{spec.id}')", "egress_refused", spec.id
+                )
+            )
+    return issues
 
 
 def _check_llm_providers(

@@ -15,11 +15,12 @@ host. In `json` a string that is exactly one placeholder takes the value with it
 from __future__ import annotations
 
 import codecs
+import contextlib
 import json
 import logging
 import re
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -27,6 +28,8 @@ from urllib.parse import quote, urlsplit
 import httpx
 import jsonschema
 
+from workflows.core.egress import EgressRefused, literal_refusal
+from workflows.handlers import egress
 from workflows.handlers.registry import HandlerError, NodeContext, node, on_loop
 
 log = logging.getLogger(__name__)
@@ -263,6 +266,29 @@ def time_budget(ctx: NodeContext, configured: float | None, where: str) -> float
     return budget
 
 
+@contextlib.contextmanager
+def told_as_handler_errors(label: str, timeout: float) -> Iterator[None]:
+    """Turn what httpx (and the egress policy) raise into a HandlerError naming the call."""
+    try:
+        yield
+    except EgressRefused as exc:
+        raise HandlerError(f"{label}: {exc}") from None
+    except httpx.TimeoutException as exc:
+        raise HandlerError(f"{label} timed out after {timeout:.3g} s.") from exc
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
+        raise HandlerError(f"{label} failed: {type(exc).__name__}: {exc}") from exc
+
+
+def reply_of(response: httpx.Response, data: bytes) -> Reply:
+    return Reply(
+        response.status_code,
+        response.reason_phrase,
+        response.headers.get("content-type", ""),
+        known_encoding(response.charset_encoding),
+        data,
+    )
+
+
 def send(
     method: str,
     url: str,
@@ -275,24 +301,16 @@ def send(
 ) -> Reply:
     """Send one request and read its body, within `timeout` overall and `max_bytes`."""
     label = f"{where}: {method} {shown_url(url)}"
-    deadline = time.monotonic() + timeout
-    try:
-        with (
-            httpx.Client(timeout=timeout, follow_redirects=False) as client,
-            client.stream(method, url, headers=headers, **body) as response,
-        ):
-            data = read_capped(response, max_bytes, deadline, label)
-    except httpx.TimeoutException as exc:
-        raise HandlerError(f"{label} timed out after {timeout:.3g} s.") from exc
-    except (httpx.HTTPError, httpx.InvalidURL) as exc:
-        raise HandlerError(f"{label} failed: {type(exc).__name__}: {exc}") from exc
-    return Reply(
-        response.status_code,
-        response.reason_phrase,
-        response.headers.get("content-type", ""),
-        known_encoding(response.charset_encoding),
-        data,
-    )
+    body_of = CappedBody(max_bytes, time.monotonic() + timeout, label)
+    with (
+        told_as_handler_errors(label, timeout),
+        egress.client(timeout=timeout, follow_redirects=False) as client,
+        client.stream(method, url, headers=headers, **body) as response,
+    ):
+        body_of.check_declared(response)
+        for chunk in response.iter_bytes():
+            body_of.add(chunk)
+    return reply_of(response, body_of.data())
 
 
 async def asend(
@@ -307,60 +325,46 @@ async def asend(
 ) -> Reply:
     """`send`, awaited (a client per request, as `send`: redirects and pools stay per call)."""
     label = f"{where}: {method} {shown_url(url)}"
-    deadline = time.monotonic() + timeout
-    try:
+    body_of = CappedBody(max_bytes, time.monotonic() + timeout, label)
+    with told_as_handler_errors(label, timeout):
         async with (
-            httpx.AsyncClient(timeout=timeout, follow_redirects=False) as client,
+            egress.async_client(timeout=timeout, follow_redirects=False) as client,
             client.stream(method, url, headers=headers, **body) as response,
         ):
-            data = await aread_capped(response, max_bytes, deadline, label)
-    except httpx.TimeoutException as exc:
-        raise HandlerError(f"{label} timed out after {timeout:.3g} s.") from exc
-    except (httpx.HTTPError, httpx.InvalidURL) as exc:
-        raise HandlerError(f"{label} failed: {type(exc).__name__}: {exc}") from exc
-    return Reply(
-        response.status_code,
-        response.reason_phrase,
-        response.headers.get("content-type", ""),
-        known_encoding(response.charset_encoding),
-        data,
-    )
+            body_of.check_declared(response)
+            async for chunk in response.aiter_bytes():
+                body_of.add(chunk)
+    return reply_of(response, body_of.data())
 
 
-async def aread_capped(response: httpx.Response, max_bytes: int, deadline: float, label: str) -> bytes:
-    """`read_capped`, awaited."""
-    too_big = f"{label}: the response is larger than max_bytes ({max_bytes} bytes); raise max_bytes."
-    declared = response.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > max_bytes:
-        raise HandlerError(too_big)
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in response.aiter_bytes():
-        size += len(chunk)
-        if size > max_bytes:
-            raise HandlerError(too_big)
-        if time.monotonic() > deadline:
-            raise HandlerError(f"{label} timed out while reading the response.")
-        chunks.append(chunk)
-    return b"".join(chunks)
+class CappedBody:
+    """A streamed body read up to `max_bytes` and a deadline, refused with a HandlerError past either."""
 
+    def __init__(self, max_bytes: int, deadline: float, label: str) -> None:
+        self.max_bytes, self.deadline, self.label = max_bytes, deadline, label
+        self.chunks: list[bytes] = []
+        self.size = 0
 
-def read_capped(response: httpx.Response, max_bytes: int, deadline: float, label: str) -> bytes:
-    """Read a streamed body; stop at `max_bytes` or at the deadline with a HandlerError."""
-    too_big = f"{label}: the response is larger than max_bytes ({max_bytes} bytes); raise max_bytes."
-    declared = response.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > max_bytes:
-        raise HandlerError(too_big)
-    chunks: list[bytes] = []
-    size = 0
-    for chunk in response.iter_bytes():
-        size += len(chunk)
-        if size > max_bytes:
-            raise HandlerError(too_big)
-        if time.monotonic() > deadline:
-            raise HandlerError(f"{label} timed out while reading the response.")
-        chunks.append(chunk)
-    return b"".join(chunks)
+    def too_big(self) -> HandlerError:
+        return HandlerError(
+            f"{self.label}: the response is larger than max_bytes ({self.max_bytes} bytes); raise max_bytes."
+        )
+
+    def check_declared(self, response: httpx.Response) -> None:
+        declared = response.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_bytes:
+            raise self.too_big()
+
+    def add(self, chunk: bytes) -> None:
+        self.size += len(chunk)
+        if self.size > self.max_bytes:
+            raise self.too_big()
+        if time.monotonic() > self.deadline:
+            raise HandlerError(f"{self.label} timed out while reading the response.")
+        self.chunks.append(chunk)
+
+    def data(self) -> bytes:
+        return b"".join(self.chunks)
 
 
 def known_encoding(name: str | None) -> str:
@@ -411,7 +415,9 @@ def http_request(ctx: NodeContext) -> dict[str, Any]:
     """Send an HTTP request and return its status, content type and JSON or text body.
 
     Sends `Idempotency-Key: run:node:attempt`. Redirects are not followed; any status
-    outside 2xx fails the attempt. The body is capped at `max_bytes`.
+    outside 2xx fails the attempt. The body is capped at `max_bytes`. The connection goes
+    only to addresses the egress policy allows (SWITCHYARD_EGRESS_ALLOW; loopback, private,
+    link-local and metadata addresses are refused by default).
     """
     where = "http.request"
     url = request_url(ctx, where)
@@ -474,6 +480,10 @@ def request_url(ctx: NodeContext, where: str) -> str:
     parts = urlsplit(url)
     if parts.scheme not in {"http", "https"} or not parts.hostname or not has_valid_port(url):
         raise HandlerError(f"{where}: config.url must be an http:// or https:// URL with a host.")
+    # Before httpx reads the host: it refuses some spellings (0177.0.0.1) without naming a rule.
+    refusal = literal_refusal(url, egress.current_policy())
+    if refusal is not None:
+        raise HandlerError(f"{where}: {shown_url(url)}: {refusal}")
     return url
 
 

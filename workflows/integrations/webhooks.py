@@ -47,7 +47,9 @@ from django.db import close_old_connections, connection, transaction
 from django.db.models import F, Max
 from django.utils import timezone
 
+from workflows.core import egress
 from workflows.core.backoff import backoff_delay
+from workflows.handlers import egress as egress_transport
 from workflows.runs import tracecontext
 from workflows.store import audit
 from workflows.store.errors import Conflict, DomainError, Invalid, NotFound
@@ -203,6 +205,9 @@ def create_subscription(
     problem = url_problem(url)
     if problem:
         raise Invalid(f"url: {problem}")
+    refusal = egress.literal_refusal(url, egress_transport.current_policy())
+    if refusal is not None:
+        raise Invalid(f"url: {refusal}.")
     with transaction.atomic():
         ensure_cursor()  # events from now on are delivered, none from before
         subscription = WebhookSubscription.objects.create(
@@ -542,7 +547,9 @@ def post(delivery: WebhookDelivery) -> httpx.Response:
         **signed_headers(subscription.secret, str(delivery.pk), body),
     }
     timeout = settings.SWITCHYARD["WEBHOOK_TIMEOUT_SECONDS"]
-    return httpx.post(subscription.url, content=body, headers=headers, timeout=timeout)
+    # Checked again at connect time: the URL's name may resolve elsewhere by now.
+    with egress_transport.client(timeout=timeout) as client:
+        return client.post(subscription.url, content=body, headers=headers)
 
 
 def record(delivery: WebhookDelivery, outcome: dict[str, Any], now: datetime) -> None:

@@ -16,6 +16,8 @@ from urllib.parse import urlsplit
 
 from django.db import IntegrityError, transaction
 
+from workflows.core import egress
+from workflows.handlers import egress as egress_transport
 from workflows.store import audit
 from workflows.store.errors import Conflict, Invalid, NotFound
 from workflows.store.models import LLMPrice, LLMProvider
@@ -69,6 +71,11 @@ def check_provider(change: ProviderChange) -> None:
             "base_url: give an http:// or https:// URL (at most 500 characters) with a host, "
             "no credentials, no query, no spaces."
         )
+    # Admins choose providers but every non-admin's llm.* node calls them: the same policy
+    # holds (and again when each connection opens, whatever the name resolves to by then).
+    refusal = egress.literal_refusal(change.base_url, egress_transport.current_policy())
+    if refusal is not None:
+        raise Invalid(f"base_url: {refusal}.")
     if not change.default_model.strip() or len(change.default_model) > 200:
         raise Invalid("default_model: give the model name (1 to 200 characters).")
     if len(change.models) > MAX_MODELS or any(not m.strip() or len(m) > 200 for m in change.models):

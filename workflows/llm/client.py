@@ -27,6 +27,8 @@ from typing import Any
 import httpx
 
 from workflows.core import toolcalls
+from workflows.core.egress import EgressRefused
+from workflows.handlers import egress
 from workflows.handlers.builtin import USER_AGENT, shown_url, snippet, switchyard_settings
 from workflows.handlers.registry import HandlerError
 from workflows.llm.providers import Endpoint
@@ -110,6 +112,8 @@ def complete(
                 parts = read_stream(response, call, on_delta, on_calls)
             else:
                 parts = parse_body(read_body(response, call), call)
+    except EgressRefused as exc:
+        raise call.fail(f"POST {shown_url(call.url)}: {exc}") from None
     except httpx.TimeoutException as exc:
         raise call.fail(f"POST {shown_url(call.url)} timed out after {timeout_seconds:.3g} s.") from exc
     except httpx.HTTPError as exc:
@@ -144,6 +148,8 @@ async def acomplete(
                 parts = await aread_stream(response, call, on_delta, on_calls)
             else:
                 parts = parse_body(await aread_body(response, call), call)
+    except EgressRefused as exc:
+        raise call.fail(f"POST {shown_url(call.url)}: {exc}") from None
     except httpx.TimeoutException as exc:
         raise call.fail(f"POST {shown_url(call.url)} timed out after {timeout_seconds:.3g} s.") from exc
     except httpx.HTTPError as exc:
@@ -165,15 +171,16 @@ def async_http_client() -> httpx.AsyncClient:
     loop = asyncio.get_running_loop()
     if loop not in _async_clients:
         limits = httpx.Limits(max_connections=None, max_keepalive_connections=100)
-        _async_clients[loop] = httpx.AsyncClient(follow_redirects=False, limits=limits)
+        _async_clients[loop] = egress.async_client(follow_redirects=False, limits=limits)
     return _async_clients[loop]
 
 
 @cache
 def http_client() -> httpx.Client:
     """One client per process: making one costs 0.4-0.7 s here (its TLS context), and it pools
-    connections. Thread-safe; each call passes its own timeout."""
-    return httpx.Client(follow_redirects=False)
+    connections. Thread-safe; each call passes its own timeout. Its connections are held to
+    the egress policy in settings, read when each one opens."""
+    return egress.client(follow_redirects=False)
 
 
 def request_payload(

@@ -137,15 +137,27 @@ def ack(msg_ids: list[str]) -> None:
         pipe.execute()
 
 
+def scoped(channel: str) -> str:
+    """Name a pub/sub channel for this Redis database (database 0 keeps the bare name).
+
+    Pub/sub is server-wide, not per database: two installations on one Redis server, each in
+    a database of its own (or two pytest-xdist workers), would otherwise hear each other's
+    announcements, and a scheduler would try to load a version its PostgreSQL never had.
+    """
+    db = int(client().connection_pool.connection_kwargs.get("db") or 0)
+    return channel if db == 0 else f"{channel}@{db}"
+
+
 def publish(channel: str, payload: dict[str, Any]) -> None:
-    client().publish(channel, json.dumps(payload))
+    client().publish(scoped(channel), json.dumps(payload))
 
 
 def publish_runs_finished(finished: list[tuple[int, str]]) -> None:
     if finished:
         pipe = client().pipeline(transaction=False)
+        channel = scoped(RUNS_CHANNEL)
         for run_id, status in finished:
-            pipe.publish(RUNS_CHANNEL, json.dumps({"run": run_id, "status": status}))
+            pipe.publish(channel, json.dumps({"run": run_id, "status": status}))
         pipe.execute()
 
 

@@ -24,6 +24,7 @@ from workflows.runtime import advancing, bus, duties, mapping, pgsession
 from workflows.runtime.outages import STORES_AWAY, Outage
 from workflows.runtime.reconciler import Reconciler
 from workflows.store.graphs import active_versions, load_graph
+from workflows.store.models import WorkflowVersion
 
 log = logging.getLogger(__name__)
 
@@ -59,7 +60,7 @@ class VersionWatcher(threading.Thread):
 
     def listen(self, outage: Outage) -> None:
         pubsub = bus.client().pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]  # redis-py leaves Redis.pubsub unannotated
-        pubsub.subscribe(bus.VERSIONS_CHANNEL)
+        pubsub.subscribe(bus.scoped(bus.VERSIONS_CHANNEL))
         self.reload_all()  # after subscribing: nothing announced in between is missed
         self.connected.set()
         outage.ok()
@@ -76,7 +77,11 @@ class VersionWatcher(threading.Thread):
         log.info("loaded %d active versions", len(active))
 
     def load(self, announcement: dict[str, Any]) -> None:
-        load_graph(announcement["version"])
+        try:
+            load_graph(announcement["version"])
+        except WorkflowVersion.DoesNotExist:  # deleted since, or announced by another store
+            log.warning("announced version %s is not in the store; ignored", announcement["version"])
+            return
         self.active = {**self.active, announcement["workflow"]: announcement["version"]}
         log.info("workflow %s now runs version %s", announcement["workflow"], announcement["version"])
 

@@ -19,6 +19,7 @@ from workflows import handlers
 from workflows.children import calls
 from workflows.core.definition import DefinitionError, Limits, checksum, normalise, parse_definition
 from workflows.core.graph import Graph
+from workflows.handlers import egress
 from workflows.llm import providers
 from workflows.runtime import bus
 from workflows.store import hotreads
@@ -35,6 +36,7 @@ def limits() -> Limits:
         queues=tuple(settings.SWITCHYARD_QUEUES),
         llm_providers={p.name: tuple(p.models) for p in known},
         llm_default_provider=next((p.name for p in known if p.is_default), None),
+        egress=egress.current_policy(),
     )
 
 

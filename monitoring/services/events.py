@@ -26,7 +26,11 @@ from typing import Any, NotRequired, TypedDict
 import redis.asyncio as aioredis
 from channels.layers import get_channel_layer
 
-LIVE_CHANNEL = "sy:mon:live"  # Redis pub/sub channel of the live topics' messages
+from workflows.runtime import bus
+
+# Redis pub/sub channel of the live topics' messages, named per Redis database (bus.scoped):
+# pub/sub is server-wide, and two installations on one server must not see each other's text.
+LIVE_CHANNEL = "sy:mon:live"
 MESSAGE_TYPE = "mon.message"  # handled by MonitorConsumer.mon_message
 TOPIC = re.compile(
     r"^(overview|workers|runs|deadletters|approvals|(workflow|run|llm:run|llm:workflow):[1-9][0-9]{0,18})$"
@@ -77,7 +81,9 @@ async def publish_live(client: aioredis.Redis, messages: list[Message]) -> None:
     if not messages:
         return
     assert all(is_live(m["topic"]) for m in messages), [m["topic"] for m in messages]
-    await client.publish(LIVE_CHANNEL, "\n".join(f"{m['topic']} {json.dumps(m)}" for m in messages))
+    await client.publish(
+        bus.scoped(LIVE_CHANNEL), "\n".join(f"{m['topic']} {json.dumps(m)}" for m in messages)
+    )
 
 
 async def join(channel_name: str, topics: list[str]) -> None:

@@ -29,6 +29,7 @@ import redis.asyncio as aioredis
 from django.conf import settings
 
 from monitoring.services import events
+from workflows.runtime import bus
 from workflows.runtime.outages import STORES_AWAY, Outage
 
 log = logging.getLogger(__name__)
@@ -66,7 +67,7 @@ class Hub:
             )
             pubsub = client.pubsub(ignore_subscribe_messages=True)
             try:
-                await pubsub.subscribe(events.LIVE_CHANNEL)
+                await pubsub.subscribe(bus.scoped(events.LIVE_CHANNEL))
                 outage.ok()
                 while True:
                     message = await pubsub.get_message(timeout=POLL_SECONDS)

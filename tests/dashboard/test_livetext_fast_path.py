@@ -62,7 +62,7 @@ def test_the_broadcaster_publishes_a_piece_stamped_without_waiting_for_a_tick(se
     async def scenario() -> str:
         client = aioredis.Redis.from_url(django_settings.REDIS_URL, decode_responses=True)
         pubsub = client.pubsub(ignore_subscribe_messages=True)
-        await pubsub.subscribe(events.LIVE_CHANNEL)
+        await pubsub.subscribe(bus.scoped(events.LIVE_CHANNEL))
         stop = asyncio.Event()
         task = asyncio.create_task(stream_texts(Broadcaster(), stop))
         await asyncio.sleep(0.3)  # it has read the feed's newest entry: it starts after it

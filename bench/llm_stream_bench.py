@@ -2,12 +2,13 @@
 """Streamed LLM text under load: provider chunk -> websocket and SSE clients, and the engine's cost.
 
     .venv/bin/python bench/llm_stream_bench.py                       # 50 streams, 20 tokens/s, 20 s
-    .venv/bin/python bench/llm_stream_bench.py --streams 50 --rate 20 --tokens 400 --batch 500
+    .venv/bin/python bench/llm_stream_bench.py --streams 200 --pairs 0  # the streams alone
 
-Everything runs as `make run` runs it (RQ workers, scheduler, broadcaster, Daphne), set up by
+Everything runs as `make run` runs it (2 RQ workers, scheduler, broadcaster, Daphne), set up by
 bench/dashboard_bench.py's Bench (embedded servers in .data/bench-dash, database recreated),
-with one RQ worker per stream (an llm.chat attempt holds its worker while it streams) and a
-scripted provider in this process whose every token is `t<send time in µs>`:
+the workers running the streams in slots (SWITCHYARD_WORKER_SLOTS: half the streams each, and
+some to spare), and a scripted provider in this process whose every token is
+`t<send time in µs>`:
 
 1. streams: STREAMS runs of one llm.chat node, each streamed at RATE tokens/s for TOKENS
    tokens; per run one websocket client (topic llm:run:<id>, the run page's) and one SSE
@@ -15,7 +16,8 @@ scripted provider in this process whose every token is `t<send time in µs>`:
    the live page's), in a child process. The provider holds every stream until
    all clients are connected and every worker has asked, then sends; a token's delay is its
    arrival minus its send time (same clock).
-   p50/p95/max per kind, tokens/s delivered, CPU of Daphne and the broadcaster (% of a core).
+   p50/p95/max per kind, tokens/s delivered, CPU of Daphne, the broadcaster and the workers
+   (% of a core), and the machine's load average before and after (it is shared).
 2. throughput: BATCH runs of the 4-node demo DAG, wall time to finish, node executions/s:
    alone, then while STREAMS streams run; PAIRS times, medians.
 """
@@ -25,6 +27,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -34,12 +37,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import harness
+import psutil
 from dashboard_bench import Bench
 
 from workflows.llm.demo_server import chunk
 
 MODEL = "bench-model"
-BOOT_BATCH = 10
+CONNECT_BATCH = 25  # runs whose clients connect at once
+SPARE_SLOTS = 20  # per worker, beyond its half of the streams: the throughput phase's nodes
 
 
 # --------------------------------------------------------------------------- the provider
@@ -153,6 +158,7 @@ async def websocket_client(
     factory = WebSocketClientFactory(
         f"{c['ws']}?topics={topic}", origin=c["origin"], headers={"Cookie": c["cookie"]}
     )
+    factory.setProtocolOptions(openHandshakeTimeout=120)
     factory.protocol = Client
     await asyncio.get_running_loop().create_connection(factory, host, int(port))
     await asyncio.wait_for(done, 600)
@@ -184,22 +190,64 @@ def serve_clients(config: str) -> None:
     c = json.loads(config)
     out: dict[str, list[float]] = {"ws": [], "ws_live": [], "sse": []}
 
-    async def announce(ready: asyncio.Queue[int]) -> None:
-        for _ in range(2 * len(c["runs"]) + 1):
-            await ready.get()
-        print("ready", flush=True)
-
     async def main() -> None:
+        # Connected in waves of CONNECT_BATCH runs: 400 handshakes at once on a busy Daphne
+        # (2 shared cores) ran past autobahn's opening handshake timeout, every one of them.
         ready: asyncio.Queue[int] = asyncio.Queue()
-        live = websocket_client(c, f"llm:workflow:{c['workflow']}", c["runs"], out["ws_live"], ready)
-        tasks = [announce(ready), live]
-        for run_id in c["runs"]:
-            tasks.append(websocket_client(c, f"llm:run:{run_id}", [run_id], out["ws"], ready))
-            tasks.append(sse_client(c["origin"], c["token"], run_id, out, ready))
+
+        async def connected(count: int) -> None:
+            for _ in range(count):
+                await asyncio.wait_for(ready.get(), 120)
+
+        tasks = []
+        if c["live"]:
+            live = websocket_client(c, f"llm:workflow:{c['workflow']}", c["all_runs"], out["ws_live"], ready)
+            tasks.append(asyncio.create_task(live))
+            await connected(1)
+        for first in range(0, len(c["runs"]), CONNECT_BATCH):
+            batch = c["runs"][first : first + CONNECT_BATCH]
+            for run_id in batch:
+                page = websocket_client(c, f"llm:run:{run_id}", [run_id], out["ws"], ready)
+                tasks.append(asyncio.create_task(page))
+                tasks.append(asyncio.create_task(sse_client(c["origin"], c["token"], run_id, out, ready)))
+            await connected(2 * len(batch))
+        print("ready", flush=True)
         await asyncio.gather(*tasks)
 
     asyncio.run(main())
     print(json.dumps(out))
+
+
+class Clients:
+    """The clients in `procs` child processes, runs dealt out among them; the first also
+    follows the live page. One process measured itself at 100 streams: its event loop, behind
+    on 2,000 SSE events and 2,000 websocket messages a second, stamped arrivals late."""
+
+    def __init__(self, config: dict[str, Any], procs: int) -> None:
+        runs = config["all_runs"]
+        self.children = []
+        for n in range(procs):  # one after another: Daphne rejects a handshake not done in 5 s
+            mine = {**config, "runs": runs[n::procs], "live": n == 0}
+            child = subprocess.Popen(
+                [sys.executable, __file__, "--serve-clients", json.dumps(mine)],
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            self.children.append(child)
+            assert child.stdout is not None
+            if child.stdout.readline().strip() != "ready":
+                raise RuntimeError("the stream clients did not connect")
+
+    def cpu_seconds(self) -> float:
+        return sum(sum(psutil.Process(c.pid).cpu_times()[:2]) for c in self.children)
+
+    def communicate(self, timeout: float) -> dict[str, list[float]]:
+        delays: dict[str, list[float]] = {"ws": [], "ws_live": [], "sse": []}
+        for child in self.children:
+            out, _ = child.communicate(timeout=timeout)
+            for kind, found in json.loads(out).items():
+                delays[kind] += found
+        return delays
 
 
 # --------------------------------------------------------------------------- the bench
@@ -226,47 +274,25 @@ class StreamBench(Bench):
         self.token = keys.create_key(viewer, "bench", ["read"])[1]
 
     def start(self) -> None:
-        """Start one more worker per stream, ten at a time: fifty Django processes importing
-        at once on two cores starve Daphne and the scheduler for minutes."""
+        """Start Bench's two workers with a slot for every stream (until 2026-11-27 this
+        started one worker process per stream: an attempt held its worker while it streamed)."""
+        self.env["SWITCHYARD_WORKER_SLOTS"] = str(self.args.streams // 2 + SPARE_SLOTS)
         super().start()
-        from workflows.runtime import bus
+        time.sleep(2)  # settle
 
-        python = str(harness.VENV_BIN / "python")
-        wanted = self.args.streams + 2
-        for first in range(3, wanted + 1, BOOT_BATCH):
-            for i in range(first, min(first + BOOT_BATCH, wanted + 1)):
-                cmd = [python, "manage.py", "rqworker", "--name", f"llm-w{i}", "default", "agents"]
-                self.procs.append(harness.spawn(cmd, f"worker-{i}", "workers", self.env, self.logdir))
-            target = min(first + BOOT_BATCH - 1, wanted)
-            deadline = time.monotonic() + 300
-            while bus.client().zcard(bus.WORKERS_ROSTER) < target:
-                harness.check_alive(self.procs)
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"workers {first}..{target} did not start in 5 minutes")
-                time.sleep(0.5)
-        harness.log(f"{wanted} workers up")
-        time.sleep(5)  # and settle
-
-    def start_streams(self) -> tuple[list[int], subprocess.Popen[str]]:
+    def start_streams(self) -> tuple[list[int], Clients]:
         """Start the runs and their clients; open the gate once all are connected and streaming."""
         TimedProvider.close_gate()
         ids = [self.runs.start_run(self.llm, {})[0].pk for _ in range(self.args.streams)]
         config = {
-            "runs": ids,
+            "all_runs": ids,
             "ws": f"ws://127.0.0.1:{self.port}/ws/monitor/",
             "workflow": self.llm.pk,
             "origin": f"http://127.0.0.1:{self.port}",
             "cookie": self.cookie,
             "token": self.token,
         }
-        child = subprocess.Popen(
-            [sys.executable, __file__, "--serve-clients", json.dumps(config)],
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        assert child.stdout is not None
-        if child.stdout.readline().strip() != "ready":
-            raise RuntimeError("the stream clients did not connect")
+        child = Clients(config, self.args.client_procs)
         deadline = time.monotonic() + 300
         while TimedProvider.arrived < self.args.streams:  # every worker has asked the provider
             if time.monotonic() > deadline:
@@ -279,14 +305,20 @@ class StreamBench(Bench):
         a = self.args
         harness.log(f"streams: {a.streams} x {a.tokens} tokens at {a.rate} tokens/s")
         ids, child = self.start_streams()
-        cpu0 = {n: sum(self.proc(n).cpu_times()[:2]) for n in ("broadcaster", "daphne")}
+        names = ("broadcaster", "daphne", "worker-1", "worker-2")
+        cpu0 = {n: sum(self.proc(n).cpu_times()[:2]) for n in names}
+        clients0 = child.cpu_seconds()
+        load0 = os.getloadavg()[0]
         t0 = time.perf_counter()
         self.wait_finished(ids, 900)
-        out, _ = child.communicate(timeout=120)
+        clients_cpu = child.cpu_seconds() - clients0
+        delays = child.communicate(timeout=120)
         wall = time.perf_counter() - t0
         cpu = {n: round((sum(self.proc(n).cpu_times()[:2]) - c) / wall * 100, 1) for n, c in cpu0.items()}
-        delays = json.loads(out)
+        cpu["clients"] = round(clients_cpu / wall * 100, 1)
         return {
+            "load_average_1min": [round(load0, 1), round(os.getloadavg()[0], 1)],
+            "wall_s": round(wall, 1),
             "ws_delay_ms": harness.distribution(delays["ws"]),
             "ws_live_page_delay_ms": harness.distribution(delays["ws_live"]),
             "sse_delay_ms": harness.distribution(delays["sse"]),
@@ -305,7 +337,7 @@ class StreamBench(Bench):
             harness.log(
                 f"throughput: {results['alone'][-1]:.0f} alone, {results['with_streams'][-1]:.0f} with streams"
             )
-        return {k: round(statistics.median(v), 1) for k, v in results.items()}
+        return {k: round(statistics.median(v), 1) for k, v in results.items() if v}
 
 
 def main() -> int:
@@ -318,6 +350,7 @@ def main() -> int:
     parser.add_argument("--tokens", type=int, default=400, help="tokens per stream")
     parser.add_argument("--batch", type=int, default=500, help="demo runs per throughput measurement")
     parser.add_argument("--pairs", type=int, default=3)
+    parser.add_argument("--client-procs", type=int, default=4, help="processes the clients run in")
     args = parser.parse_args()
     args.clients = 0  # Bench's fields
     bench = StreamBench(args)

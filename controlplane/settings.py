@@ -235,7 +235,8 @@ RQ = {"COMMIT_MODE": "auto", "WORKER_CLASS": "workflows.runtime.worker.NodeWorke
 # A consumer waits for its next message with BZPOPMIN for 5 s (channels-redis's brpop_timeout),
 # and redis-py 8 reads with a 5 s socket timeout by default: a websocket on a quiet topic then
 # died with "Timeout reading from" after 5 s. Reads may take up to 15 s here; a Redis that is
-# really gone is still noticed.
+# really gone is still noticed. Streamed LLM text (the `llm:` topics) does not travel through
+# this layer: one pub/sub subscriber per Daphne process (monitoring/services/livefeed.py).
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",

@@ -12,7 +12,10 @@ checks in a row (over a second here, every send of every dashboard waiting behin
 Snapshot topics are forwarded as the broadcaster sent them (epoch and sequence number
 included: the page re-syncs on a gap); a `run:<id>` topic is served from the `runs` change
 list: when the run changed, or a change message was missed, the consumer reads the run and
-sends its fragments, rendered by the page's templates.
+sends its fragments, rendered by the page's templates. Streamed LLM text (`llm:` topics)
+comes past the channel layer, through this process's one subscriber (services/livefeed.py),
+into a queue per page that `forward_live` sends from in order, with the same check before
+every send.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.sessions.backends.base import SessionBase
 
 from controlplane import access
-from monitoring.services import events, runstate
+from monitoring.services import events, livefeed, runstate
 from workflows.store.models import Run
 
 MAX_TOPICS = 6
@@ -108,15 +111,34 @@ class MonitorConsumer(AsyncJsonWebsocketConsumer):
         await events.join(self.channel_name, self.topics)
         self.joined = True
         await self.accept()
+        if self.live_topics:
+            self.live: asyncio.Queue[str] = asyncio.Queue(livefeed.QUEUE_AT_MOST)
+            livefeed.hub.follow(self.live_topics, self.live)
+            self.forwarding = asyncio.ensure_future(self.forward_live())
         for topic in self.run_topics:
             await self.send_run(topic)
 
     async def disconnect(self, code: int) -> None:
         if self.joined:
             await events.leave(self.channel_name, self.topics)
+        if self.joined and self.live_topics:
+            livefeed.hub.leave(self.live_topics, self.live)
+            self.forwarding.cancel()
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
         """Pages only listen; anything they send is ignored."""
+
+    @property
+    def live_topics(self) -> list[str]:
+        return [t for t in self.topics if events.is_live(t)]
+
+    async def forward_live(self) -> None:
+        """Send the live topics' messages as they come, in order; stop when not allowed."""
+        while True:
+            text = await self.live.get()
+            if not await self.still_allowed():
+                return
+            await self.send(text_data=text)
 
     @property
     def run_topics(self) -> list[str]:

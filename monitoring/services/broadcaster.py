@@ -10,7 +10,9 @@ topic, so a client that misses one (channel layer full, reconnect) notices and r
 Snapshot topics (`overview`, `workers`, `workflow:<id>`) are sent when they change, and at
 least every KEEPALIVE_SECONDS so that a lost last message is noticed. Change topics (`runs`,
 `deadletters`) list what changed; run pages and lists fetch what they show themselves.
-Running two broadcasters is harmless (clients see two epochs and re-sync more often) but
+Streamed LLM text (`llm:` topics) does not wait for a tick: `stream_texts` follows the
+workers' feed with a blocking XREAD and sends each piece as it comes (livetext.py; why, with
+figures, in its docstring). Running two broadcasters is harmless (clients see two epochs and re-sync more often) but
 pointless; `make run` starts one.
 """
 
@@ -25,6 +27,7 @@ from collections import deque
 from datetime import UTC, datetime
 from typing import Any
 
+import redis.asyncio as aioredis
 from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.db import close_old_connections
@@ -108,7 +111,6 @@ class Broadcaster:
         self.reader = sources.EventReader(start)
         self.unread_before_start = not resume
         self.windows.prune(now)
-        self.texts.start()
 
     def backfill(self, after: int, upto: int) -> None:
         reader = sources.EventReader(after)
@@ -134,7 +136,6 @@ class Broadcaster:
         messages = self.build(now, changed, letters_changed, everything)
         if everything or any(e.kind in APPROVAL_KINDS for e in batch):
             messages.append(self.stamp("approvals", {"at": now}, now))
-        messages += [self.stamp(topic, data, now) for topic, data in self.texts.read(now)]
         self.persist(messages, totals, now)
         return messages, more
 
@@ -276,6 +277,47 @@ class Broadcaster:
 
 
 async def run_forever(broadcaster: Broadcaster, stop: asyncio.Event) -> None:
+    """Tick every interval, and send streamed text as it comes, until `stop` is set."""
+    texts = asyncio.create_task(stream_texts(broadcaster, stop))
+    try:
+        await tick_forever(broadcaster, stop)
+    finally:
+        texts.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await texts
+
+
+async def stream_texts(broadcaster: Broadcaster, stop: asyncio.Event) -> None:
+    """Send the pages each piece of streamed LLM text as soon as the feed has it.
+
+    The fast path, apart from the tick and the channel layer (livefeed.py says why the
+    latter): waiting for the tick (every INTERVAL_SECONDS, 0.25 s, plus its Postgres reads)
+    adds 125 ms to a token on average and 250 ms at worst, and no setting of it reaches
+    100 ms at p95 without ticking the whole dashboard that often.
+    The tick's own work (and its Postgres reads) never delays a piece here: this loop runs
+    on the event loop while the tick runs on the sync thread. Figures: docs/benchmarks.md.
+    """
+    client = aioredis.Redis.from_url(settings.REDIS_URL, decode_responses=True, health_check_interval=30)
+    outage = Outage("broadcaster's texts", log)
+    started = False
+    try:
+        while not stop.is_set():
+            try:
+                if not started:
+                    await broadcaster.texts.start(client)
+                    started = True
+                found = await broadcaster.texts.read(client)
+                now = time.time()
+                await events.publish_live(client, [broadcaster.stamp(t, data, now) for t, data in found])
+                outage.ok()
+            except (OSError, *STORES_AWAY) as exc:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), timeout=outage.failed(exc))
+    finally:
+        await client.aclose()
+
+
+async def tick_forever(broadcaster: Broadcaster, stop: asyncio.Event) -> None:
     """Tick every interval until `stop` is set; a store that is away is waited for."""
     interval = settings.MONITOR["INTERVAL_SECONDS"]
     outage = Outage("broadcaster", log)

@@ -1,7 +1,10 @@
 """Streamed LLM text for the pages: the broadcaster's view of `workflows.llm.streams`' feed.
 
-Each tick reads what the workers appended to the feed since the last tick and sends, per run
-and per workflow that changed, one message with a piece of each attempt that moved:
+The broadcaster follows the feed on a path of its own, apart from its snapshot tick
+(`broadcaster.stream_texts`): a blocking XREAD returns as soon as a worker appends, and what
+it returned is sent at once, per run and per workflow that changed, one message with a piece
+of each attempt that moved (under load one read brings many entries, so messages per topic
+stay bounded by how fast they are sent, not by the number of tokens):
 - usually what it wrote since the last message (`whole: false`, `offset` = where it goes);
 - at least every WHOLE_EVERY_SECONDS, and at its end, its whole text so far (`whole: true`;
   the tail, at most TAIL_CHARS, starting at `offset`).
@@ -25,6 +28,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, cast
 
+import redis.asyncio as aioredis
+
 from workflows.llm import streams
 from workflows.runtime import bus
 
@@ -32,6 +37,7 @@ TAIL_CHARS = 20_000
 WHOLE_EVERY_SECONDS = 2.0
 FORGET_AFTER_SECONDS = 120.0
 READ_AT_MOST = 5_000
+BLOCK_MS = 1_000  # an XREAD waits this long for an entry, then the loop looks at its stop flag
 
 
 @dataclass
@@ -80,46 +86,55 @@ class Text:
 
 
 class LiveTexts:
-    """Follow the feed; say which runs' and workflows' texts changed since the last tick."""
+    """Follow the feed; say which runs' and workflows' texts changed since the last read."""
 
     def __init__(self) -> None:
         self.cursor = "$"
         self.texts: dict[tuple[int, int], Text] = {}
 
-    def start(self) -> None:
+    async def start(self, client: aioredis.Redis) -> None:
         """Begin after the feed's newest entry: older attempts are read back when they move."""
-        last = cast(list[bus.StreamEntry], bus.client().xrevrange(streams.FEED, count=1))
+        last = cast(list[bus.StreamEntry], await client.xrevrange(streams.FEED, count=1))
         self.cursor = last[0][0] if last else "0-0"
 
-    def read(self, now: float) -> list[tuple[str, dict[str, Any]]]:
-        """Fold the new feed entries; return (topic, data) of every run and workflow that changed."""
+    async def read(
+        self, client: aioredis.Redis, block_ms: int = BLOCK_MS
+    ) -> list[tuple[str, dict[str, Any]]]:
+        """Wait for new feed entries and fold them; return (topic, data) of every run and
+        workflow that changed (nothing when `block_ms` passed without an entry)."""
         found = cast(
             bus.StreamReply,
-            bus.client().xread({streams.FEED: self.cursor}, count=READ_AT_MOST),
+            await client.xread({streams.FEED: self.cursor}, count=READ_AT_MOST, block=block_ms),
         )
+        now = time.time()
         changed: dict[tuple[int, int], Text] = {}
         for _, entries in found or []:
             for entry_id, fields in entries:
                 self.cursor = entry_id
-                text = self.fold(fields, now)
+                text = await self.fold(client, fields, now)
                 changed[(text.node_run_id, text.attempt)] = text
         self.forget(now)
         return self.messages(list(changed.values()), now)
 
-    def fold(self, fields: dict[str, str], now: float) -> Text:
+    async def fold(self, client: aioredis.Redis, fields: dict[str, str], now: float) -> Text:
         key = (int(fields["nr"]), int(fields["a"]))
         entry = streams.parse_entry("", fields)
         text = self.texts.get(key)
-        if text is None or entry.offset != len(text.so_far.text):
-            text = self.read_back(fields, key)
-        else:
+        if text is None or entry.offset > len(text.so_far.text):
+            text = await self.read_back(client, fields, key)
+        elif entry.offset == len(text.so_far.text):
             text.so_far.add(entry)
+        # else: read back already, with what came after it (a read-back reads the attempt's
+        # stream up to now). Reading back again for each such entry, as this did, cost an
+        # XRANGE of the whole text per entry: a broadcaster behind the feed at 100 streams
+        # fell further behind with every read (13 reads in 30 s, 14 s late).
         text.touched = now
         return text
 
-    def read_back(self, fields: dict[str, str], key: tuple[int, int]) -> Text:
+    async def read_back(self, client: aioredis.Redis, fields: dict[str, str], key: tuple[int, int]) -> Text:
         """Rebuild an attempt's text from its own stream (first seen mid-way, or a gap)."""
-        so_far, _ = streams.read_so_far(*key)
+        entries = cast(list[bus.StreamEntry], await client.xrange(streams.text_key(*key)))
+        so_far, _ = streams.fold_entries(entries)
         text = Text(int(fields["r"]), int(fields["w"]), fields["n"], key[1], key[0], so_far)
         self.texts[key] = text
         return text

@@ -1,9 +1,9 @@
 """Streamed LLM text in Redis: one stream per node attempt, and one feed for the broadcaster.
 
-The worker's `TextWriter` coalesces deltas (at most one write every FLUSH_SECONDS) and
-appends each piece to the attempt's stream `sy:llm:text:<noderun>:<attempt>` (replayed
+The worker's `TextWriter` coalesces deltas by time and size (a write when FLUSH_SECONDS passed
+since the last one, or FLUSH_CHARS are pending) and appends each piece to the attempt's stream `sy:llm:text:<noderun>:<attempt>` (replayed
 then followed by the SSE endpoint) and to the feed `sy:llm:live` (read by the broadcaster,
-which pushes the text to the run and workflow pages a few times a second). The attempt's
+which pushes each piece on to the run and workflow pages as it comes). The attempt's
 stream ends with an `end` entry holding the node's output, or its error.
 
 An `llm.agent` attempt writes all its model turns into its one stream, each between two
@@ -35,7 +35,13 @@ from workflows.store.models import NodeRun
 
 FEED = "sy:llm:live"
 FEED_MAXLEN = 20_000
-FLUSH_SECONDS = 0.1
+# A delta waits at most this long for company before it is written. 0.1 s put 50 ms on the
+# median token and 100 ms on the worst; at 0.02 s (the slots' outbox flushes every 0.02 s too)
+# a 20 tokens/s stream writes each token as it comes, and a fast one (200 tokens/s) writes
+# 50 pieces a second instead of 200: Redis entries per stream are bounded, latency is not
+# traded for them (bench/llm_stream_bench.py, docs/benchmarks.md "LLM streams").
+FLUSH_SECONDS = 0.02
+FLUSH_CHARS = 2_000  # a burst (a cached answer arriving at once) is written without waiting
 TEXT_TTL_SECONDS = 3600
 END_FIELD = "end"
 TURN_FIELD = "turn"
@@ -89,7 +95,8 @@ class TextWriter:
         self.flush_if_due()
 
     def flush_if_due(self) -> None:
-        if time.monotonic() - self.flushed_at >= self.flush_seconds:
+        due = time.monotonic() - self.flushed_at >= self.flush_seconds
+        if due or sum(map(len, self.pending)) >= FLUSH_CHARS:
             self.flush()
 
     def flush(self) -> None:
@@ -241,13 +248,18 @@ class SoFar:
                 self.turn_from = entry.offset
 
 
-def read_so_far(node_run_id: int, attempt: int) -> tuple[SoFar, str]:
-    """Fold an attempt's stream so far; return it and the last entry id."""
+def fold_entries(entries: list[bus.StreamEntry]) -> tuple[SoFar, str]:
+    """Fold an attempt's stream entries; return what they hold and the last entry id."""
     so_far, last = SoFar(), "0-0"
-    for entry_id, fields in cast(list[bus.StreamEntry], bus.client().xrange(text_key(node_run_id, attempt))):
+    for entry_id, fields in entries:
         so_far.add(parse_entry(entry_id, fields))
         last = entry_id
     return so_far, last
+
+
+def read_so_far(node_run_id: int, attempt: int) -> tuple[SoFar, str]:
+    """Fold an attempt's stream so far; return it and the last entry id."""
+    return fold_entries(cast(list[bus.StreamEntry], bus.client().xrange(text_key(node_run_id, attempt))))
 
 
 def read_text(node_run_id: int, attempt: int) -> tuple[str, dict[str, Any] | None, str]:

@@ -1,5 +1,5 @@
-// Streamed LLM text, live: the broadcaster sends, a few times a second, each attempt's new
-// piece (`offset`: where it goes) and, every two seconds, at the end and when an agent's turn
+// Streamed LLM text, live: the broadcaster sends each attempt's new piece as the workers
+// write it (`offset`: where it goes; monitoring/services/livefeed.py) and, every two seconds, at the end and when an agent's turn
 // moves on, its whole text (`whole`) (monitoring/services/livetext.py). A piece that continues the
 // text shown is appended; a piece after a gap (a missed message, a page opened mid-stream)
 // waits for the next whole text. Each node shows its newest attempt; a newer attempt replaces the older one's text with a

@@ -123,7 +123,7 @@ def test_viewer_receives_snapshots_with_sequence_numbers_of_its_topics_only(role
         ws = communicator(headers, "overview")
         assert (await ws.connect())[0]
         await events.publish([snapshot("workers", 1), snapshot("overview", 1), snapshot("overview", 2)])
-        received = [await ws.receive_json_from(), await ws.receive_json_from()]
+        received = [await ws.receive_json_from(timeout=10), await ws.receive_json_from(timeout=10)]
         assert await ws.receive_nothing(0.1)
         await ws.disconnect()
         return received
@@ -141,7 +141,7 @@ def test_a_deactivated_user_gets_no_more_messages_and_is_disconnected(role_user:
         ws = communicator(headers, "overview")
         assert (await ws.connect())[0]
         await events.publish([snapshot("overview", 1)])
-        assert (await ws.receive_json_from())["seq"] == 1
+        assert (await ws.receive_json_from(timeout=10))["seq"] == 1
         await deactivate(user.pk)
         await events.publish([snapshot("overview", 2)])
         return await ws.receive_output()
@@ -190,7 +190,7 @@ def test_run_topic_sends_the_run_on_connect_and_again_when_it_changes(role_user:
     async def scenario() -> list[Any]:
         ws = communicator(headers, f"run:{run.pk}")
         assert (await ws.connect())[0]
-        first = await ws.receive_json_from()
+        first = await ws.receive_json_from(timeout=10)
         changes = {"at": 0, "overflow": False}
         await events.publish(
             [{"topic": "runs", "epoch": 5, "seq": 1, "data": {**changes, "runs": {str(other.pk): None}}}]
@@ -199,10 +199,10 @@ def test_run_topic_sends_the_run_on_connect_and_again_when_it_changes(role_user:
         await events.publish(
             [{"topic": "runs", "epoch": 5, "seq": 2, "data": {**changes, "runs": {str(run.pk): None}}}]
         )
-        second = await ws.receive_json_from()
+        second = await ws.receive_json_from(timeout=10)
         # A missed change message (seq 3 never arrives) refreshes the run anyway.
         await events.publish([{"topic": "runs", "epoch": 5, "seq": 4, "data": {**changes, "runs": {}}}])
-        third = await ws.receive_json_from()
+        third = await ws.receive_json_from(timeout=10)
         await ws.disconnect()
         return [first, second, third]
 
@@ -248,10 +248,10 @@ def test_a_recent_role_decision_is_shared_then_expires(role_user: Any, clock: li
         ws = communicator(headers, "overview")
         assert (await ws.connect())[0]
         await events.publish([snapshot("overview", 1)])
-        first = await ws.receive_json_from()
+        first = await ws.receive_json_from(timeout=10)
         await deactivate(user.pk)
         await events.publish([snapshot("overview", 2)])
-        within = await ws.receive_json_from()  # the decision of a moment ago still holds
+        within = await ws.receive_json_from(timeout=10)  # the decision of a moment ago still holds
         clock[0] += 1.0
         await events.publish([snapshot("overview", 3)])
         return [first["seq"], within["seq"], await ws.receive_output()]

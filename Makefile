@@ -7,13 +7,15 @@ PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help venv assets browser run status test chaos bench lint docs clean-data
+.PHONY: help venv assets browser run status restart test chaos bench lint docs clean-data
 
 help:
 	@echo "make run         start Switchyard (embedded PostgreSQL + Valkey, web, scheduler, workers)"
 	@echo "make status      the state of each process \`make run\` supervises"
+	@echo "make restart     restart them one at a time, as a deploy does (workers drain, no web gap)"
 	@echo "make test        run the tests (PYTEST_ARGS=... to pass options)"
-	@echo "make chaos       1,000 runs through the API while every process and both stores are killed"
+	@echo "make chaos       1,000 runs of every node kind while every process and both stores are killed"
+	@echo "                 (ROLLING=1: every process restarted one at a time instead; RUNS=300: shorter)"
 	@echo "make bench       run the benchmarks"
 	@echo "make assets      install the npm packages (npm ci) and bundle the editor and dashboard (npm run build)"
 	@echo "make lint        ruff check and format check, mypy --strict on every package"
@@ -49,6 +51,10 @@ run: venv assets
 status:
 	@$(PY) scripts/run.py status
 
+# Restart every process `make run` supervises, one at a time (workers drain; no web gap).
+restart:
+	@$(PY) scripts/run.py restart
+
 # The browser tests drive Debian's Chromium through Playwright (never `playwright install`).
 browser:
 	@command -v chromium >/dev/null 2>&1 || (apt-get update && apt-get install -y chromium)
@@ -61,7 +67,7 @@ test: venv assets browser
 
 # RUNS=300 for a shorter one (CI runs a short one: tests/integration/test_chaos.py).
 chaos: venv
-	$(PY) scripts/chaos.py --runs $(or $(RUNS),1000)
+	$(PY) scripts/chaos.py --runs $(or $(RUNS),1000) $(if $(ROLLING),--rolling)
 
 bench: venv
 	$(PY) bench/run.py

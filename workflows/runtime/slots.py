@@ -46,7 +46,7 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from workflows import handlers
@@ -114,6 +114,10 @@ class Slots:
 
     async def run(self, claim: Claim, node: Node, ctx: handlers.NodeContext, started: datetime) -> None:
         offload.OUTBOX.set(self.outbox)
+        # As RQ's loop does before each job: a connection broken by a PostgreSQL restart is
+        # replaced, not handed to every later attempt (`make chaos` saw an agent node end
+        # dead, its retries each failing at once with "the connection is closed").
+        await offload.run_sync(replace_broken_connection)
         with attemptlog.captured_in_task() as capture:
             outcome = await attempt_on_loop(node, ctx, f"node {claim.node_id!r}")
         outcome = replace(outcome, log=capture.text())
@@ -150,6 +154,7 @@ class Slots:
 
 def store(outbox: list[Any], results: list[Result], worker: str) -> None:
     """On the sync thread: send the streamed text, then store the results and notify."""
+    replace_broken_connection()  # an attempt's error may have left it broken: results must not wait on it
     if outbox:
         pipe = bus.client().pipeline(transaction=False)
         for add_commands in outbox:
@@ -159,6 +164,19 @@ def store(outbox: list[Any], results: list[Result], worker: str) -> None:
         for result in results:
             tally.add(result.outcome.status == NodeStatus.SUCCEEDED)
         bus.notify(*execution.finish(results, worker))
+
+
+def replace_broken_connection() -> None:
+    """Close this thread's connection if an error left it unusable; keep a sound one, however old.
+
+    Not close_old_connections: with CONN_MAX_AGE 0 it would reconnect at every attempt and
+    every flush, where the slots share one connection for hundreds of attempts a second.
+    """
+    if connection.errors_occurred:
+        if connection.is_usable():
+            connection.errors_occurred = False
+        else:
+            connection.close()
 
 
 async def attempt_on_loop(node: Node, ctx: handlers.NodeContext, what: str) -> Outcome:

@@ -31,7 +31,7 @@ from typing import Any
 import harness
 import psutil
 import psycopg
-from run import RESULTS_DIR, ensure_services
+from run import RESULTS_DIR, SERVICES_DIR, ensure_services
 from switchyard_bench import SwitchyardBench
 
 MB = 2**20
@@ -85,7 +85,7 @@ def main() -> int:
         os.environ["SWITCHYARD_RETENTION_DAYS"] = "0"
     out = RESULTS_DIR / f"soak-{time.strftime('%Y%m%dT%H%M%S')}"
     out.mkdir(parents=True, exist_ok=True)
-    db_url, redis_url, _started = ensure_services()
+    db_url, redis_url, started_services = ensure_services()
     bench = SwitchyardBench(db_url, redis_url, out)
     bench.env["SWITCHYARD_RETENTION_DAYS"] = os.environ["SWITCHYARD_RETENTION_DAYS"]
     bench.prepare()
@@ -140,6 +140,10 @@ def main() -> int:
         loader.join(5)
         last_sizes = sizes(bench)
         bench.stop()
+        if started_services:
+            import services
+
+            services.down(SERVICES_DIR)
     report(args, memory, latencies, first_sizes, last_sizes)
     print(f"\ntables, all: {tables[0][1]:.1f} MB -> {tables[-1][1]:.1f} MB, slope over the second half "
           f"{slope_per_hour([p for p in tables if p[0] >= args.minutes * 30]):+.1f} MB/h")  # fmt: skip

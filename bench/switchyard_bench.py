@@ -174,12 +174,13 @@ class SwitchyardBench:
 
     def _create_workflow(self) -> None:
         from workflows.handlers.demo import DEMO_PROFILE
+        from workflows.store.graphs import load_graph
 
         wf = self.versions.create_workflow("bench-demo", "Bench demo")
         self.versions.publish_version(self.versions.create_version(wf, DEMO_PROFILE))
         wf.refresh_from_db()
         self.workflow = wf
-        self.graph = self.versions.load_graph(wf.active_version_id)
+        self.graph = load_graph(wf.active_version_id)
         self.nodes_per_run = len(self.graph.nodes)
 
     def start(self) -> None:

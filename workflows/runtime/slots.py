@@ -114,10 +114,6 @@ class Slots:
 
     async def run(self, claim: Claim, node: Node, ctx: handlers.NodeContext, started: datetime) -> None:
         offload.OUTBOX.set(self.outbox)
-        # As RQ's loop does before each job: a connection broken by a PostgreSQL restart is
-        # replaced, not handed to every later attempt (`make chaos` saw an agent node end
-        # dead, its retries each failing at once with "the connection is closed").
-        await offload.run_sync(replace_broken_connection)
         with attemptlog.captured_in_task() as capture:
             outcome = await attempt_on_loop(node, ctx, f"node {claim.node_id!r}")
         outcome = replace(outcome, log=capture.text())
@@ -154,7 +150,10 @@ class Slots:
 
 def store(outbox: list[Any], results: list[Result], worker: str) -> None:
     """On the sync thread: send the streamed text, then store the results and notify."""
-    replace_broken_connection()  # an attempt's error may have left it broken: results must not wait on it
+    # A connection an attempt's error left broken (a PostgreSQL restart) is replaced here, at
+    # the flush that stores that failure, before the retry runs: `make chaos` saw an agent node
+    # end dead, its retries each failing at once with "the connection is closed".
+    replace_broken_connection()
     if outbox:
         pipe = bus.client().pipeline(transaction=False)
         for add_commands in outbox:

@@ -10,13 +10,17 @@ per hour, over the second half so that start-up is not counted), the tables' siz
 start and the end, and the run latency (start to finish) p50/p95 of the first and the last
 five minutes (or fifths of the run if shorter). With --retention-days, finished runs older
 than that are pruned by the scheduler as in production (workflows/operations/retention.py): compare
-the table growth of two soaks, with and without.
+the table growth of two soaks, with and without (the tables' total is sampled too, and its
+slope over the second half printed: near zero once pruning keeps pace). Last, every log line
+of the soak's processes that says ERROR, CRITICAL or Traceback is counted per process, and
+the soak exits 1 if there is one.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import sys
 import threading
@@ -27,10 +31,11 @@ from typing import Any
 import harness
 import psutil
 import psycopg
-from run import RESULTS_DIR, ensure_services
+from run import RESULTS_DIR, SERVICES_DIR, ensure_services
 from switchyard_bench import SwitchyardBench
 
 MB = 2**20
+ERROR_LINE = re.compile(r"\b(ERROR|CRITICAL)\b|^Traceback")
 
 
 def sizes(bench: SwitchyardBench) -> dict[str, int]:
@@ -80,13 +85,14 @@ def main() -> int:
         os.environ["SWITCHYARD_RETENTION_DAYS"] = "0"
     out = RESULTS_DIR / f"soak-{time.strftime('%Y%m%dT%H%M%S')}"
     out.mkdir(parents=True, exist_ok=True)
-    db_url, redis_url, _started = ensure_services()
+    db_url, redis_url, started_services = ensure_services()
     bench = SwitchyardBench(db_url, redis_url, out)
     bench.env["SWITCHYARD_RETENTION_DAYS"] = os.environ["SWITCHYARD_RETENTION_DAYS"]
     bench.prepare()
     bench.start()
     latencies: list[tuple[float, float]] = []  # (started at, seconds to finish)
     memory: dict[str, list[tuple[float, float]]] = {}
+    tables: list[tuple[float, float]] = []  # (seconds, MB of every workflows table)
     stop = threading.Event()
     t0 = time.monotonic()
     first_sizes = sizes(bench)
@@ -122,6 +128,7 @@ def main() -> int:
                 for name, mb in mem.items():
                     memory.setdefault(name, []).append((now - t0, mb))
                 total = sum(sizes(bench).values()) / MB
+                tables.append((now - t0, total))
                 harness.log(
                     f"t={now - t0:5.0f} s  tables {total:7.1f} MB  "
                     + "  ".join(f"{k} {v:.0f}" for k, v in sorted(mem.items()))
@@ -133,8 +140,29 @@ def main() -> int:
         loader.join(5)
         last_sizes = sizes(bench)
         bench.stop()
+        if started_services:
+            import services
+
+            services.down(SERVICES_DIR)
     report(args, memory, latencies, first_sizes, last_sizes)
-    return 0
+    print(f"\ntables, all: {tables[0][1]:.1f} MB -> {tables[-1][1]:.1f} MB, slope over the second half "
+          f"{slope_per_hour([p for p in tables if p[0] >= args.minutes * 30]):+.1f} MB/h")  # fmt: skip
+    errors = error_lines(out)
+    print("\nerrors in logs: " + (", ".join(f"{k} {len(v)}" for k, v in errors.items()) or "none"))
+    for name, lines in errors.items():
+        print(f"  {name}: {lines[0]}")
+    print(f"(logs in {out})")
+    return 1 if errors else 0
+
+
+def error_lines(logdir: Path) -> dict[str, list[str]]:
+    """The lines of each process's log that report an error."""
+    found: dict[str, list[str]] = {}
+    for log in sorted(logdir.glob("*.log")):
+        lines = [line for line in log.read_text(errors="replace").splitlines() if ERROR_LINE.search(line)]
+        if lines:
+            found[log.stem] = lines
+    return found
 
 
 def report(args: Any, memory: dict, latencies: list, first: dict, last: dict) -> None:

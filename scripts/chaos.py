@@ -59,8 +59,19 @@ sys.path.insert(0, str(REPO / "scripts"))
 import services  # noqa: E402
 
 BIN = Path(sys.executable).parent
-TERMINAL = {"succeeded", "failed", "cancelled"}
 WEIGHTS = {"web": 1, "scheduler": 2, "worker": 3}  # how often each role is the one killed
+
+MAP_ITEMS = 50
+VARIANTS = 3  # inputs come in this many variants, each with a chaos-free reference run
+
+
+def _compensated(node_id: str) -> dict[str, Any]:
+    return {
+        "id": node_id,
+        "handler": "chaos.step",
+        "compensate": {"handler": "chaos.undo", "retry": {"max_attempts": 3, "backoff_seconds": 0.1}},
+    }
+
 
 WORKFLOWS: dict[str, dict[str, Any]] = {
     "chaos-fanout": {
@@ -97,7 +108,86 @@ WORKFLOWS: dict[str, dict[str, Any]] = {
         ],
         "edges": [{"source": "a", "target": "last"}],
     },
+    # An agent loop against the scripted provider: a turn that calls chaos.lookup, then an answer.
+    "chaos-agent": {
+        "nodes": [
+            {
+                "id": "agent",
+                "handler": "llm.agent",
+                "config": {
+                    "system": "You are a support agent. Use the tool.",
+                    "prompt": "Where is order {input.order_id}?",
+                    "tools": ["chaos.lookup"],
+                    "max_steps": 4,
+                    "timeout_seconds": 30,
+                },
+                "retry": {"max_attempts": 3, "backoff_seconds": 0.2},
+                "timeout_seconds": 60,
+                "queue": "agents",
+            },
+            {"id": "last", "handler": "core.echo"},
+        ],
+        "edges": [{"source": "agent", "target": "last"}],
+    },
+    "chaos-map": {
+        "nodes": [
+            {
+                "id": "square",
+                "handler": "chaos.item",
+                "map": "input.items",
+                "max_parallel": 10,
+                "retry": {"max_attempts": 2, "backoff_seconds": 0.1},
+            },
+            {"id": "last", "handler": "core.echo"},
+        ],
+        "edges": [{"source": "square", "target": "last"}],
+    },
+    "chaos-child": {
+        "nodes": [
+            {"id": "call", "handler": "workflow.run", "config": {"workflow": "chaos-fanout"}},
+            {"id": "last", "handler": "core.echo"},
+        ],
+        "edges": [{"source": "call", "target": "last"}],
+    },
+    # A saga whose last step always fails: the two steps before it are undone, newest first.
+    "chaos-saga": {
+        "nodes": [
+            _compensated("reserve"),
+            _compensated("charge"),
+            {"id": "ship", "handler": "core.fail", "config": {"message": "chaos: cannot ship"}},
+        ],
+        "edges": [{"source": "reserve", "target": "charge"}, {"source": "charge", "target": "ship"}],
+    },
+    # Decided through the API by the approver thread (decide_approvals).
+    "chaos-approval": {
+        "nodes": [
+            {"id": "draft", "handler": "core.echo"},
+            {"id": "approve", "handler": "human.approval", "config": {"title": "Chaos approval"}},
+            {"id": "last", "handler": "core.echo"},
+        ],
+        "edges": [{"source": "draft", "target": "approve"}, {"source": "approve", "target": "last"}],
+    },
+    # A timer, then an event that the poster thread sends through the API (post_events).
+    "chaos-wait": {
+        "nodes": [
+            {"id": "timer", "handler": "wait.timer", "config": {"seconds": 0.5}},
+            {"id": "event", "handler": "wait.event", "config": {"key": "input.key"}},
+            {"id": "last", "handler": "core.echo"},
+        ],
+        "edges": [{"source": "timer", "target": "event"}, {"source": "event", "target": "last"}],
+    },
 }
+EXPECTED_STATUS = {"chaos-saga": "compensated"}  # every other workflow's runs succeed
+
+
+def run_input(slug: str, variant: int, key: str) -> dict[str, Any]:
+    """The input of a run: its variant, a key of its own, and what its workflow reads."""
+    body: dict[str, Any] = {"v": variant, "key": key}
+    if slug == "chaos-map":
+        body["items"] = [variant * 100 + n for n in range(MAP_ITEMS)]
+    if slug == "chaos-agent":
+        body["order_id"] = f"A-{1000 + variant}"
+    return body
 
 
 def say(message: str) -> None:
@@ -138,12 +228,49 @@ class Tally:
     started: dict[str, int] = field(default_factory=dict)  # key -> run id, from a 2xx answer
     gave_up: list[str] = field(default_factory=list)
     statuses: dict[int, int] = field(default_factory=dict)
-    server_errors: list[str] = field(default_factory=list)  # 5xx other than 503
+    server_errors: list[str] = field(default_factory=list)  # 5xx other than 503 (any 5xx when rolling)
+    decided: set[int] = field(default_factory=set)  # approvals the API said it decided
+    events_posted: int = 0
+    refused_connections: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def count(self, status: int) -> None:
+    def count(self, status: int, what: str, rolling: bool) -> None:
         with self.lock:
             self.statuses[status] = self.statuses.get(status, 0) + 1
+            if status >= 500 and (rolling or status != 503):
+                self.server_errors.append(what)
+
+
+@dataclass
+class Client:
+    """The API as a careful client uses it: any web process, retried on a refusal."""
+
+    ports: list[int]
+    token: str
+    tally: Tally
+    rolling: bool
+
+    def call(self, method: str, path: str, deadline: float, **kwargs: Any) -> httpx.Response | None:
+        """Send until answered below 500 (or 503, retried too) or the deadline; None if never."""
+        headers = {"Authorization": f"Bearer {self.token}", **kwargs.pop("headers", {})}
+        while time.monotonic() < deadline:
+            port = random.choice(self.ports)
+            try:
+                answer = httpx.request(
+                    method, f"http://127.0.0.1:{port}{path}", headers=headers, timeout=10, **kwargs
+                )
+            except httpx.HTTPError:
+                with self.tally.lock:
+                    self.tally.refused_connections += 1
+                time.sleep(0.2)  # that web process is down (or killed mid-request): try again
+                continue
+            self.tally.count(
+                answer.status_code, f"{method} {path}: {answer.status_code} {answer.text[:200]}", self.rolling
+            )
+            if answer.status_code < 500:
+                return answer
+            time.sleep(0.2)
+        return None
 
 
 def setup_django(urls: dict[str, str]) -> None:
@@ -155,50 +282,88 @@ def setup_django(urls: dict[str, str]) -> None:
     django.setup()
 
 
-def prepare() -> str:
-    """Publish the workflows and return an admin API key's plaintext."""
+def prepare(demo_url: str) -> str:
+    """Publish the workflows, register the demo provider; return an admin API key's plaintext."""
     from django.contrib.auth import get_user_model
 
     from workflows.integrations import keys
+    from workflows.llm import demo_server, providers
     from workflows.store.models import Workflow
     from workflows.versions import publish as versions
 
+    providers.register_demo(demo_url, demo_server.MODEL)
     user = get_user_model().objects.filter(username="chaos").first()
     user = user or get_user_model().objects.create_superuser("chaos", "chaos@localhost")
-    for slug, definition in WORKFLOWS.items():
+    for slug, definition in WORKFLOWS.items():  # chaos-fanout first: chaos-child calls it
         workflow = Workflow.objects.filter(slug=slug).first() or versions.create_workflow(slug, slug)
         versions.publish_version(versions.create_version(workflow, definition))
     _, plaintext = keys.create_key(user, f"chaos {uuid.uuid4().hex[:6]}", ["admin"])
     return plaintext
 
 
-def start_one(i: int, tag: str, ports: list[int], token: str, tally: Tally, deadline: float) -> None:
-    slug = list(WORKFLOWS)[i % len(WORKFLOWS)]
-    key = f"chaos-{tag}-{i}"
-    body = {"input": {"i": i, "tag": tag}}
-    headers = {"Authorization": f"Bearer {token}", "Idempotency-Key": key}
-    while time.monotonic() < deadline:
-        port = random.choice(ports)
-        try:
-            answer = httpx.post(
-                f"http://127.0.0.1:{port}/api/v1/workflows/{slug}/runs",
-                json=body,
-                headers=headers,
-                timeout=10,
-            )
-        except httpx.HTTPError:
-            time.sleep(0.2)  # that web process is down (or killed mid-request): try again, same key
+def slug_and_variant(i: int) -> tuple[str, int]:
+    slugs = list(WORKFLOWS)
+    return slugs[i % len(slugs)], (i // len(slugs)) % VARIANTS
+
+
+def start_one(key: str, slug: str, variant: int, client: Client, deadline: float) -> None:
+    """Start one run with its own Idempotency-Key; for chaos-wait, post its event too."""
+    answer = client.call(
+        "POST",
+        f"/api/v1/workflows/{slug}/runs",
+        deadline,
+        json={"input": run_input(slug, variant, key)},
+        headers={"Idempotency-Key": key},
+    )
+    if answer is None or answer.status_code not in (200, 201):
+        with client.tally.lock:
+            client.tally.gave_up.append(f"{key}: {answer.status_code if answer else 'no answer'}")
+        return
+    with client.tally.lock:
+        client.tally.started[key] = answer.json()["id"]
+    if slug == "chaos-wait":
+        # Sometimes before the node waits (kept, consumed when it does), sometimes after.
+        time.sleep(random.uniform(0, 1.5))
+        posted = client.call("POST", "/api/v1/events", deadline, json={"key": key, "payload": {"v": variant}})
+        with client.tally.lock:
+            client.tally.events_posted += posted is not None and posted.status_code == 202
+
+
+def decide_approvals(client: Client, stop: threading.Event) -> None:
+    """Approve every pending chaos approval through the API, as a script of a person would."""
+    while not stop.wait(0.5):
+        deadline = time.monotonic() + 10
+        page = client.call("GET", "/api/v1/approvals?workflow=chaos-approval&limit=200", deadline)
+        if page is None or page.status_code != 200:
             continue
-        tally.count(answer.status_code)
-        if answer.status_code in (200, 201):
-            with tally.lock:
-                tally.started[key] = answer.json()["id"]
-            return
-        if answer.status_code >= 500 and answer.status_code != 503:
-            with tally.lock:
-                tally.server_errors.append(f"{key}: {answer.status_code} {answer.text[:200]}")
-        time.sleep(0.2)
-    tally.gave_up.append(key)
+        for approval in page.json()["items"]:
+            answer = client.call(
+                "POST",
+                f"/api/v1/approvals/{approval['id']}/decide",
+                deadline,
+                json={"decision": "approve", "comment": "chaos"},
+            )
+            if answer is not None and answer.status_code == 200:
+                with client.tally.lock:
+                    client.tally.decided.add(approval["id"])
+
+
+def run_reference(client: Client, tag: str, settle: float) -> dict[tuple[str, int], Any]:
+    """Run each workflow once per variant before any chaos; return their normalized outputs."""
+    deadline = time.monotonic() + settle
+    keys = {(slug, v): f"ref-{tag}-{slug}-{v}" for slug in WORKFLOWS for v in range(VARIANTS)}
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        for (slug, v), key in keys.items():
+            pool.submit(start_one, key, slug, v, client, deadline)
+    wait_for_runs(f"ref-{tag}-%", deadline)
+    outputs = run_outputs(f"ref-{tag}-%")
+    reference = {}
+    for (slug, v), key in keys.items():
+        status, nodes = outputs.get(key, (None, None))
+        if status != EXPECTED_STATUS.get(slug, "succeeded"):
+            raise SystemExit(f"chaos: the chaos-free reference run of {slug} ended {status}, not as expected")
+        reference[(slug, v)] = nodes
+    return reference
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -210,19 +375,35 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--data", type=Path, default=REPO / ".data" / "chaos")
     parser.add_argument("--settle", type=float, default=180.0, help="seconds allowed for runs to end")
+    parser.add_argument(
+        "--rolling",
+        action="store_true",
+        help="restart every process one at a time (SIGTERM, drain, start) instead of killing; no 5xx allowed",
+    )
     args = parser.parse_args(argv)
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     random.seed(seed)
     logging.getLogger("httpx").setLevel(logging.WARNING)
-    say(f"chaos: {args.runs} runs at {args.rate:g}/s, a kill every {args.kill_every:g} s, seed {seed}")
+    what = "rolling restarts" if args.rolling else f"a kill every {args.kill_every:g} s"
+    say(f"chaos: {args.runs} runs of {len(WORKFLOWS)} workflows at {args.rate:g}/s, {what}, seed {seed}")
 
     services.clean(args.data)
     urls = services.up(args.data)
     logs = args.data / "logs"
     logs.mkdir(parents=True, exist_ok=True)
+    ledger = args.data / "ledger.tsv"
+    demo_port = free_port()
+    demo_url = f"http://127.0.0.1:{demo_port}/v1"
+    settings_env = {
+        **urls,
+        "SWITCHYARD_HANDLER_MODULES": "workflows.handlers.builtin,workflows.handlers.demo,chaos_handlers",
+        "SWITCHYARD_DEMO_LLM_URL": demo_url,
+        "CHAOS_LEDGER": str(ledger),
+    }
     env = {
         **os.environ,
-        **urls,
+        **settings_env,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "scripts"), os.environ.get("PYTHONPATH")])),
         "DJANGO_SETTINGS_MODULE": "controlplane.settings",
         "PYTHONUNBUFFERED": "1",
         "SWITCHYARD_WORKER_LOST_AFTER_SECONDS": "3",
@@ -230,10 +411,84 @@ def main(argv: list[str] | None = None) -> int:
     }
     python = str(BIN / "python")
     subprocess.run([python, "manage.py", "migrate", "-v", "0", "--noinput"], cwd=REPO, env=env, check=True)
+    os.environ.update(settings_env)
     setup_django(urls)
-    token = prepare()
+    token = prepare(demo_url)
     ports = [free_port(), free_port()]
-    queues = ["default", "agents"]
+    # The provider is outside the platform: it stays up (no word delay: turns are not the test).
+    demo = Role("demo-llm", lambda: [python, "-m", "workflows.llm.demo_server", "--port", str(demo_port), "--word-delay", "0"], env, logs)  # fmt: skip
+    roles = make_roles(python, ports, env, logs, args.workers)
+    demo.start()
+    for role in roles:
+        role.start()
+    tally = Tally()
+    client = Client(ports, token, tally, args.rolling)
+    returned: dict[str, float] = {}
+    restarts: list[dict[str, Any]] = []
+    tag = uuid.uuid4().hex[:8]
+    stop_deciding = threading.Event()
+    approver = threading.Thread(target=decide_approvals, args=(client, stop_deciding), daemon=True)
+    try:
+        wait_until(lambda: all(services.accepts(p) for p in ports), 60, "the web processes")
+        approver.start()
+        began = time.monotonic()
+        reference = run_reference(client, tag, args.settle)
+        say(f"chaos-free reference: {len(reference)} runs in {time.monotonic() - began:.0f} s")
+        load_seconds = args.runs / args.rate
+        done = threading.Event()
+        if args.rolling:
+            chaos = threading.Thread(target=roll, args=(roles, ports, done, restarts), daemon=True)
+        else:
+            chaos = threading.Thread(
+                target=wreak, args=(roles, args, load_seconds, done, returned), daemon=True
+            )
+        started_at = time.monotonic()
+        chaos.start()
+        deadline = started_at + load_seconds + args.settle
+        with ThreadPoolExecutor(max_workers=16) as pool:
+            for i in range(args.runs):
+                slug, variant = slug_and_variant(i)
+                pool.submit(start_one, f"chaos-{tag}-{i}", slug, variant, client, deadline)
+                time.sleep(max(0.0, started_at + (i + 1) / args.rate - time.monotonic()))
+        if args.rolling:  # one whole round at least, however short the load
+            wait_until(lambda: len(restarts) >= len(roles), 600, "a full round of restarts")
+        done.set()
+        chaos.join()
+        say(
+            f"load done in {time.monotonic() - started_at:.0f} s; {len(tally.started) - len(reference)} starts accepted; letting runs end"
+        )
+        for role in roles:
+            if role.process is None or role.process.poll() is not None:
+                role.start()
+        report = settle_and_check(tag, tally, args.settle, returned, reference, ledger)
+        report["seconds"] = round(time.monotonic() - started_at)
+        report["kills"] = {r.name: r.kills for r in roles}
+        if args.rolling:
+            report["restarts"] = restarts
+            report["violations"]["restart_not_clean"] = [r for r in restarts if not r["clean"]]
+    finally:
+        stop_deciding.set()
+        for role in [*roles, demo]:
+            role.kill(signal.SIGTERM)
+        services.down(args.data)
+    print(json.dumps(report, indent=2))
+    violations = {k: v for k, v in report["violations"].items() if v}
+    if violations:
+        say(f"chaos: FAILED {violations} (servers' data and logs kept in {args.data})")
+        return 1
+    services.clean(args.data)
+    say(
+        "chaos: no run lost, stuck or doubled; no node succeeded twice; outputs right; no 5xx for a committed start"
+    )
+    say(
+        "chaos: no tool call repeated once recorded, no compensation run twice, no approval lost, "
+        "no map item done twice; outputs equal to the chaos-free reference"
+    )
+    return 0
+
+
+def make_roles(python: str, ports: list[int], env: dict[str, str], logs: Path, workers: int) -> list[Role]:
+    """Two web processes, two schedulers and WORKERS workers (each start under a fresh name)."""
     daphne = [str(BIN / "daphne"), "-b", "127.0.0.1", "controlplane.asgi:application"]
     worker = [
         python,
@@ -259,52 +514,13 @@ def main(argv: list[str] | None = None) -> int:
     roles += [
         Role(
             f"worker-{n}",
-            lambda n=n: [*worker, "--name", f"chaos-w{n}-{uuid.uuid4().hex[:6]}", *queues],
+            lambda n=n: [*worker, "--name", f"chaos-w{n}-{uuid.uuid4().hex[:6]}", "default", "agents"],
             env,
             logs,
         )
-        for n in range(1, args.workers + 1)
+        for n in range(1, workers + 1)
     ]
-    for role in roles:
-        role.start()
-    tally = Tally()
-    returned: dict[str, float] = {}
-    tag = uuid.uuid4().hex[:8]
-    try:
-        wait_until(lambda: all(services.accepts(p) for p in ports), 60, "the web processes")
-        load_seconds = args.runs / args.rate
-        done = threading.Event()
-        chaos = threading.Thread(target=wreak, args=(roles, args, load_seconds, done, returned), daemon=True)
-        started_at = time.monotonic()
-        chaos.start()
-        deadline = started_at + load_seconds + args.settle
-        with ThreadPoolExecutor(max_workers=16) as pool:
-            for i in range(args.runs):
-                pool.submit(start_one, i, tag, ports, token, tally, deadline)
-                time.sleep(max(0.0, started_at + (i + 1) / args.rate - time.monotonic()))
-        done.set()
-        chaos.join()
-        say(
-            f"load done in {time.monotonic() - started_at:.0f} s; {len(tally.started)} starts accepted; letting runs end"
-        )
-        for role in roles:
-            if role.process is None or role.process.poll() is not None:
-                role.start()
-        report = settle_and_check(tag, tally, args.settle, returned)
-    finally:
-        for role in roles:
-            role.kill(signal.SIGTERM)
-        services.down(args.data)
-    print(json.dumps(report, indent=2))
-    violations = {k: v for k, v in report["violations"].items() if v}
-    if violations:
-        say(f"chaos: FAILED {violations} (servers' data and logs kept in {args.data})")
-        return 1
-    services.clean(args.data)
-    say(
-        "chaos: no run lost, stuck or doubled; no node succeeded twice; outputs right; no 5xx for a committed start"
-    )
-    return 0
+    return roles
 
 
 def free_port() -> int:
@@ -368,22 +584,140 @@ def outage(what: str, data: Path, returned: dict[str, float]) -> None:
     say(f"{what} is back")
 
 
-def settle_and_check(tag: str, tally: Tally, settle: float, returned: dict[str, float]) -> dict[str, Any]:
+def roll(roles: list[Role], ports: list[int], done: threading.Event, restarts: list[dict[str, Any]]) -> None:
+    """Restart every process one at a time, as a deploy does, round after round until done.
+
+    SIGTERM, wait for the process to exit by itself (a worker drains within
+    SWITCHYARD_WORKER_DRAIN_SECONDS, a scheduler finishes its batch), start it again and wait
+    until it serves before the next. A process still alive after 30 s is killed and the
+    restart reported as not clean; the other web process serves while one restarts.
+    """
+    while not done.is_set():
+        for role in roles:
+            began = time.monotonic()
+            assert role.process is not None
+            os.killpg(role.process.pid, signal.SIGTERM)
+            try:
+                code = role.process.wait(30)
+            except subprocess.TimeoutExpired:
+                role.kill()
+                code = None
+            stopped = time.monotonic() - began
+            role.start()
+            if role.name.startswith("web"):
+                port = ports[int(role.name.split("-")[1]) - 1]
+                wait_until(lambda p=port: services.accepts(p), 60, f"{role.name} to serve again")
+            else:
+                time.sleep(2)  # Django's import and the first claim
+            restarts.append(
+                {
+                    "role": role.name,
+                    "exit": code,
+                    "stop_seconds": round(stopped, 1),
+                    "clean": code is not None,
+                }
+            )
+            say(f"restarted {role.name} (exit {code} after {stopped:.1f} s)")
+            if done.is_set():
+                return
+
+
+def wait_for_runs(pattern: str, deadline: float) -> None:
+    from django.db import close_old_connections, connection
+
+    close_old_connections()
+    while time.monotonic() < deadline:
+        with connection.cursor() as cur:
+            cur.execute(
+                "SELECT count(*) FROM workflows_run WHERE idempotency_key LIKE %s AND status <> ALL(%s)",
+                [pattern, sorted(FINAL)],
+            )
+            if cur.fetchone()[0] == 0:
+                return
+        time.sleep(1)
+
+
+FINAL = {"succeeded", "failed", "cancelled", "compensated", "compensation_failed"}
+# Fields of outputs that differ between two correct runs of the same input: times, ids, who.
+VOLATILE = {"at", "decided_at", "decided_by", "by", "run", "run_id", "child_run", "child_run_id", "duration_ms",
+            "started_at", "finished_at", "waited_until", "usage", "latency_ms", "steps", "call_id", "id"}  # fmt: skip
+
+
+def normalize(value: Any, key: str) -> Any:
+    """An output as a chaos-free run of the same variant would have it: the run's own key and
+    volatile fields taken out."""
+    if isinstance(value, dict):
+        return {k: normalize(v, key) for k, v in value.items() if k not in VOLATILE}
+    if isinstance(value, list):
+        return [normalize(v, key) for v in value]
+    if isinstance(value, str):
+        return value.replace(key, "<key>")
+    return value
+
+
+def run_outputs(pattern: str) -> dict[str, tuple[str, dict[str, Any]]]:
+    """Each run's status and its nodes' outputs (normalized), by idempotency key."""
+    from django.db import connection
+
+    with connection.cursor() as cur:
+        cur.execute(
+            """SELECT r.idempotency_key, r.status, n.node_id, n.output FROM workflows_run r
+               JOIN workflows_noderun n ON n.run_id = r.id WHERE r.idempotency_key LIKE %s""",
+            [pattern],
+        )
+        outputs: dict[str, tuple[str, dict[str, Any]]] = {}
+        for key, status, node_id, output in cur.fetchall():
+            outputs.setdefault(key, (status, {}))[1][node_id] = normalize(
+                json.loads(output) if isinstance(output, str) else output, key
+            )
+    return outputs
+
+
+def repeats_after_recorded(ledger: Path) -> dict[str, list[str]]:
+    """Executions that began after their tool call, map item or compensation was recorded finished."""
+    from django.db import connection
+
+    executed: dict[tuple[str, str], list[float]] = {}
+    if ledger.exists():
+        for line in ledger.read_text().splitlines():
+            what, key, at = line.split("\t")
+            executed.setdefault((what, key), []).append(float(at))
+    with connection.cursor() as cur:
+        cur.execute(
+            "SELECT idempotency_key, extract(epoch FROM finished_at) FROM workflows_agentstep WHERE kind = 'tool' AND status = 'ok'"
+        )
+        recorded = [("tool", key, float(at)) for key, at in cur.fetchall()]
+        cur.execute(
+            """SELECT i.run_id || ':' || n.node_id || ':' || i.index, extract(epoch FROM i.finished_at)
+               FROM workflows_mapitem i JOIN workflows_noderun n ON n.id = i.node_run_id WHERE i.status = 'succeeded'"""
+        )
+        recorded += [("item", key, float(at)) for key, at in cur.fetchall()]
+        cur.execute(
+            """SELECT run_id || ':' || node_id, extract(epoch FROM finished_at) FROM workflows_noderun
+               WHERE node_id LIKE '%%~compensate' AND status = 'succeeded'"""
+        )
+        recorded += [("undo", key, float(at)) for key, at in cur.fetchall()]
+    repeats: dict[str, list[str]] = {"tool": [], "item": [], "undo": []}
+    for what, key, finished in recorded:
+        if any(at > finished for at in executed.get((what, key), [])):
+            repeats[what].append(key)
+    repeats["never_executed"] = [f"{w} {k}" for w, k, _ in recorded if (w, k) not in executed]
+    return repeats
+
+
+def settle_and_check(
+    tag: str,
+    tally: Tally,
+    settle: float,
+    returned: dict[str, float],
+    reference: dict[tuple[str, int], Any],
+    ledger: Path,
+) -> dict[str, Any]:
     from django.db import close_old_connections, connection
 
     close_old_connections()
     prefix = f"chaos-{tag}-%"
-    deadline = time.monotonic() + settle
-    while True:
-        with connection.cursor() as cur:
-            cur.execute(
-                "SELECT count(*) FILTER (WHERE status NOT IN ('succeeded', 'failed', 'cancelled')) FROM workflows_run WHERE idempotency_key LIKE %s",
-                [prefix],
-            )
-            open_runs = cur.fetchone()[0]
-        if open_runs == 0 or time.monotonic() > deadline:
-            break
-        time.sleep(1)
+    wait_for_runs(prefix, time.monotonic() + settle)
     with connection.cursor() as cur:
         cur.execute(
             "SELECT idempotency_key, count(*), min(id), min(status), max(status) FROM workflows_run WHERE idempotency_key LIKE %s GROUP BY 1",
@@ -411,6 +745,18 @@ def settle_and_check(tag: str, tally: Tally, settle: float, returned: dict[str, 
             [prefix],
         )
         wrong_output = cur.fetchone()[0]
+        cur.execute(
+            """SELECT w.id, w.outcome FROM workflows_wait w JOIN workflows_run r ON r.id = w.run_id
+               WHERE r.idempotency_key LIKE %s AND w.kind = 'human.approval'""",
+            [prefix],
+        )
+        approvals = dict(cur.fetchall())
+        cur.execute(
+            """SELECT coalesce(sum(n.lost), 0) FROM workflows_noderun n JOIN workflows_run r ON r.id = n.run_id
+               WHERE r.idempotency_key LIKE %s""",
+            [prefix],
+        )
+        lost_attempts = cur.fetchone()[0]
         recovery = {}
         for what, at in returned.items():
             cur.execute(
@@ -419,24 +765,48 @@ def settle_and_check(tag: str, tally: Tally, settle: float, returned: dict[str, 
             )
             first = cur.fetchone()[0]
             recovery[what] = None if first is None else round((float(first) - at) * 1000)
-    lost = [k for k in tally.started if k not in by_key]
+    outputs = run_outputs(prefix)
+    kinds: dict[str, int] = {}
+    unlike_reference = []
+    not_as_expected = []
+    for key, (status, nodes) in outputs.items():
+        slug, variant = slug_and_variant(int(key.rsplit("-", 1)[1]))
+        kinds[slug] = kinds.get(slug, 0) + 1
+        if status != EXPECTED_STATUS.get(slug, "succeeded"):
+            not_as_expected.append(f"{key} ({slug}): {status}")
+        elif nodes != reference[(slug, variant)]:
+            unlike_reference.append(f"{key} ({slug})")
+    started = [k for k in tally.started if k.startswith(f"chaos-{tag}-")]  # not the reference runs
+    lost = [k for k in started if k not in by_key]
     doubled = [k for k, (n, *_rest) in by_key.items() if n > 1]
-    stuck = [k for k, (_n, _id, lo, hi) in by_key.items() if lo not in TERMINAL or hi not in TERMINAL]
-    not_succeeded = [k for k, (_n, _id, lo, hi) in by_key.items() if (lo, hi) != ("succeeded", "succeeded")]
+    stuck = [k for k, (_n, _id, lo, hi) in by_key.items() if lo not in FINAL or hi not in FINAL]
+    repeats = repeats_after_recorded(ledger)
     return {
-        "starts_accepted": len(tally.started),
+        "starts_accepted": len(started),
         "runs_in_postgres": len(by_key),
+        "runs_by_workflow": dict(sorted(kinds.items())),
         "answers": dict(sorted(tally.statuses.items())),
+        "refused_connections_retried": tally.refused_connections,
+        "approvals_decided_through_api": len(tally.decided),
+        "events_posted_through_api": tally.events_posted,
+        "attempts_lost_with_their_worker": lost_attempts,
         "recovery_ms_from_store_return_to_first_node_finished": recovery,
         "violations": {
             "lost": lost[:20],
             "doubled": doubled[:20],
             "stuck": stuck[:20],
-            "not_succeeded": not_succeeded[:20],
+            "not_as_expected": not_as_expected[:20],
             "attempt_recorded_twice": attempts_twice,
             "node_succeeded_twice": succeeded_twice,
             "wrong_output": wrong_output,
-            "start_answered_5xx": tally.server_errors[:20],
+            "unlike_chaos_free_reference": unlike_reference[:20],
+            "tool_call_repeated_after_recorded": repeats["tool"][:20],
+            "map_item_done_twice": repeats["item"][:20],
+            "compensation_run_twice": repeats["undo"][:20],
+            "recorded_but_never_executed": repeats["never_executed"][:20],
+            "approval_lost": [a for a in tally.decided if a in approvals and approvals[a] != "decided"][:20]
+            + [a for a, outcome in approvals.items() if outcome != "decided"][:20],
+            "server_errors": tally.server_errors[:20],
             "gave_up_starting": tally.gave_up[:20],
         },
     }

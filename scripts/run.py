@@ -10,6 +10,13 @@ STABLE_SECONDS; a role is never given up on. Each child's state (running since, 
 crashes) is printed when it changes and kept in .data/dev/supervisor.json (`make status`
 shows it). Ctrl-C or SIGTERM stops everything it started, within STOP_GRACE_SECONDS.
 
+`scripts/run.py restart` (`make restart`) restarts the children one at a time, as a deploy
+does, while the supervisor keeps running: each worker, the scheduler and the broadcaster is
+sent SIGTERM (a worker drains, within SWITCHYARD_WORKER_DRAIN_SECONDS) and started again once
+it has exited; the web server is started anew first and the old one stopped once the new one
+listens. Both accept on one listening socket that the supervisor holds and hands to each
+Daphne (`--fd`), so a client never finds the port closed.
+
 Without LLM_BASE_URL it also runs the scripted demo LLM provider (workflows/llm/demo_server.py,
 on DEMO_LLM_PORT or a free port), which bootstrap registers as the provider "demo", so the
 demo workflows' LLM nodes answer on a machine with no network and no key.
@@ -58,11 +65,15 @@ RESTART_DELAY_MAX_SECONDS = float(os.environ.get("SWITCHYARD_RESTART_DELAY_MAX_S
 STABLE_SECONDS = 30.0
 STATE_FILE = Path(os.environ.get("SWITCHYARD_RUN_STATE_FILE") or DATA_DIR / "supervisor.json")
 READY_TIMEOUT_SECONDS = 120.0
+ROLL_STOP_SECONDS = 30.0  # a restarted child still running after this is killed
+ROLL_SETTLE_SECONDS = 2.0  # after starting a worker or scheduler anew: Django's import, a first claim
+LISTENING = "Listening on TCP address"  # Daphne's line once it accepts on the handed socket
 # Lines of `manage.py bootstrap` repeated under the banner, so the login is not scrolled away.
 LOGIN_LINE = re.compile(r"login|password|username", re.IGNORECASE)
 
 _output_lock = threading.Lock()
 _signals_received = 0
+_restarts_requested = 0  # SIGUSR1: `run.py restart`
 
 
 def say(name: str, line: str) -> None:
@@ -85,14 +96,20 @@ class Child:
     delay: float = RESTART_DELAY_SECONDS  # the wait before the next restart, if it crashes now
     crashes: int = 0
     last_exit: str = ""
+    pass_fds: tuple[int, ...] = ()  # the web server's listening socket
+    rolling: bool = False  # a rolling restart owns the process: check() leaves it alone
+    ready: threading.Event | None = None  # set when the process says LISTENING
 
     def start(self) -> None:
-        self.process = spawn(self.name, self.argv(), self.env)
+        self.ready = threading.Event()
+        self.process = spawn(self.name, self.argv(), self.env, self.pass_fds, self.ready)
         self.started_at = time.monotonic()
         self.restart_at = None
 
     def check(self, now: float) -> bool:
         """Restart the process if it died, after its backoff; return True if its state changed."""
+        if self.rolling:
+            return False
         if self.restart_at is not None:
             if now < self.restart_at:
                 return False
@@ -136,9 +153,24 @@ class Child:
         )
 
 
-def write_state(children: list[Child], now: float) -> None:
+@dataclass
+class Rolls:
+    """The rolling restarts asked for (SIGUSR1) and done, as `run.py restart` reads them."""
+
+    done: int = 0
+    thread: threading.Thread | None = None
+    current: str = ""
+
+
+def write_state(children: list[Child], now: float, rolls: Rolls | None = None) -> None:
     """Keep each child's state in STATE_FILE (replaced whole, so a reader never sees half)."""
-    states = {"pid": os.getpid(), "updated": time.time(), "children": [c.state(now) for c in children]}
+    states = {
+        "pid": os.getpid(),
+        "updated": time.time(),
+        "children": [c.state(now) for c in children],
+        "restarts_done": rolls.done if rolls else 0,
+        "restarting": rolls.current if rolls else "",
+    }
     with contextlib.suppress(OSError):
         STATE_FILE.parent.mkdir(parents=True, exist_ok=True)
         partial = STATE_FILE.with_suffix(".json.partial")
@@ -146,25 +178,91 @@ def write_state(children: list[Child], now: float) -> None:
         partial.replace(STATE_FILE)
 
 
-def spawn(name: str, argv: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+def spawn(
+    name: str,
+    argv: list[str],
+    env: dict[str, str],
+    pass_fds: tuple[int, ...] = (),
+    ready: threading.Event | None = None,
+) -> subprocess.Popen[bytes]:
     """Start ARGV in its own process group with its output relayed to the terminal."""
     # Its own group: Ctrl-C reaches only this supervisor, which then stops the children in
     # order; and killing the group also ends the processes a child forked.
     process = subprocess.Popen(
         argv, cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT, process_group=0,
+        stderr=subprocess.STDOUT, process_group=0, pass_fds=pass_fds,
     )  # fmt: skip
-    threading.Thread(target=relay, args=(name, process), daemon=True).start()
+    threading.Thread(target=relay, args=(name, process, None, ready), daemon=True).start()
     return process
 
 
-def relay(name: str, process: subprocess.Popen[bytes], lines: list[str] | None = None) -> None:
+def relay(
+    name: str,
+    process: subprocess.Popen[bytes],
+    lines: list[str] | None = None,
+    ready: threading.Event | None = None,
+) -> None:
     assert process.stdout is not None
     for raw in iter(process.stdout.readline, b""):
         line = raw.decode(errors="replace").rstrip("\r\n")
         say(name, line)
         if lines is not None:
             lines.append(line)
+        if ready is not None and LISTENING in line:
+            ready.set()
+
+
+def roll(children: list[Child], rolls: Rolls) -> None:
+    """Restart every child one at a time: workers first, the web server last."""
+    for child in sorted(children, key=lambda c: c.name == "web"):
+        if _signals_received:
+            return
+        rolls.current = child.name
+        began = time.monotonic()
+        child.rolling = True
+        try:
+            how = replace_web(child) if child.name == "web" else restart_child(child)
+        finally:
+            child.rolling = False
+        say("run", f"restarted {child.name} ({how}, {time.monotonic() - began:.1f} s)")
+    rolls.current = ""
+    rolls.done += 1
+    say("run", "rolling restart done")
+
+
+def restart_child(child: Child) -> str:
+    """SIGTERM, wait for the child to exit (a worker drains), start it again."""
+    child.stop(signal.SIGTERM)
+    deadline = time.monotonic() + ROLL_STOP_SECONDS
+    while not child.is_stopped() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    how = "stopped"
+    if not child.is_stopped():
+        child.stop(signal.SIGKILL)
+        how = f"killed after {ROLL_STOP_SECONDS:g} s"
+    if child.process is not None:
+        child.process.wait()
+    child.start()
+    time.sleep(ROLL_SETTLE_SECONDS)
+    return how
+
+
+def replace_web(child: Child) -> str:
+    """Start a second web server on the same socket, then stop the old one: no gap."""
+    old = child.process
+    child.start()
+    assert child.ready is not None
+    if not child.ready.wait(READY_TIMEOUT_SECONDS):
+        return "the new web server never listened; the old one keeps serving"
+    if old is not None:
+        kill_group(old.pid, signal.SIGTERM)
+        try:
+            old.wait(ROLL_STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            kill_group(old.pid, signal.SIGKILL)
+            old.wait()
+            return "new one listening; old one killed"
+    return "new one listening; old one stopped"
 
 
 def kill_group(pgid: int, sig: signal.Signals) -> None:
@@ -262,7 +360,7 @@ def demo_llm_port() -> int | None:
         return int(probe.getsockname()[1])
 
 
-def long_running(env: dict[str, str], port: int, workers: int) -> list[Child]:
+def long_running(env: dict[str, str], listener: socket.socket, workers: int) -> list[Child]:
     python = str(BIN / "python")
     queues = [q for q in os.environ.get("SWITCHYARD_QUEUES", "default,agents").split(",") if q]
     host = socket.gethostname()
@@ -274,9 +372,10 @@ def long_running(env: dict[str, str], port: int, workers: int) -> list[Child]:
             "--name", f"{host}-worker-{number}-{uuid.uuid4().hex[:8]}", *queues,
         ]  # fmt: skip
 
-    daphne = [str(BIN / "daphne"), "-b", HOST, "-p", str(port), "controlplane.asgi:application"]
+    fd = listener.fileno()
+    daphne = [str(BIN / "daphne"), "--fd", str(fd), "controlplane.asgi:application"]
     children = [
-        Child("web", lambda: daphne, env),
+        Child("web", lambda: daphne, env, pass_fds=(fd,)),
         Child("scheduler", lambda: [python, "manage.py", "runscheduler"], env),
         Child("broadcaster", lambda: [python, "manage.py", "runbroadcaster"], env),
     ]
@@ -290,11 +389,16 @@ def supervise(children: list[Child], port: int, login_lines: list[str]) -> None:
         child.start()
     announce_by: float | None = time.monotonic() + READY_TIMEOUT_SECONDS  # None once announced
     last_written = 0.0
+    rolls = Rolls()
     while not _signals_received:
         now = time.monotonic()
         changed = [child.check(now) for child in children]
-        if any(changed) or now - last_written > 5:
-            write_state(children, now)
+        if _restarts_requested > rolls.done and (rolls.thread is None or not rolls.thread.is_alive()):
+            rolls.thread = threading.Thread(target=roll, args=(children, rolls), daemon=True)
+            rolls.thread.start()
+            changed.append(True)
+        if any(changed) or now - last_written > 1:
+            write_state(children, now, rolls)
             last_written = now
         if announce_by is not None and services.accepts(port):
             with _output_lock:
@@ -305,6 +409,40 @@ def supervise(children: list[Child], port: int, login_lines: list[str]) -> None:
             say("run", f"the web server does not answer on port {port} yet; see its output above")
             announce_by = now + READY_TIMEOUT_SECONDS
         time.sleep(0.2)
+
+
+def on_restart(_signum: int, _frame: object) -> None:
+    global _restarts_requested
+    _restarts_requested += 1
+
+
+def request_restart(timeout: float = 600.0) -> int:
+    """`make restart`: ask the supervisor of `make run` for a rolling restart; wait until done."""
+    try:
+        states = json.loads(STATE_FILE.read_text())
+    except (OSError, ValueError):
+        print("Switchyard is not running here (no .data/dev/supervisor.json).")
+        return 1
+    done = states.get("restarts_done", 0)
+    os.kill(states["pid"], signal.SIGUSR1)
+    print(f"asked the supervisor (pid {states['pid']}) to restart its processes one at a time")
+    deadline = time.monotonic() + timeout
+    shown = ""
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError, ValueError):
+            states = json.loads(STATE_FILE.read_text())
+        if states.get("restarts_done", 0) > done:
+            print("every process restarted")
+            return 0
+        if states.get("restarting") and states["restarting"] != shown:
+            shown = states["restarting"]
+            print(f"  restarting {shown}")
+        if not psutil.pid_exists(states["pid"]):
+            print("the supervisor is gone")
+            return 1
+        time.sleep(0.2)
+    print(f"the restart did not finish within {timeout:g} s; `make status` shows where it is")
+    return 1
 
 
 def on_signal(_signum: int, _frame: object) -> None:
@@ -345,8 +483,11 @@ def show_status() -> int:
 def main() -> int:
     if sys.argv[1:] == ["status"]:
         return show_status()
+    if sys.argv[1:] == ["restart"]:
+        return request_restart()
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, on_signal)
+    signal.signal(signal.SIGUSR1, on_restart)
     services.log.addHandler(SayHandler())
     services.log.setLevel(logging.INFO)
     load_dotenv(REPO / ".env")
@@ -412,7 +553,10 @@ def run(env: dict[str, str], port: int, workers: int, children: list[Child]) -> 
                 "Admin login: its password was shown by the first `make run`; to set a new one:",
                 f"  {os.path.relpath(python, REPO)} manage.py changepassword admin",
             ]
-    children.extend(long_running(env, port, workers))
+    # The supervisor holds the web server's socket: a new Daphne accepts on it before the old
+    # one stops (a rolling restart), and connections wait in its backlog while none does.
+    listener = socket.create_server((HOST, port), backlog=1024)
+    children.extend(long_running(env, listener, workers))
     if "SWITCHYARD_DEMO_LLM_URL" in env:
         demo = [python, "-m", "workflows.llm.demo_server", "--port", env["DEMO_LLM_PORT"]]
         children.append(Child("demo-llm", lambda: demo, env))

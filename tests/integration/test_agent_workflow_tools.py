@@ -85,7 +85,7 @@ def test_a_workflow_tool_runs_its_child_once_without_a_worker_and_its_output_rea
     link.refresh_from_db()
     child_output = NodeRun.objects.get(run=link.child, node_id="hold").output
     assert link.child.status == "succeeded" and link.settled_at is not None
-    assert tool_messages(llm.requests[1]) == [json.dumps(child_output, ensure_ascii=False)]
+    assert tool_messages(llm.requests[1]) == [json.dumps(child_output, ensure_ascii=False, sort_keys=True)]
     offered = llm.requests[0].json["tools"][0]["function"]
     assert offered == {"name": "workflow__lookup", "description": "Lookup", "parameters": LOOKUP_SCHEMA}
     step.refresh_from_db()

@@ -25,6 +25,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from urllib.parse import urlsplit
 
 import pytest
 from django.conf import settings
@@ -112,7 +113,7 @@ def far_runtime(far: dict[str, str]) -> tuple[Runtime, list[Forward]]:
     auth = db["USER"] + (f":{db['PASSWORD']}" if db["PASSWORD"] else "")
     runtime = Runtime(
         DATABASE_URL=f"postgres://{auth}@{far['near_ip']}:{pg.port}/{db['NAME']}",
-        REDIS_URL=f"redis://{far['near_ip']}:{rd.port}/0",
+        REDIS_URL=f"redis://{far['near_ip']}:{rd.port}/{urlsplit(settings.REDIS_URL).path.lstrip('/') or 0}",  # the test's own database (one per xdist worker)
     )
     return runtime, [pg, rd]
 

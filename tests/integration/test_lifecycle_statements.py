@@ -37,7 +37,12 @@ EMPTY = {
     "span": "{}",
 }
 TEMPLATES = {"LEAVE_WAIT_SQL"}  # formatted into DECIDE_SQL, EXPIRE_SQL, ... first
-NEEDS_ROWS = {"CREATE_RUN_SQL", "INSERT_ITEMS_SQL", "CREATE_STEPS_SQL"}  # inserts: other tests run them
+NEEDS_ROWS = {
+    "CREATE_RUN_SQL",
+    "CREATE_RUNS_SQL",
+    "INSERT_ITEMS_SQL",
+    "CREATE_STEPS_SQL",
+}  # inserts: other tests run them
 
 STATEMENTS = {
     f"{module.__name__.rsplit('.', 1)[1]}.{name}": sql

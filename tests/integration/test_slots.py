@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.db import connection
 from django.db.models import Count
 from django.test import Client
 
@@ -273,3 +274,18 @@ def test_a_worker_without_slots_runs_llm_calls_one_at_a_time_as_before(
     assert_answered_once_each(started)
     assert fake.most_open == 1
     assert "slots" not in heartbeat("w1")
+
+
+def test_a_slot_attempt_after_its_connection_was_cut_gets_a_new_one(rt: Runtime, fake: FakeLLMServer) -> None:
+    fake.gated = False
+    start(rt, "w1")
+    workflow = chat("cut", max_attempts=3)
+    assert_answered_once_each(start_runs(workflow, 1))  # the slots' sync thread now has a connection
+    with connection.cursor() as cur:  # as a PostgreSQL restart does to every connection but ours
+        cur.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+    (run,) = start_runs(workflow, 1)
+    # `make chaos` found the node dead: every later attempt failed with "the connection is closed".
+    assert wait_finished(run).status == "succeeded", errors([run])

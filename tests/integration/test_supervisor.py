@@ -12,9 +12,11 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 from django.conf import settings
 
@@ -103,3 +105,53 @@ def test_a_crash_looping_child_is_always_restarted_and_everything_stops_promptly
     assert proc.returncode == 0
     assert not state_file.exists()
     print(f"stopped in {took:.1f} s")
+
+
+def test_a_rolling_restart_replaces_every_child_while_the_web_keeps_answering(supervisor) -> None:
+    proc, state_file, log = supervisor
+    port = int(log.read_text().split("is running at http://127.0.0.1:")[1].split("/")[0])
+    before = wait_for(
+        lambda: (c := children(state_file)) and all(x["state"] == "running" for x in c.values()) and c,
+        timeout=30,
+        what="every child running",
+    )
+    answers: dict[str, int] = {}
+    stop = threading.Event()
+
+    slowest = [0.0]
+
+    def ask() -> None:  # a client that never retries: a refused connection counts against
+        while not stop.is_set():
+            began = time.monotonic()
+            try:
+                # A new Daphne's first answers are slow on a loaded machine (Django's first
+                # request); a request never answered would still end in ReadTimeout.
+                got = str(httpx.get(f"http://127.0.0.1:{port}/api/v1/health/live", timeout=60).status_code)
+            except httpx.HTTPError as error:
+                got = type(error).__name__
+            answers[got] = answers.get(got, 0) + 1
+            slowest[0] = max(slowest[0], time.monotonic() - began)
+            time.sleep(0.02)
+
+    client = threading.Thread(target=ask)
+    client.start()
+    try:
+        restart = subprocess.run(
+            [sys.executable, str(ROOT / "scripts" / "run.py"), "restart"],
+            env={**os.environ, "SWITCHYARD_RUN_STATE_FILE": str(state_file)},
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+    finally:
+        stop.set()
+        client.join()
+    assert restart.returncode == 0, restart.stdout + log.read_text()[-3000:]
+    after = children(state_file)
+    assert all(after[name]["pid"] != child["pid"] for name, child in before.items()), (before, after)
+    assert all(child["crashes"] == 0 for child in after.values()), after
+    # No 5xx and no refused connection while web was replaced. Not yet: the old Daphne drops
+    # the connections it holds when it stops (Twisted's shutdown), so a request it had just
+    # accepted can end in RemoteProtocolError; seen once or twice a restart, allowed here.
+    assert not [a for a in answers if a.startswith("5") or a == "ConnectError"], answers
+    assert set(answers) <= {"200", "RemoteProtocolError", "ReadTimeout"}, answers
+    assert answers.get("RemoteProtocolError", 0) + answers.get("ReadTimeout", 0) <= 3, answers
+    print(f"answers during the restart: {answers}, slowest {slowest[0]:.1f} s")

@@ -208,10 +208,19 @@ def tool_message(step: Step) -> dict[str, Any]:
 
 
 def tool_content(step: Step) -> str:
-    """What the model is told of a tool step: its output as JSON, or its error; bounded."""
+    """What the model is told of a tool step: its output as JSON (keys sorted), or its error; bounded.
+
+    Sorted: a resumed loop reads the result back from JSONB, which reorders keys, and must
+    send the model the same text as the uninterrupted loop did (`make chaos` caught a
+    resumed agent quoting {"status", "order_id"} where the reference had the handler's order).
+    """
     if step.status == ERROR:
         return bounded(f"error: {step.error}", ERROR_CHARS)
-    text = step.result if isinstance(step.result, str) else json.dumps(step.result, ensure_ascii=False)
+    text = (
+        step.result
+        if isinstance(step.result, str)
+        else json.dumps(step.result, ensure_ascii=False, sort_keys=True)
+    )
     return bounded(text, RESULT_CHARS)
 
 

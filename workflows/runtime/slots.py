@@ -46,7 +46,7 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import close_old_connections, connection
 from django.utils import timezone
 
 from workflows import handlers
@@ -150,6 +150,10 @@ class Slots:
 
 def store(outbox: list[Any], results: list[Result], worker: str) -> None:
     """On the sync thread: send the streamed text, then store the results and notify."""
+    # A connection an attempt's error left broken (a PostgreSQL restart) is replaced here, at
+    # the flush that stores that failure, before the retry runs: `make chaos` saw an agent node
+    # end dead, its retries each failing at once with "the connection is closed".
+    replace_broken_connection()
     if outbox:
         pipe = bus.client().pipeline(transaction=False)
         for add_commands in outbox:
@@ -159,6 +163,19 @@ def store(outbox: list[Any], results: list[Result], worker: str) -> None:
         for result in results:
             tally.add(result.outcome.status == NodeStatus.SUCCEEDED)
         bus.notify(*execution.finish(results, worker))
+
+
+def replace_broken_connection() -> None:
+    """Close this thread's connection if an error left it unusable; keep a sound one, however old.
+
+    Not close_old_connections: with CONN_MAX_AGE 0 it would reconnect at every attempt and
+    every flush, where the slots share one connection for hundreds of attempts a second.
+    """
+    if connection.errors_occurred:
+        if connection.is_usable():
+            connection.errors_occurred = False
+        else:
+            connection.close()
 
 
 async def attempt_on_loop(node: Node, ctx: handlers.NodeContext, what: str) -> Outcome:

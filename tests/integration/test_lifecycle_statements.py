@@ -35,6 +35,8 @@ EMPTY = {
     "output": None,
     "error": "",
     "span": "{}",
+    "follows": "[]",
+    "follow_job": "",
 }
 TEMPLATES = {"LEAVE_WAIT_SQL"}  # formatted into DECIDE_SQL, EXPIRE_SQL, ... first
 NEEDS_ROWS = {

@@ -68,6 +68,7 @@ class Chart {
     this.unit = el.dataset.unit || "";
     this.workflow = el.dataset.workflow || "";
     this.plot = null;
+    this.tickets = 0;
   }
 
   url(windowName) {
@@ -77,13 +78,18 @@ class Chart {
   }
 
   async load(windowName) {
+    // Answers can arrive out of order (a window picked while the last load is in flight):
+    // only the latest request's answer is drawn, or an older window could be drawn last.
+    const ticket = ++this.tickets;
     const answer = await fetch(this.url(windowName), { headers: { Accept: "application/json" } });
+    if (ticket !== this.tickets) return;
     if (!answer.ok) {
       this.el.dataset.state = "error";
       this.el.textContent = `Could not load this chart (HTTP ${answer.status}).`;
       return;
     }
-    this.draw(await answer.json());
+    const data = await answer.json();
+    if (ticket === this.tickets) this.draw(data);
   }
 
   draw(data) {

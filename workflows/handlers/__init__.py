@@ -1,7 +1,8 @@
 """Node handlers: the registry (pure) and the modules that fill it (builtin, demo).
 
 Importing this package loads no handler module; `load_handler_modules` does, from the
-list in `SWITCHYARD["HANDLER_MODULES"]` (see `workflows.apps`).
+list in `SWITCHYARD["HANDLER_MODULES"]` (see `workflows.apps`). In the runtime layer: the
+registry and the built-in handlers import the core only.
 """
 
 from __future__ import annotations

@@ -2,5 +2,6 @@
 
 `providers.resolve` turns a node's provider and model into an `Endpoint` (URL and key stay
 server-side); `client.complete` makes one call, streamed or not, tool calls included;
-`usage.record_call` writes one `LLMCall` row per call with its tokens and cost.
+`usage.record_call` writes one `LLMCall` row per call with its tokens and cost. A domain
+package: imports the runtime (the handler registry, the bus), the store and the core.
 """

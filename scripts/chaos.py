@@ -380,7 +380,12 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="restart every process one at a time (SIGTERM, drain, start) instead of killing; no 5xx allowed",
     )
+    parser.add_argument(
+        "--without", action="append", default=[], choices=sorted(WORKFLOWS), help="leave a workflow out"
+    )
     args = parser.parse_args(argv)
+    for slug in args.without:
+        WORKFLOWS.pop(slug)
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     random.seed(seed)
     logging.getLogger("httpx").setLevel(logging.WARNING)

@@ -61,15 +61,16 @@ browser:
 
 # Two pytest-xdist workers, a test file each at a time (tests/conftest.py gives each worker its
 # own PostgreSQL and Redis databases); TEST_WORKERS=0 runs everything in one process. The
-# browser tests run in a session of their own, after the rest: Playwright's sync API keeps an
+# browser tests run after the rest, in one process of their own: Playwright's sync API keeps an
 # event loop running in its process until the session ends, which breaks async_to_sync in
-# any test after it, and xdist does not keep a file order. PYTEST_ARGS (options such as -k or
+# any test after it, and xdist does not keep a file order; one process, as their live servers
+# and broadcasters were not proven apart under xdist. PYTEST_ARGS (options such as -k or
 # -x) go to both sessions; exit code 5 (nothing collected, say under -k) is not a failure.
 TEST_WORKERS ?= 2
 PYTEST_RUN = $(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile
 test: venv assets browser
 	@$(PYTEST_RUN) --ignore=tests/browser $(PYTEST_ARGS); rest=$$?; \
-	$(PYTEST_RUN) tests/browser $(PYTEST_ARGS); pages=$$?; \
+	$(VENV)/bin/pytest tests/browser $(PYTEST_ARGS); pages=$$?; \
 	for code in $$rest $$pages; do [ $$code -eq 0 ] || [ $$code -eq 5 ] || exit 1; done
 
 # RUNS=300 for a shorter one (CI runs a short one: tests/integration/test_chaos.py).

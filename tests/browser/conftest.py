@@ -20,7 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.conf import settings
+from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
 from django.contrib.auth.hashers import make_password
+from django.contrib.sessions.backends.db import SessionStore
 from django.contrib.auth.models import Group, User
 from playwright.sync_api import Browser, Page, expect
 
@@ -120,6 +123,17 @@ def users(transactional_db: None, password_hash: str) -> dict[str, User]:
     return made
 
 
+def session_of(user: User) -> str:
+    """A saved session logged in as the user (what django.contrib.auth.login stores)."""
+    session = SessionStore()
+    session[SESSION_KEY] = str(user.pk)
+    session[BACKEND_SESSION_KEY] = settings.AUTHENTICATION_BACKENDS[0]
+    session[HASH_SESSION_KEY] = user.get_session_auth_hash()
+    session.save()
+    assert session.session_key is not None
+    return session.session_key
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     report = yield
@@ -146,7 +160,13 @@ def screenshot(request: pytest.FixtureRequest) -> Callable[[Page, str], Path]:
 def page_as(
     browser: Browser, live_url: str, users: dict[str, User], request: pytest.FixtureRequest, screenshot: Any
 ) -> Iterator[Callable[[str], Page]]:
-    """Return a function giving a new page logged in (through the login form) as a role."""
+    """Return a function giving a new page, on the overview, logged in as a role.
+
+    The session is made here, as Django's test client's force_login does, rather than
+    through the form: the form's deliberately slow password check ran in the one thread
+    Daphne gives all sync code, once per page, and under a loaded CI machine a login once
+    took longer than a navigation may. test_login.py drives the form itself.
+    """
     contexts = []
     pages: list[Page] = []
 
@@ -156,11 +176,8 @@ def page_as(
         contexts.append(context)
         page = context.new_page()
         pages.append(page)
-        page.goto(f"{live_url}/accounts/login/")
-        page.fill("input[name=username]", users[role].username)
-        page.fill("input[name=password]", PASSWORD)
-        page.click("button[type=submit]")
-        page.wait_for_url(f"{live_url}/")
+        context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": session_of(users[role]), "url": live_url}])
+        page.goto(f"{live_url}/")
         return page
 
     yield login

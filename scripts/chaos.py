@@ -494,7 +494,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def make_roles(python: str, ports: list[int], env: dict[str, str], logs: Path, workers: int) -> list[Role]:
     """Two web processes, two schedulers and WORKERS workers (each start under a fresh name)."""
-    daphne = [str(BIN / "daphne"), "-b", "127.0.0.1", "controlplane.asgi:application"]
+    daphne = [python, "-m", "controlplane.webserver", "-b", "127.0.0.1", "controlplane.asgi:application"]
     worker = [
         python,
         "manage.py",

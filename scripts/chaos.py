@@ -403,6 +403,8 @@ def main(argv: list[str] | None = None) -> int:
         **urls,
         "SWITCHYARD_HANDLER_MODULES": "workflows.handlers.builtin,workflows.handlers.demo,chaos_handlers",
         "SWITCHYARD_DEMO_LLM_URL": demo_url,
+        # The scripted provider is on loopback, which the egress policy refuses: its port only.
+        "SWITCHYARD_EGRESS_ALLOW": f"127.0.0.1:{demo_port}",
         "CHAOS_LEDGER": str(ledger),
     }
     env = {

@@ -189,10 +189,8 @@ async def attempt_on_loop(node: Node, ctx: handlers.NodeContext, what: str) -> O
         return Outcome(NodeStatus.WAITING)
     except TimeoutError:
         return execution.timed_out(node, what)
-    except (handlers.HandlerError, Invalid) as exc:
-        return Outcome(NodeStatus.FAILED, error=str(exc))
     except Exception as exc:  # a slot's boundary, as run_attempt is the main thread's
-        return execution.crashed(exc)
+        return execution.failed(exc)
 
 
 def start(worker: str) -> Slots | None:

@@ -105,7 +105,8 @@ def refusal_of(action: str, reason: str, matching: bool, ids: list[int]) -> str:
 @requires("view")
 def deadletter_detail(request: HttpRequest, letter_id: int) -> HttpResponse:
     letter = get_object_or_404(
-        DeadLetter.objects.select_related("run__workflow", "node_run", "map_item", "resolved_by"), pk=letter_id
+        DeadLetter.objects.select_related("run__workflow", "node_run", "map_item", "resolved_by"),
+        pk=letter_id,
     )
     attempts = RunEvent.objects.filter(run_id=letter.run_id, node_id=letter.node_id).order_by("id")
     audit = AuditEntry.objects.filter(target_type="deadletter", target_id=str(letter.pk)).order_by("-id")

@@ -56,9 +56,7 @@ def test_a_placeholder_the_input_lacks_is_dead_after_one_attempt_with_a_sentence
     assert llm.requests == [], "nothing was sent to the provider"
 
 
-def test_a_provider_refusing_the_key_is_dead_after_one_call(
-    llm_runtime: Runtime, llm: FakeLLMServer
-) -> None:
+def test_a_provider_refusing_the_key_is_dead_after_one_call(llm_runtime: Runtime, llm: FakeLLMServer) -> None:
     run, _ = runs.start_run(publish("welcome", welcome_flow()), {"name": "Ada"})
     assert wait_finished(run).status == "failed"
     welcome = NodeRun.objects.get(run=run, node_id="welcome")

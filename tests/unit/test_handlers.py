@@ -340,13 +340,21 @@ def test_attribute_and_index_syntax_is_not_evaluated() -> None:
             "the run's input has no `order_id`; start the run with an input that has it, such as "
             '{"order_id": "..."}, or replay this node with edited input.',
         ),
-        ("{input.customer.email}", '`customer.email`; start the run with an input that has it, such as '
-         '{"customer": {"email": "..."}}'),
-        ("{upstream.nope.x}", "no output of node `nope` was given to this node; make `nope` a direct predecessor"),
+        (
+            "{input.customer.email}",
+            "`customer.email`; start the run with an input that has it, such as "
+            '{"customer": {"email": "..."}}',
+        ),
+        (
+            "{upstream.nope.x}",
+            "no output of node `nope` was given to this node; make `nope` a direct predecessor",
+        ),
         ("{upstream.profile.age}", "the output of node `profile` has no `age`; fix the placeholder"),
     ],
 )
-def test_a_missing_placeholder_value_is_not_retryable_and_says_what_to_do(template: str, sentence: str) -> None:
+def test_a_missing_placeholder_value_is_not_retryable_and_says_what_to_do(
+    template: str, sentence: str
+) -> None:
     sources = {"input": {"customer": {}}, "upstream": {"profile": {"name": "Ada"}}}
     with pytest.raises(handlers.HandlerError) as caught:
         builtin.render_template(template, sources, "llm.chat config.prompt")

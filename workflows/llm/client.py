@@ -123,7 +123,9 @@ def complete(
         ) as response,
     ):
         if not 200 <= response.status_code < 300:
-            raise call.fail(status_error(response, read_body(response, call)), retryable=is_retryable_status(response))
+            raise call.fail(
+                status_error(response, read_body(response, call)), retryable=is_retryable_status(response)
+            )
         if is_event_stream(response):
             parts = read_stream(response, call, on_delta, on_calls)
         else:

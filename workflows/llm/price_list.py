@@ -41,7 +41,9 @@ class Listed:
     note: str = ""
 
 
-def _listed(vendor: str, model: str, input_per_million: str, output_per_million: str, note: str = "") -> Listed:
+def _listed(
+    vendor: str, model: str, input_per_million: str, output_per_million: str, note: str = ""
+) -> Listed:
     return Listed(vendor, model, Decimal(input_per_million), Decimal(output_per_million), note)
 
 

@@ -54,7 +54,6 @@ from workflows.core.graph import Node
 from workflows.core.states import NodeStatus
 from workflows.runtime import attemptlog, bus, execution, kinds, offload, tally
 from workflows.runtime.execution import Claim, Outcome, Result
-from workflows.store.errors import Invalid
 from workflows.store.payloads import check_json_size
 
 log = logging.getLogger(__name__)

@@ -420,9 +420,7 @@ def render_finish(follow: bool) -> str:
     """FINISH_SQL, or with `follow` FINISH_FOLLOW_SQL: the same and FOLLOWED, whose queued
     successors count as queued in the NodeRows returned."""
     followed = f"), followed AS (\n{FOLLOWED}\n" if follow else ""
-    rows = (
-        "SELECT 'follow', id, run_id, node_id, input::text, attempt, version_id, 0, true FROM followed\nUNION ALL\n"
-    )
+    rows = "SELECT 'follow', id, run_id, node_id, input::text, attempt, version_id, 0, true FROM followed\nUNION ALL\n"
     joined = f"\n     LEFT JOIN (SELECT id, tries, '{N.QUEUED}' AS status FROM followed) f ON f.id = n.id"
     status, tries = (
         ("coalesce(d.status, f.status, n.status)", "coalesce(f.tries, n.tries)")
@@ -739,7 +737,13 @@ def rerun_nodes(run: Run, node_ids: list[str]) -> bool:
     ):
         return False
     changed = NodeRun.objects.filter(run=run, node_id__in=node_ids, status__in=RERUNNABLE).update(
-        status=N.PENDING, tries=0, retryable=True, output=None, error="", traceback="", finished_at=None,
+        status=N.PENDING,
+        tries=0,
+        retryable=True,
+        output=None,
+        error="",
+        traceback="",
+        finished_at=None,
         due_at=None,
     )
     if changed != len(node_ids):

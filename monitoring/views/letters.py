@@ -141,8 +141,14 @@ def deadletter_replay(request: HttpRequest, letter_id: int) -> HttpResponse:
     try:
         edited = edited_input(request.POST.get("input"))
         run = runs.replay_dead_letter(letter_id, request.user, edited)
-        how = "with edited input" if edited is not None else "replayed"
-        messages.success(request, f"Dead letter {letter_id} {how}: run {run.pk} is running again.")
+        how = " with edited input" if edited is not None else ""
+        # Said of the act, not of the run's state: by the time the page shows it the run may
+        # have finished; the replay's outcome below follows it live.
+        messages.success(
+            request,
+            f"Dead letter {letter_id} replayed{how}: run {run.pk} took its node up again; "
+            "the outcome below follows it.",
+        )
     except DomainError as exc:
         messages.error(request, str(exc))
     return redirect("deadletter_detail", letter_id=letter_id)

@@ -323,7 +323,12 @@ def calculator(ctx: NodeContext) -> dict[str, Any]:
 # provider (no network) it calls a tool, then answers.
 DEMO_AGENT: dict[str, Any] = {
     "description": "An LLM agent looks up the order and the weather at its destination, then answers.",
-    "input_schema": {"type": "object", "properties": {"order_id": ORDER_ID}, "required": ["order_id"]},
+    # The order id as its lookup_order tool takes it (three digits at least).
+    "input_schema": {
+        "type": "object",
+        "properties": {"order_id": {**ORDER_ID, "pattern": ORDER_ARGS["properties"]["order_id"]["pattern"]}},
+        "required": ["order_id"],
+    },
     "nodes": [
         {
             "id": "support_agent",

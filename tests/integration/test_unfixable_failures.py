@@ -13,7 +13,7 @@ from tests.integration.conftest import node, publish, two_workers_and_a_schedule
 from tests.integration.runtime import Runtime
 from workflows.handlers.demo import DEMO_RETRIES
 from workflows.runs import actions as runs
-from workflows.store.models import DeadLetter, NodeRun, Run, RunEvent
+from workflows.store.models import DeadLetter, MapItem, NodeRun, Run, RunEvent
 
 RETRY = {"max_attempts": 3, "backoff_seconds": 0.2}
 
@@ -89,3 +89,21 @@ def test_a_handler_error_keeps_its_traceback_on_the_attempt_and_the_dead_letter(
         assert traceback.startswith("Traceback (most recent call last):")
         assert 'workflows/handlers/builtin.py", line' in traceback and "in fail" in traceback
         assert traceback.rstrip().endswith("HandlerError: upstream API is down (drill)")
+
+
+def test_a_map_item_that_no_retry_can_fix_is_dead_after_one_attempt(runtime: Runtime) -> None:
+    fetch = node(
+        "fetch",
+        "http.request",
+        config={"url": "https://example.test/orders/{input.order_id}"},
+        map="input.pages",
+        on_item_failure="continue",
+        retry=RETRY,
+    )
+    run, _ = runs.start_run(publish("pages", {"nodes": [fetch]}), {"pages": [1, 2]})
+    wait_finished(run)
+    items = list(MapItem.objects.filter(node_run__run=run).order_by("index"))
+    assert [(i.status, i.attempt, i.retryable) for i in items] == [("dead", 1, False)] * 2
+    letters = DeadLetter.objects.filter(run=run).order_by("id")
+    assert all("the run's input has no `order_id`" in letter.error for letter in letters)
+    assert all("render_template" in letter.traceback for letter in letters)

@@ -108,8 +108,8 @@ def run_loop(loop: Loop) -> dict[str, Any]:
 def start_loop(ctx: handlers.NodeContext, writer: streams.TextWriter | None = None) -> Loop:
     """Resolve the provider, render the opening, and read what earlier attempts recorded."""
     where = f"llm.agent node {ctx.node_id!r}"
+    opening = chat_messages(ctx, where)  # first: a missing input field is the error to report
     endpoint = resolve_for(ctx, where)
-    opening = chat_messages(ctx, where)
     tools = [str(name) for name in ctx.config.get("tools") or ()]
     fingerprint = core.fingerprint(endpoint.provider, endpoint.model, opening, core.offered_names(ctx.config))
     at = agents.Attempt(ctx.node_run_id, ctx.run_id, ctx.node_id, ctx.attempt, fingerprint)

@@ -55,7 +55,7 @@ from workflows.core.states import NodeStatus
 from workflows.runtime import attemptlog, bus, execution, kinds, offload, tally
 from workflows.runtime.execution import Claim, Outcome, Result
 from workflows.runtime.outages import STORES_AWAY, Outage
-from workflows.store.errors import Invalid, connection_lost
+from workflows.store.errors import connection_lost
 from workflows.store.payloads import check_json_size
 
 log = logging.getLogger(__name__)
@@ -248,10 +248,8 @@ async def attempt_on_loop(node: Node, ctx: handlers.NodeContext, what: str) -> O
         return Outcome(NodeStatus.WAITING)
     except TimeoutError:
         return execution.timed_out(node, what)
-    except (handlers.HandlerError, Invalid) as exc:
-        return Outcome(NodeStatus.FAILED, error=str(exc))
     except Exception as exc:  # a slot's boundary, as run_attempt is the main thread's
-        return execution.crashed(exc)
+        return execution.failed(exc)
 
 
 def start(worker: str) -> Slots | None:

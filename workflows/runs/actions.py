@@ -19,6 +19,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from workflows.budgets import manage as budgets
 from workflows.core import engine, priorities
 from workflows.core.definition import Issue, canonical_json, check_run_input
 from workflows.core.states import NodeStatus, RunStatus
@@ -78,6 +79,7 @@ def start_run(
     and nothing is written (the check is part of the INSERT: no extra round trip).
     """
     check_input(run_input)
+    budgets.check_start(workflow, run_input)
     priority = workflow.default_priority if priority is None else priority
     if (problem := priorities.check_priority(priority)) is not None:
         raise Invalid(problem)
@@ -264,6 +266,8 @@ def start_runs(
         raise Invalid(f"items: {len(items)} runs in one batch; the limit is {MAX_BATCH}.")
     version_id = start_version_id(workflow, version)
     graph = load_graph(version_id)
+    for item in items:
+        budgets.check_start(workflow, item.input)
     hashes, firsts, issues = check_items(workflow, graph.input_schema, items)
     if issues:
         raise Invalid(f"{len({i.path.split('.')[0] for i in issues})} items are invalid; see errors.", issues)

@@ -63,6 +63,7 @@ def save_budget(data: dict[str, Any], budget_id: int | None = None, actor: Any =
         budget.tenant_key, budget.tenant_value = data["tenant_key"], data["tenant_value"]
         budget.policy = data["policy"]
         budget.save()
+        forget_start_budgets()
         audit.record(actor, "budget.save" if budget_id else "budget.create", budget, **as_dict(budget))
     return budget
 
@@ -73,6 +74,7 @@ def delete_budget(budget_id: int, actor: Any = None) -> None:
         budget = get_budget(budget_id, lock=True)
         audit.record(actor, "budget.delete", budget, name=budget.name)
         budget.delete()
+        forget_start_budgets()
 
 
 def get_budget(budget_id: int, lock: bool = False) -> Budget:
@@ -183,6 +185,12 @@ def start_budgets() -> list[Budget]:
         found = [b for b in Budget.objects.all() if b.window != core.RUN]
         _read = (time.monotonic(), found)
     return found
+
+
+def forget_start_budgets() -> None:
+    """Read the budgets again at the next start (this process changed one)."""
+    global _read
+    _read = (-STARTS_READ_SECONDS, [])
 
 
 def check_start(workflow: Workflow, run_input: Any, now: datetime | None = None) -> None:

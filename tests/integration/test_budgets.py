@@ -1,0 +1,146 @@
+"""Spend budgets end to end: real workers and scheduler, agent runs against a fake provider
+that counts every call it is asked, budgets reserved in PostgreSQL before each call."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from tests.fakes.llm_server import FakeLLMServer
+from tests.integration.conftest import publish, two_workers_and_a_scheduler, wait_finished
+from tests.integration.runtime import Runtime, wait_for
+from workflows.budgets import manage
+from workflows.core import budgets as core
+from workflows.core.states import NodeStatus as N
+from workflows.runs import actions as runs
+from workflows.store.models import BudgetHold, BudgetLedger, LLMCall, NodeRun, Run, Wait, Workflow
+
+PROMPT = "Do the task for {input.who}."
+MAX_TOKENS = 20
+USED = 13  # the fake's answer: 10 prompt tokens and 3 completion tokens
+
+
+def answer(request: Any) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-budget",
+        "model": "fake-model",
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "done"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13},
+    }
+
+
+def worst_case(who: str) -> int:
+    """What one agent turn of these runs reserves: its prompt's bound plus max_tokens."""
+    messages = [{"role": "user", "content": PROMPT.replace("{input.who}", who)}]
+    return core.prompt_bound(messages, None) + MAX_TOKENS
+
+
+def agent_flow() -> dict[str, Any]:
+    config = {"prompt": PROMPT, "tools": [], "max_tokens": MAX_TOKENS}
+    return {"nodes": [{"id": "agent", "handler": "llm.agent", "config": config}], "edges": []}
+
+
+@pytest.fixture
+def llm() -> Iterator[FakeLLMServer]:
+    with FakeLLMServer() as fake:
+        fake.reply = answer
+        yield fake
+
+
+@pytest.fixture
+def budget_runtime(transactional_db: Any, redis_clean: None, llm: FakeLLMServer) -> Iterator[Runtime]:
+    yield from two_workers_and_a_scheduler(LLM_BASE_URL=llm.base_url, LLM_MODEL="fake-model")
+
+
+@pytest.fixture
+def one_at_a_time(transactional_db: Any, redis_clean: None, llm: FakeLLMServer) -> Iterator[Runtime]:
+    """Two workers without slots: each makes its calls on its main thread, one at a time."""
+    yield from two_workers_and_a_scheduler(
+        LLM_BASE_URL=llm.base_url, LLM_MODEL="fake-model", SWITCHYARD_WORKER_SLOTS="0"
+    )
+
+
+def tokens_budget(name: str, amount: int, workflow: Workflow | None = None) -> Any:
+    scope = {"scope": "workflow", "workflow": workflow.slug} if workflow else {"scope": "global"}
+    return manage.save_budget(
+        {"name": name, "unit": "tokens", "amount": amount, "window": "day", "policy": "wait", **scope}
+    )
+
+
+def statuses(workflow: Workflow) -> dict[str, int]:
+    found: dict[str, int] = {}
+    for status in NodeRun.objects.filter(run__workflow=workflow).values_list("status", flat=True):
+        found[status] = found.get(status, 0) + 1
+    return found
+
+
+def open_holds() -> int:
+    return BudgetHold.objects.filter(closed_at__isnull=True).count()
+
+
+def test_runs_stop_at_the_budget_with_no_call_beyond_it_then_resume_when_it_is_raised(
+    budget_runtime: Runtime, llm: FakeLLMServer
+) -> None:
+    runs_count, covered = 40, 10
+    workflow = publish("budgeted", agent_flow())
+    # A call goes when its worst case fits what is left: after k settled calls, k * USED + W
+    # <= amount. So this amount lets exactly `covered` calls through, whatever their order.
+    amount = (covered - 1) * USED + worst_case("ana")
+    budget = tokens_budget("daily tokens", amount, workflow)
+    started = [runs.start_run(workflow, {"who": "ana"})[0] for _ in range(runs_count)]
+
+    wait_for(
+        lambda: statuses(workflow) == {"succeeded": covered, "waiting": runs_count - covered}
+        and open_holds() == runs_count - covered,
+        90,
+        "the budget's runs to finish and the rest to be held",
+    )
+    assert len(llm.requests) == covered  # the provider was asked for no call beyond the budget
+    row = BudgetLedger.objects.get(budget=budget)
+    assert (row.spent, row.reserved, row.calls) == (covered * USED, 0, covered)
+    assert row.spent <= budget.amount
+    held = NodeRun.objects.filter(run__workflow=workflow, status=N.WAITING)
+    assert set(held.values_list("attempt", flat=True)) == {1}  # held, no attempt spent
+    assert Wait.objects.filter(kind="budget", closed_at__isnull=True).count() == runs_count - covered
+    assert LLMCall.objects.filter(workflow=workflow).count() == covered
+
+    manage.save_budget({**manage.as_dict(budget), "workflow": workflow.slug, "amount": 10_000}, budget.pk)
+    for run in started:
+        assert wait_finished(run, 90).status == "succeeded"
+    assert len(llm.requests) == runs_count
+    assert open_holds() == 0
+    row.refresh_from_db()
+    assert (row.spent, row.reserved) == (runs_count * USED, 0)
+
+
+def test_two_workers_racing_for_the_last_of_a_budget_never_overspend(
+    one_at_a_time: Runtime, llm: FakeLLMServer
+) -> None:
+    workflow = publish("raced", agent_flow())
+    budget = tokens_budget("room for one", worst_case("ana"))  # one call's worst case: one call
+    runs.start_runs(workflow, [runs.StartItem({"who": "ana"}) for _ in range(12)])
+
+    wait_for(
+        lambda: statuses(workflow) == {"succeeded": 1, "waiting": 11} and open_holds() == 11,
+        90,
+        "one run to finish and the others to be held",
+    )
+    assert len(llm.requests) == 1
+    row = BudgetLedger.objects.get(budget=budget)
+    assert (row.spent, row.reserved) == (USED, 0)
+    assert Run.objects.filter(workflow=workflow, status="running").count() == 11
+
+
+def test_a_run_is_refused_at_start_when_its_workflows_budget_is_spent(transactional_db: Any) -> None:
+    workflow = publish("spent", agent_flow())
+    budget = tokens_budget("spent budget", 100, workflow)
+    BudgetLedger.objects.create(
+        budget=budget, period=core.period_of("day", 0, budget.created_at), subject="", spent=Decimal(100)
+    )
+
+    with pytest.raises(runs.Conflict, match="Budget 'spent budget'"):
+        runs.start_run(workflow, {"who": "ana"})
+    assert not Run.objects.filter(workflow=workflow).exists()

@@ -1,0 +1,106 @@
+"""Spend budgets over the API: viewers read them, admins save them, bad fields are refused by
+name, and a run whose workflow's budget is spent is refused at start (409 naming it)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from controlplane import access
+from tests.api.conftest import Api, assert_problem
+from tests.integration.conftest import publish
+from workflows.core import budgets as core
+from workflows.store.models import AuditEntry, Budget, BudgetLedger, Run, Workflow
+
+pytestmark = pytest.mark.django_db
+DAILY = {"name": "daily", "unit": "cost", "amount": "2.50", "window": "day", "scope": "global"}
+
+
+@pytest.fixture
+def asker(db: Any) -> Workflow:
+    return publish("asker", {"nodes": [{"id": "ask", "handler": "core.noop"}], "edges": []})
+
+
+def test_an_admin_adds_a_budget_and_a_viewer_reads_its_figures(api: Api, api_as: Callable[..., Api]) -> None:
+    made = api.post("budgets", DAILY)
+    assert made.status_code == 201, made.content
+    body = made.json()
+    assert body["amount"] == "2.5" and body["spent"] == "0" and body["left"] == "2.5" and body["holds"] == []
+    assert made["Location"] == f"/api/v1/budgets/{body['id']}"
+    assert AuditEntry.objects.filter(action="budget.create").count() == 1
+
+    listed = api_as(access.VIEWER, "read").get("budgets")
+    assert listed.status_code == 200
+    (item,) = listed.json()["items"]
+    assert (item["name"], item["period"], item["held"]) == ("daily", body["period"], 0)
+
+
+def test_a_viewer_and_an_operator_may_not_change_budgets(api: Api, api_as: Callable[..., Api]) -> None:
+    budget_id = api.post("budgets", DAILY).json()["id"]
+    assert_problem(api_as(access.VIEWER, "read").post("budgets", {**DAILY, "name": "other"}), 403)
+    assert_problem(api_as(access.OPERATOR, "operate").put(f"budgets/{budget_id}", DAILY), 403)
+    assert_problem(api_as(access.OPERATOR, "operate").delete(f"budgets/{budget_id}"), 403)
+    assert Budget.objects.count() == 1
+
+
+@pytest.mark.parametrize(
+    ("change", "paths"),
+    [
+        ({"amount": -1}, ["amount"]),
+        ({"amount": "1e40"}, ["amount"]),
+        ({"amount": "lots"}, ["amount"]),
+        ({"scope": "planet"}, ["scope"]),
+        ({"window": "week", "policy": "pray"}, ["window", "policy"]),
+        ({"unit": "tokens", "amount": "1.5"}, ["amount"]),
+        ({"scope": "tenant"}, ["tenant_key"]),
+        ({"scope": "tenant", "tenant_key": "customer id"}, ["tenant_key"]),
+        ({"scope": "workflow"}, ["workflow"]),
+        ({"scope": "workflow", "workflow": "nowhere"}, ["workflow"]),
+        ({"name": " "}, ["name"]),
+    ],
+)
+def test_bad_fields_are_refused_naming_each(api: Api, change: dict[str, Any], paths: list[str]) -> None:
+    body = assert_problem(api.post("budgets", {**DAILY, **change}), 422, *paths)
+    assert all(path in body["detail"] for path in paths)
+    assert not Budget.objects.exists()
+
+
+def test_a_second_budget_of_the_same_name_is_refused(api: Api) -> None:
+    api.post("budgets", DAILY)
+    assert_problem(api.post("budgets", DAILY), 422, "name")
+
+
+def test_a_missing_budget_is_a_404(api: Api) -> None:
+    assert_problem(api.get("budgets/999"), 404)
+    assert_problem(api.delete("budgets/999"), 404)
+
+
+def test_a_start_is_refused_with_a_409_naming_the_spent_budget(api: Api, asker: Workflow) -> None:
+    made = api.post("budgets", {**DAILY, "scope": "workflow", "workflow": "asker"}).json()
+    budget = Budget.objects.get(pk=made["id"])
+    period = core.period_of(core.DAY, 0, budget.created_at)
+    BudgetLedger.objects.create(budget=budget, period=period, subject="", spent=Decimal("2.5"))
+
+    body = assert_problem(api.post("workflows/asker/runs", {"input": {}}), 409)
+    assert "Budget 'daily'" in body["detail"] and "is spent" in body["detail"]
+    assert not Run.objects.exists()
+
+    api.put(f"budgets/{budget.pk}", {**DAILY, "amount": 3, "scope": "workflow", "workflow": "asker"})
+    assert api.post("workflows/asker/runs", {"input": {}}).status_code == 201
+
+
+def test_a_tenant_budget_refuses_only_its_spent_tenants_runs(api: Api, asker: Workflow) -> None:
+    made = api.post(
+        "budgets", {**DAILY, "unit": "tokens", "amount": 10, "scope": "tenant", "tenant_key": "customer_id"}
+    ).json()
+    budget = Budget.objects.get(pk=made["id"])
+    period = core.period_of(core.DAY, 0, budget.created_at)
+    BudgetLedger.objects.create(budget=budget, period=period, subject="acme", spent=Decimal(10))
+
+    body = assert_problem(api.post("workflows/asker/runs", {"input": {"customer_id": "acme"}}), 409)
+    assert "customer_id 'acme'" in body["detail"]
+    assert api.post("workflows/asker/runs", {"input": {"customer_id": "zeta"}}).status_code == 201
+    assert api.post("workflows/asker/runs", {"input": {}}).status_code == 201

@@ -27,7 +27,9 @@ def answer(request: Any) -> dict[str, Any]:
     return {
         "id": "chatcmpl-budget",
         "model": "fake-model",
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": "done"}, "finish_reason": "stop"}],
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": "done"}, "finish_reason": "stop"}
+        ],
         "usage": {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13},
     }
 

@@ -218,7 +218,12 @@ def allow_once(hold_id: int, actor: Any = None) -> BudgetHold:
     """Let a held call go over its budget, once (a person's decision under the `ask` policy)."""
     now = timezone.now()
     with transaction.atomic():
-        h = BudgetHold.objects.select_for_update().select_related("budget", "wait").filter(pk=hold_id).first()
+        h = (
+            BudgetHold.objects.select_for_update(of=("self",))
+            .select_related("budget", "wait")
+            .filter(pk=hold_id)
+            .first()
+        )
         if h is None:
             raise NotFound(f"Budget hold {hold_id} does not exist.")
         if h.closed_at is not None:

@@ -53,7 +53,7 @@ def save_budget(data: dict[str, Any], budget_id: int | None = None, actor: Any =
     if isinstance(data["name"], str) and taken.exists():
         problems.append(Issue("name", f"a budget named {data['name'].strip()!r} already exists."))
     if problems:
-        raise Invalid(f"The budget has bad fields ({', '.join(p.path for p in problems)}).", problems)
+        raise Invalid(" ".join(p.message for p in problems), problems)
     with transaction.atomic():
         budget = Budget() if budget_id is None else get_budget(budget_id, lock=True)
         budget.name = str(data["name"]).strip()

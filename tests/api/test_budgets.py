@@ -8,6 +8,7 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from django.test import Client
 
 from controlplane import access
 from tests.api.conftest import Api, assert_problem
@@ -104,3 +105,20 @@ def test_a_tenant_budget_refuses_only_its_spent_tenants_runs(api: Api, asker: Wo
     assert "customer_id 'acme'" in body["detail"]
     assert api.post("workflows/asker/runs", {"input": {"customer_id": "zeta"}}).status_code == 201
     assert api.post("workflows/asker/runs", {"input": {}}).status_code == 201
+
+
+def test_metrics_show_each_budgets_window(api: Api, person: Callable[[str], Any]) -> None:
+    made = api.post("budgets", DAILY).json()
+    budget = Budget.objects.get(pk=made["id"])
+    period = core.period_of(core.DAY, 0, budget.created_at)
+    BudgetLedger.objects.create(
+        budget=budget, period=period, subject="", spent=Decimal("1.25"), reserved=Decimal("0.5")
+    )
+    client = Client()
+    client.force_login(person(access.ADMIN))
+    text = client.get("/metrics").content.decode()
+    labels = '{budget="daily",unit="cost",window="day"}'
+    assert f"switchyard_budget_amount{labels} 2.5" in text
+    assert f"switchyard_budget_spent{labels} 1.25" in text
+    assert f"switchyard_budget_reserved{labels} 0.5" in text
+    assert f"switchyard_budget_held{labels} 0.0" in text

@@ -1,5 +1,9 @@
 """The models of spend budgets (workflows/budgets): the budgets, their ledgers, reservations
-and the attempts they hold. What each field means is core/budgets.py's."""
+and the attempts they hold. What each field means is core/budgets.py's.
+
+Imported at the end of models.py; it names the models there by their labels, never by
+import, so the two modules do not import each other.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,6 @@ from django.db import models
 from django.db.models import Q
 
 from workflows.core import budgets as core
-from workflows.store.models import NodeRun, Run, Wait, Workflow
 
 
 class Budget(models.Model):
@@ -18,7 +21,9 @@ class Budget(models.Model):
     amount = models.DecimalField(max_digits=24, decimal_places=8)
     window = models.CharField(max_length=10, choices=[(w, w) for w in core.WINDOWS])
     scope = models.CharField(max_length=10, choices=[(s, s) for s in core.SCOPES])
-    workflow = models.ForeignKey(Workflow, null=True, blank=True, on_delete=models.CASCADE, related_name="+")
+    workflow = models.ForeignKey(
+        "workflows.Workflow", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
     tenant_key = models.CharField(max_length=100, blank=True)  # a path into the run input
     tenant_value = models.CharField(max_length=200, blank=True)  # blank: each value its own budget
     policy = models.CharField(max_length=10, choices=[(p, p) for p in core.POLICIES], default=core.WAIT)
@@ -58,7 +63,9 @@ class BudgetReservation(models.Model):
     """One call's worst case held against one ledger until the call settles (`settled_at`)."""
 
     ledger = models.ForeignKey(BudgetLedger, on_delete=models.CASCADE, related_name="reservations")
-    node_run = models.ForeignKey(NodeRun, on_delete=models.CASCADE, related_name="+", db_index=False)
+    node_run = models.ForeignKey(
+        "workflows.NodeRun", on_delete=models.CASCADE, related_name="+", db_index=False
+    )
     attempt = models.PositiveIntegerField()
     amount = models.DecimalField(max_digits=24, decimal_places=8)
     spent = models.DecimalField(max_digits=24, decimal_places=8, null=True, blank=True)
@@ -82,12 +89,16 @@ class BudgetHold(models.Model):
     """An attempt held by a budget (its node `waiting`, its Wait row of kind "budget"):
     what it needs, why, and how the hold ended (`outcome`: released, allowed, cancelled)."""
 
-    wait = models.ForeignKey(Wait, on_delete=models.CASCADE, related_name="budget_holds")  # reopened per hold
+    wait = models.ForeignKey(
+        "workflows.Wait", on_delete=models.CASCADE, related_name="budget_holds"
+    )  # reopened per hold
     budget = models.ForeignKey(
         Budget, null=True, on_delete=models.SET_NULL, related_name="holds"
     )  # None: deleted, released
-    node_run = models.ForeignKey(NodeRun, on_delete=models.CASCADE, related_name="+", db_index=False)
-    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="+", db_index=False)
+    node_run = models.ForeignKey(
+        "workflows.NodeRun", on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+    run = models.ForeignKey("workflows.Run", on_delete=models.CASCADE, related_name="+", db_index=False)
     attempt = models.PositiveIntegerField()
     reason = models.CharField(max_length=10)  # core.OVER or core.NO_PRICE
     need = models.DecimalField(

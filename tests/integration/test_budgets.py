@@ -15,8 +15,10 @@ from tests.integration.runtime import Runtime, wait_for
 from workflows.budgets import manage
 from workflows.core import budgets as core
 from workflows.core.states import NodeStatus as N
+from workflows.llm import catalog
 from workflows.runs import actions as runs
-from workflows.store.models import BudgetHold, BudgetLedger, LLMCall, NodeRun, Run, Wait, Workflow
+from workflows.runtime import bus
+from workflows.store.models import Budget, BudgetHold, BudgetLedger, LLMCall, NodeRun, Run, Wait, Workflow
 
 PROMPT = "Do the task for {input.who}."
 MAX_TOKENS = 20
@@ -146,3 +148,59 @@ def test_a_run_is_refused_at_start_when_its_workflows_budget_is_spent(transactio
     with pytest.raises(runs.Conflict, match="Budget 'spent budget'"):
         runs.start_run(workflow, {"who": "ana"})
     assert not Run.objects.filter(workflow=workflow).exists()
+
+
+def test_a_cost_budget_holds_calls_to_a_model_without_a_price_until_one_is_set(
+    budget_runtime: Runtime, llm: FakeLLMServer
+) -> None:
+    workflow = publish("unpriced", agent_flow())
+    budget = manage.save_budget(
+        {"name": "dollars", "unit": "cost", "amount": "1", "window": "month", "scope": "global"}
+    )
+    run, _ = runs.start_run(workflow, {"who": "ana"})
+
+    hold = wait_for(lambda: BudgetHold.objects.filter(closed_at__isnull=True).first(), 60, "the hold")
+    assert (hold.reason, hold.model, hold.need) == ("price", "fake-model", None)
+    assert len(llm.requests) == 0  # never treated as free
+
+    catalog.save_price("fake-model", "1000", "2000")  # per million: 10 in + 3 out = 0.016
+    assert wait_finished(run, 60).status == "succeeded"
+    assert len(llm.requests) == 1
+    row = BudgetLedger.objects.get(budget=budget)
+    assert (row.spent, row.reserved) == (Decimal("0.016"), 0)
+    assert LLMCall.objects.get(run=run).cost == row.spent
+
+
+def test_a_budget_whose_policy_is_fail_fails_the_attempt_naming_it_without_a_call(
+    budget_runtime: Runtime, llm: FakeLLMServer
+) -> None:
+    workflow = publish("strict", agent_flow())
+    tokens_budget("tight", 5, workflow)
+    Budget.objects.filter(name="tight").update(policy="fail")
+    run, _ = runs.start_run(workflow, {"who": "ana"})
+
+    assert wait_finished(run, 60).status == "failed"
+    node = NodeRun.objects.get(run=run)
+    assert node.status == "dead" and "budget 'tight'" in node.error and "policy is fail" in node.error
+    assert len(llm.requests) == 0
+    assert open_holds() == 0
+
+
+def test_held_runs_survive_a_redis_flush_and_a_cancel_closes_a_hold(
+    budget_runtime: Runtime, llm: FakeLLMServer
+) -> None:
+    workflow = publish("flushed", agent_flow())
+    budget = tokens_budget("too small", 5, workflow)  # left, but less than a call's worst case
+    first, _ = runs.start_run(workflow, {"who": "ana"})
+    second, _ = runs.start_run(workflow, {"who": "ana"})
+    wait_for(lambda: open_holds() == 2, 60, "both runs held")
+
+    bus.client().flushdb()  # Redis restarted empty: the holds are all in PostgreSQL
+    bus.ensure_group()
+    runs.cancel_run(second.pk, "not needed")
+    wait_for(lambda: open_holds() == 1, 30, "the cancelled run's hold closed")
+    assert BudgetHold.objects.get(run=second).outcome == "gone"
+
+    manage.save_budget({**manage.as_dict(budget), "workflow": workflow.slug, "amount": 1000}, budget.pk)
+    assert wait_finished(first, 60).status == "succeeded"
+    assert len(llm.requests) == 1

@@ -39,6 +39,7 @@ def save_budget(data: dict[str, Any], budget_id: int | None = None, actor: Any =
     data = {k: data.get(k) for k in FIELDS}
     data["tenant_key"] = data["tenant_key"] or ""
     data["tenant_value"] = str(data["tenant_value"] or "")
+    data["policy"] = data["policy"] or core.WAIT
     problems = core.check_budget(data)
     workflow = None
     if data["scope"] == core.WORKFLOW and data["workflow"]:

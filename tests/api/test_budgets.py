@@ -9,12 +9,15 @@ from typing import Any
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from controlplane import access
 from tests.api.conftest import Api, assert_problem
 from tests.integration.conftest import publish
+from workflows.budgets import ledger
 from workflows.core import budgets as core
-from workflows.store.models import AuditEntry, Budget, BudgetLedger, Run, Workflow
+from workflows.runtime import admission
+from workflows.store.models import AuditEntry, Budget, BudgetLedger, Run, RunApiKey, Workflow
 
 pytestmark = pytest.mark.django_db
 DAILY = {"name": "daily", "unit": "cost", "amount": "2.50", "window": "day", "scope": "global"}
@@ -122,3 +125,32 @@ def test_metrics_show_each_budgets_window(api: Api, person: Callable[[str], Any]
     assert f"switchyard_budget_spent{labels} 1.25" in text
     assert f"switchyard_budget_reserved{labels} 0.5" in text
     assert f"switchyard_budget_held{labels} 0.0" in text
+
+
+def test_an_api_key_budget_covers_only_the_runs_its_key_starts(
+    api: Api, asker: Workflow, key_for: Callable[..., str]
+) -> None:
+    spender, other = key_for(access.OPERATOR, ("run",)), key_for(access.OPERATOR, ("run",))
+    prefix = spender.split("_")[1]
+    assert_problem(api.post("budgets", {**DAILY, "scope": "api_key", "api_key": "nokey123"}), 422, "api_key")
+    assert_problem(api.post("budgets", {**DAILY, "scope": "api_key"}), 422, "api_key")
+    made = api.post("budgets", {**DAILY, "scope": "api_key", "api_key": prefix})
+    assert made.status_code == 201 and made.json()["api_key"] == prefix
+
+    started = Api(spender).post("workflows/asker/runs", {"input": {}})
+    assert started.status_code == 201
+    run_id = started.json()["id"]
+    assert RunApiKey.objects.get(run_id=run_id).api_key.prefix == prefix
+    call = admission.Call(0, run_id, "ask", 1, "default", "m", [{"role": "user", "content": "hi"}], None, 5)
+    (covered,) = ledger.worst_cases(call, 5, timezone.now())
+    assert covered.budget.name == "daily"
+
+    budget = Budget.objects.get(pk=made.json()["id"])
+    period = core.period_of(core.DAY, 0, budget.created_at)
+    BudgetLedger.objects.create(budget=budget, period=period, subject="", spent=Decimal("2.5"))
+    assert_problem(Api(spender).post("workflows/asker/runs", {"input": {}}), 409)
+    assert Api(other).post("workflows/asker/runs", {"input": {}}).status_code == 201
+    other_run = Run.objects.order_by("-id").first()
+    assert other_run is not None
+    call = admission.Call(0, other_run.pk, "ask", 1, "default", "m", [], None, 5)
+    assert ledger.worst_cases(call, 5, timezone.now()) == []

@@ -30,8 +30,9 @@ class BudgetIn(Body):
     unit: str = Field(max_length=100, description="tokens or cost (the price table's currency)")
     amount: int | float | str = Field(description="At least 0; a whole number for tokens")
     window: str = Field(max_length=100, description="run, day or month (UTC)")
-    scope: str = Field(max_length=100, description="global, workflow or tenant")
+    scope: str = Field(max_length=100, description="global, workflow, api_key or tenant")
     workflow: str | None = Field(None, max_length=100, description="The workflow's slug (scope workflow)")
+    api_key: str | None = Field(None, max_length=100, description="The key's prefix (scope api_key)")
     tenant_key: str | None = Field(None, max_length=1000, description="A run input field (scope tenant)")
     tenant_value: str | None = Field(
         None, max_length=1000, description="Only this value (scope tenant); none: each value its own budget"
@@ -59,6 +60,7 @@ class BudgetOut(TypedDict):
     window: str
     scope: str
     workflow: str | None
+    api_key: str | None
     tenant_key: str
     tenant_value: str
     policy: str

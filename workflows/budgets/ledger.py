@@ -30,7 +30,7 @@ from workflows.core import budgets as core
 from workflows.core.states import NodeStatus as N
 from workflows.llm.prices import price_of
 from workflows.runtime.admission import Call
-from workflows.store.models import Budget, BudgetHold, BudgetLedger, BudgetReservation, Run
+from workflows.store.models import Budget, BudgetHold, BudgetLedger, BudgetReservation, Run, RunApiKey
 from workflows.store.statements import NODES, table
 
 LEDGERS, BUDGETS, RESERVATIONS = table(BudgetLedger), table(Budget), table(BudgetReservation)
@@ -105,13 +105,21 @@ class NoRoom(Exception):
 
 
 def applicable(
-    budgets: Sequence[Budget], workflow_id: int, run_input: Any, run_id: int, now: datetime
+    budgets: Sequence[Budget],
+    workflow_id: int,
+    run_input: Any,
+    run_id: int,
+    now: datetime,
+    api_key_id: int | None = None,
 ) -> list[tuple[Budget, str, str]]:
-    """(budget, period, subject) of each budget that covers a call of this run, in id order."""
+    """(budget, period, subject) of each budget that covers a call of this run (started by
+    `api_key_id`, if by a key), in id order."""
     found = []
     for budget in sorted(budgets, key=lambda b: b.pk):
         subject = ""
         if budget.scope == core.WORKFLOW and budget.workflow_id != workflow_id:
+            continue
+        if budget.scope == core.API_KEY and (api_key_id is None or budget.api_key_id != api_key_id):
             continue
         if budget.scope == core.TENANT:
             value = core.tenant_of(run_input, budget.tenant_key)
@@ -133,7 +141,10 @@ def worst_cases(call: Call, output_tokens: int, now: datetime) -> list[Applies]:
     if not budgets:
         return []
     run = Run.objects.values("workflow_id", "input").get(pk=call.run_id)
-    covered = applicable(budgets, run["workflow_id"], run["input"], call.run_id, now)
+    key = None
+    if any(b.scope == core.API_KEY for b in budgets):
+        key = RunApiKey.objects.filter(run_id=call.run_id).values_list("api_key_id", flat=True).first()
+    covered = applicable(budgets, run["workflow_id"], run["input"], call.run_id, now, key)
     if not covered:
         return []
     prompt = core.prompt_bound(call.messages, call.tools)

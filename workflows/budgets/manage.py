@@ -3,7 +3,7 @@ delete, the figures of each (spent, reserved, left, held), and the refusal of a 
 
 A run is refused at start (Conflict: a 409 naming the budget) when a budget over a day or a
 month that would cover its calls has nothing left in its current window: global budgets,
-its workflow's, and the tenant budgets whose key its input carries. A budget per run cannot
+its workflow's, its API key's, and the tenant budgets whose field its input carries. A budget per run cannot
 be spent before its run starts, and is never a reason to refuse one.
 """
 
@@ -23,11 +23,22 @@ from workflows.core import budgets as core
 from workflows.core.definition import Issue
 from workflows.store import audit
 from workflows.store.errors import Conflict, Invalid, NotFound
-from workflows.store.models import Budget, BudgetHold, BudgetLedger, Workflow
+from workflows.store.models import ApiKey, Budget, BudgetHold, BudgetLedger, RunApiKey, Workflow
 
-from . import holds, ledger
+from . import ledger
 
-FIELDS = ("name", "unit", "amount", "window", "scope", "workflow", "tenant_key", "tenant_value", "policy")
+FIELDS = (
+    "name",
+    "unit",
+    "amount",
+    "window",
+    "scope",
+    "workflow",
+    "api_key",
+    "tenant_key",
+    "tenant_value",
+    "policy",
+)
 
 
 def save_budget(data: dict[str, Any], budget_id: int | None = None, actor: Any = None) -> Budget:
@@ -46,6 +57,11 @@ def save_budget(data: dict[str, Any], budget_id: int | None = None, actor: Any =
         workflow = Workflow.objects.filter(slug=str(data["workflow"])).first()
         if workflow is None:
             problems.append(Issue("workflow", f"workflow {data['workflow']!r} does not exist."))
+    key = None
+    if data["scope"] == core.API_KEY and data["api_key"]:
+        key = ApiKey.objects.filter(prefix=str(data["api_key"])).first()
+        if key is None:
+            problems.append(Issue("api_key", f"no API key has the prefix {data['api_key']!r}."))
     if len(data["tenant_value"]) > 200:
         problems.append(Issue("tenant_value", "tenant_value must be at most 200 characters."))
     taken = Budget.objects.filter(name=str(data["name"] or "").strip())
@@ -60,7 +76,7 @@ def save_budget(data: dict[str, Any], budget_id: int | None = None, actor: Any =
         budget.name = str(data["name"]).strip()
         budget.unit, budget.window, budget.scope = data["unit"], data["window"], data["scope"]
         budget.amount = core.parse_amount(data["amount"]) or Decimal(0)
-        budget.workflow = workflow
+        budget.workflow, budget.api_key = workflow, key
         budget.tenant_key, budget.tenant_value = data["tenant_key"], data["tenant_value"]
         budget.policy = data["policy"]
         budget.save()
@@ -79,7 +95,9 @@ def delete_budget(budget_id: int, actor: Any = None) -> None:
 
 
 def get_budget(budget_id: int, lock: bool = False) -> Budget:
-    rows = Budget.objects.select_for_update() if lock else Budget.objects.select_related("workflow")
+    rows = (
+        Budget.objects.select_for_update() if lock else Budget.objects.select_related("workflow", "api_key")
+    )
     budget = rows.filter(pk=budget_id).first()
     if budget is None:
         raise NotFound(f"Budget {budget_id} does not exist.")
@@ -95,6 +113,7 @@ def as_dict(budget: Budget) -> dict[str, Any]:
         "window": budget.window,
         "scope": budget.scope,
         "workflow": budget.workflow.slug if budget.workflow else None,
+        "api_key": budget.api_key.prefix if budget.api_key else None,
         "tenant_key": budget.tenant_key,
         "tenant_value": budget.tenant_value,
         "policy": budget.policy,
@@ -132,7 +151,7 @@ class Figures:
 def figures(budgets: list[Budget] | None = None, now: datetime | None = None) -> list[Figures]:
     """The figures of each budget (all by default) in its current window."""
     now = now or timezone.now()
-    budgets = list(Budget.objects.select_related("workflow")) if budgets is None else budgets
+    budgets = list(Budget.objects.select_related("workflow", "api_key")) if budgets is None else budgets
     held = dict(
         BudgetHold.objects.filter(closed_at__isnull=True, budget__in=budgets)
         .values("budget_id")
@@ -194,13 +213,16 @@ def forget_start_budgets() -> None:
     _read = (-STARTS_READ_SECONDS, [])
 
 
-def check_start(workflow: Workflow, run_input: Any, now: datetime | None = None) -> None:
-    """Refuse a run whose workflow's spend is exhausted (see the module); raise Conflict naming the budget."""
+def check_start(
+    workflow: Workflow, run_input: Any, api_key_id: int | None = None, now: datetime | None = None
+) -> None:
+    """Refuse a run (started by `api_key_id`, if by a key) whose spend is exhausted (see the
+    module); raise Conflict naming the budget."""
     budgets = start_budgets()
     if not budgets:
         return
     now = now or timezone.now()
-    for budget, period, subject in ledger.applicable(budgets, workflow.pk, run_input, 0, now):
+    for budget, period, subject in ledger.applicable(budgets, workflow.pk, run_input, 0, now, api_key_id):
         if ledger.left_in(budget, period, subject) <= 0:
             whose = f" for {budget.tenant_key} {subject!r}" if subject else ""
             raise Conflict(
@@ -210,8 +232,7 @@ def check_start(workflow: Workflow, run_input: Any, now: datetime | None = None)
             )
 
 
-def decide_hold(hold_id: int, decision: str, actor: Any = None) -> BudgetHold:
-    """A person's answer to a held call: `allow` (over the budget, this call only)."""
-    if decision != "allow":
-        raise Invalid("decision must be allow (cancel the run to stop it).")
-    return holds.allow_once(hold_id, actor)
+def remember_key(run_ids: list[int], api_key_id: int | None) -> None:
+    """Record the key that started these runs (call in the transaction that creates them)."""
+    if api_key_id is not None and run_ids:
+        RunApiKey.objects.bulk_create(RunApiKey(run_id=run_id, api_key_id=api_key_id) for run_id in run_ids)

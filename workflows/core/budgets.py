@@ -2,7 +2,7 @@
 
 A budget caps what LLM calls may spend, in tokens or in cost (the price table's currency),
 over a window (each run, each UTC day, each UTC month), for a scope: every call (global),
-a workflow's, a tenant's (a value of the run's input, say `customer_id`: each value has a
+a workflow's, the runs an API key started, a tenant's (a value of the run's input, say `customer_id`: each value has a
 budget of its own, or only the value the budget names). When a call would go over, the
 budget's policy decides: `wait` (the node is held until the window resets or the budget is
 raised), `ask` (held until a person allows the overspend once, or cancels the run), `fail`
@@ -27,8 +27,8 @@ TOKENS, COST = "tokens", "cost"
 UNITS = (TOKENS, COST)
 RUN, DAY, MONTH = "run", "day", "month"
 WINDOWS = (RUN, DAY, MONTH)
-GLOBAL, WORKFLOW, TENANT = "global", "workflow", "tenant"
-SCOPES = (GLOBAL, WORKFLOW, TENANT)
+GLOBAL, WORKFLOW, API_KEY, TENANT = "global", "workflow", "api_key", "tenant"
+SCOPES = (GLOBAL, WORKFLOW, API_KEY, TENANT)
 WAIT, ASK, FAIL = "wait", "ask", "fail"
 POLICIES = (WAIT, ASK, FAIL)
 
@@ -41,9 +41,9 @@ TENANT_KEY_CHARS = 100
 
 
 def check_budget(data: dict[str, Any]) -> list[Issue]:
-    """Return the problems of a budget's fields, each naming its field (`path`) (name, unit, amount, window, scope, policy,
-    tenant_key); an empty list means it can be saved. The workflow of a workflow scope is
-    checked where workflows are (the domain)."""
+    """Return the problems of a budget's fields (name, unit, amount, window, scope, policy,
+    workflow, api_key, tenant_key), each naming its field (`path`); an empty list means it can
+    be saved. That the workflow or the key exists is checked where they are (the domain)."""
     problems: list[Issue] = []
     name = data.get("name")
     if not isinstance(name, str) or not name.strip() or len(name) > 100:
@@ -67,6 +67,10 @@ def check_budget(data: dict[str, Any]) -> list[Issue]:
         problems.append(Issue("workflow", "a workflow budget must name its workflow."))
     if data.get("scope") != WORKFLOW and data.get("workflow"):
         problems.append(Issue("workflow", "only a workflow budget names a workflow."))
+    if data.get("scope") == API_KEY and not data.get("api_key"):
+        problems.append(Issue("api_key", "an api_key budget must name its key (its prefix)."))
+    if data.get("scope") != API_KEY and data.get("api_key"):
+        problems.append(Issue("api_key", "only an api_key budget names a key."))
     return problems
 
 

@@ -24,6 +24,9 @@ class Budget(models.Model):
     workflow = models.ForeignKey(
         "workflows.Workflow", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
     )
+    api_key = models.ForeignKey(
+        "workflows.ApiKey", null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+    )
     tenant_key = models.CharField(max_length=100, blank=True)  # a path into the run input
     tenant_value = models.CharField(max_length=200, blank=True)  # blank: each value its own budget
     policy = models.CharField(max_length=10, choices=[(p, p) for p in core.POLICIES], default=core.WAIT)
@@ -123,3 +126,16 @@ class BudgetHold(models.Model):
 
     def __str__(self) -> str:
         return f"hold of {self.node_run_id} by {self.budget_id}"
+
+
+class RunApiKey(models.Model):
+    """The API key that started a run, written in the transaction that creates it (budgets of
+    scope api_key read it; runs started by a person or a schedule have none)."""
+
+    run = models.OneToOneField("workflows.Run", on_delete=models.CASCADE, primary_key=True, related_name="+")
+    api_key = models.ForeignKey(
+        "workflows.ApiKey", on_delete=models.CASCADE, related_name="+", db_index=False
+    )
+
+    def __str__(self) -> str:
+        return f"run {self.run_id} by key {self.api_key_id}"

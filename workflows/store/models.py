@@ -823,3 +823,4 @@ from workflows.store.budgets import Budget as Budget  # noqa: E402
 from workflows.store.budgets import BudgetHold as BudgetHold  # noqa: E402
 from workflows.store.budgets import BudgetLedger as BudgetLedger  # noqa: E402
 from workflows.store.budgets import BudgetReservation as BudgetReservation  # noqa: E402
+from workflows.store.budgets import RunApiKey as RunApiKey  # noqa: E402

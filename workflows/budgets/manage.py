@@ -198,13 +198,22 @@ _read: tuple[float, list[Budget]] = (-STARTS_READ_SECONDS, [])
 
 
 def start_budgets() -> list[Budget]:
-    """The budgets over a day or a month, as starts check them (STARTS_READ_SECONDS old at most)."""
+    """Every budget, as starts read them (STARTS_READ_SECONDS old at most)."""
     global _read
     at, found = _read
     if time.monotonic() - at >= STARTS_READ_SECONDS:
-        found = [b for b in Budget.objects.all() if b.window != core.RUN]
+        found = list(Budget.objects.all())
         _read = (time.monotonic(), found)
     return found
+
+
+def key_to_record(api_key_id: int | None) -> int | None:
+    """The key to record with the runs it starts: only while a budget covers keys' runs, so
+    that starts pay for no extra statement otherwise. A key's budget thus covers the runs
+    its key starts once the budget exists (STARTS_READ_SECONDS later in other processes)."""
+    if api_key_id is None or not any(b.scope == core.API_KEY for b in start_budgets()):
+        return None
+    return api_key_id
 
 
 def forget_start_budgets() -> None:
@@ -218,7 +227,7 @@ def check_start(
 ) -> None:
     """Refuse a run (started by `api_key_id`, if by a key) whose spend is exhausted (see the
     module); raise Conflict naming the budget."""
-    budgets = start_budgets()
+    budgets = [b for b in start_budgets() if b.window != core.RUN]
     if not budgets:
         return
     now = now or timezone.now()

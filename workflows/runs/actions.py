@@ -82,6 +82,7 @@ def start_run(
     """
     check_input(run_input)
     budgets.check_start(workflow, run_input, api_key_id)
+    api_key_id = budgets.key_to_record(api_key_id)
     priority = workflow.default_priority if priority is None else priority
     if (problem := priorities.check_priority(priority)) is not None:
         raise Invalid(problem)
@@ -278,6 +279,7 @@ def start_runs(
     graph = load_graph(version_id)
     for item in items:
         budgets.check_start(workflow, item.input, api_key_id)
+    api_key_id = budgets.key_to_record(api_key_id)
     hashes, firsts, issues = check_items(workflow, graph.input_schema, items)
     if issues:
         raise Invalid(f"{len({i.path.split('.')[0] for i in issues})} items are invalid; see errors.", issues)

@@ -96,10 +96,16 @@ def test_runs_held_by_a_budget_show_on_its_page_and_an_admin_lets_them_go(
     expect(viewer.locator("#budget-form")).to_have_count(0)
     screenshot(viewer, "held-as-viewer")
 
-    admin.goto(f"{live_url}/budgets/")
-    admin.locator("[data-hold] button", has_text="Allow once").first.click()
+    viewer.goto(f"{live_url}/inbox/")
+    expect(viewer.locator("#inbox-budget-holds")).to_have_count(0)
+    admin.goto(f"{live_url}/inbox/")  # the budget asks: its held calls are in an admin's inbox
+    expect(admin.locator("#inbox-budget-holds [data-hold]")).to_have_count(2)
+    screenshot(admin, "inbox")
+    admin.locator("#inbox-budget-holds [data-hold] button", has_text="Allow once").first.click()
     expect(admin.locator(".messages")).to_contain_text("over the budget, once")
+    expect(admin.locator("#inbox-budget-holds [data-hold]")).to_have_count(1)
     wait_for(lambda: len(fake.requests) == 3, 60, "the allowed call")
+    admin.goto(f"{live_url}/budgets/")
     admin.locator('[data-budget="orders daily"] a', has_text="Edit").click()
     admin.locator("#budget-form input[name=amount]").fill("10000")
     admin.locator("#budget-form button[type=submit]").click()

@@ -246,5 +246,14 @@ def held_by(budget_id: int, limit: int = 100) -> list[BudgetHold]:
     )
 
 
+def asking(limit: int = 100) -> list[BudgetHold]:
+    """The open holds of budgets whose policy asks a person, oldest first (the inbox's)."""
+    return list(
+        BudgetHold.objects.filter(closed_at__isnull=True, budget__policy=core.ASK)
+        .select_related("wait", "run__workflow", "budget")
+        .order_by("id")[:limit]
+    )
+
+
 def iso(value: datetime | None) -> str | None:
     return value.isoformat() if value else None

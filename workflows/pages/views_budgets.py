@@ -87,4 +87,4 @@ def allow_hold(request: HttpRequest, hold_id: int) -> HttpResponse:
         messages.error(request, exc.message)
     else:
         messages.success(request, f"Run {row.run_id} may make its call over the budget, once.")
-    return redirect("budgets:page")
+    return redirect("inbox" if request.POST.get("back") == "inbox" else "budgets:page")

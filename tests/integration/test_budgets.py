@@ -5,20 +5,35 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.fakes.llm_server import FakeLLMServer
+from tests.integration import agent_tools  # noqa: F401  (registers the test tools here too)
 from tests.integration.conftest import publish, two_workers_and_a_scheduler, wait_finished
 from tests.integration.runtime import Runtime, wait_for
+from tests.integration.test_agent import MODULES as TOOL_MODULES
+from tests.integration.test_agent import completion, scripted
+from workflows.agents.loop import offer_tools
 from workflows.budgets import manage
 from workflows.core import budgets as core
 from workflows.core.states import NodeStatus as N
 from workflows.llm import catalog
 from workflows.runs import actions as runs
 from workflows.runtime import bus
-from workflows.store.models import Budget, BudgetHold, BudgetLedger, LLMCall, NodeRun, Run, Wait, Workflow
+from workflows.store.models import (
+    AgentStep,
+    Budget,
+    BudgetHold,
+    BudgetLedger,
+    LLMCall,
+    NodeRun,
+    Run,
+    Wait,
+    Workflow,
+)
 
 PROMPT = "Do the task for {input.who}."
 MAX_TOKENS = 20
@@ -204,3 +219,41 @@ def test_held_runs_survive_a_redis_flush_and_a_cancel_closes_a_hold(
     manage.save_budget({**manage.as_dict(budget), "workflow": workflow.slug, "amount": 1000}, budget.pk)
     assert wait_finished(first, 60).status == "succeeded"
     assert len(llm.requests) == 1
+
+
+@pytest.fixture
+def tools_runtime(transactional_db: Any, redis_clean: None, llm: FakeLLMServer) -> Iterator[Runtime]:
+    yield from two_workers_and_a_scheduler(
+        LLM_BASE_URL=llm.base_url, LLM_MODEL="fake-model", SWITCHYARD_HANDLER_MODULES=TOOL_MODULES
+    )
+
+
+def test_an_agent_held_between_turns_goes_on_from_its_recorded_steps(
+    tools_runtime: Runtime, llm: FakeLLMServer, tmp_path: Path
+) -> None:
+    llm.reply = scripted(completion(None, ("test__record", {"note": "first"})), completion("All noted."))
+    config = {"prompt": PROMPT, "tools": ["test.record"], "max_tokens": MAX_TOKENS}
+    workflow = publish(
+        "toolful", {"nodes": [{"id": "agent", "handler": "llm.agent", "config": config}], "edges": []}
+    )
+    opening = [{"role": "user", "content": "Do the task for ana."}]
+    first_turn = core.prompt_bound(opening, offer_tools(["test.record"]).specs) + MAX_TOKENS
+    budget = tokens_budget("one turn", first_turn, workflow)  # the second turn's worst case is larger
+    log = tmp_path / "tools.log"
+    run, _ = runs.start_run(workflow, {"who": "ana", "log": str(log)})
+
+    wait_for(lambda: open_holds() == 1, 60, "the second turn held")
+    assert len(llm.requests) == 1
+    node = NodeRun.objects.get(run=run)
+    assert (node.status, node.attempt) == ("waiting", 1)
+    assert [(s.kind, s.status) for s in AgentStep.objects.filter(node_run=node).order_by("seq")] == [
+        ("turn", "ok"),
+        ("tool", "ok"),
+    ]
+
+    manage.save_budget({**manage.as_dict(budget), "workflow": workflow.slug, "amount": 10_000}, budget.pk)
+    assert wait_finished(run, 60).status == "succeeded"
+    assert len(llm.requests) == 2  # the first turn was not asked again
+    assert len(log.read_text().splitlines()) == 1  # nor the tool called again
+    node.refresh_from_db()
+    assert node.attempt == 1 and node.output["turns"] == 2

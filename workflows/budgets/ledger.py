@@ -41,13 +41,20 @@ VALUES (%(budget)s, %(period)s, %(subject)s, 0, 0, 0, now())
 ON CONFLICT (budget_id, period, subject) DO NOTHING
 """
 
-# The one decision of whether a call fits: in the row's lock, against the amount as it is now.
+# The one decision of whether a call fits: in the row's lock, against the amount as it is now;
+# the reservation row is written by the same statement, so the lock is held one statement
+# (and the commit) per budget.
 RESERVE_SQL = f"""
+WITH l AS (
 UPDATE {LEDGERS} l SET reserved = l.reserved + %(amount)s, updated_at = now()
 FROM {BUDGETS} b
 WHERE b.id = l.budget_id AND l.budget_id = %(budget)s AND l.period = %(period)s AND l.subject = %(subject)s
   AND (%(over)s OR l.spent + l.reserved + %(amount)s <= b.amount)
 RETURNING l.id
+)
+INSERT INTO {RESERVATIONS} (ledger_id, node_run_id, attempt, amount, overspend, created_at)
+SELECT l.id, %(node_run)s, %(attempt)s, %(amount)s, %(over)s, now() FROM l
+RETURNING id
 """
 
 SETTLE_SQL = f"""
@@ -166,8 +173,8 @@ def reserve(call: Call, applies: list[Applies]) -> Ticket:
     for item in applies:
         if item.worst is None:
             raise NoRoom(item)
+    made: list[tuple[int, str, Decimal]] = []
     with transaction.atomic(), connection.cursor() as cur:
-        made = []
         for item in applies:
             params: dict[str, Any] = {
                 "budget": item.budget.pk,
@@ -175,35 +182,20 @@ def reserve(call: Call, applies: list[Applies]) -> Ticket:
                 "subject": item.subject,
                 "amount": item.worst,
                 "over": item.budget.pk in allowed,
+                "node_run": call.node_run_id,
+                "attempt": call.attempt,
             }
             cur.execute(OPEN_SQL, params)
             cur.execute(RESERVE_SQL, params)
             row = cur.fetchone()
             if row is None:
                 raise NoRoom(item)  # rolls back the reservations made before it
-            made.append((row[0], item))
-        rows = BudgetReservation.objects.bulk_create(
-            BudgetReservation(
-                ledger_id=ledger_id,
-                node_run_id=call.node_run_id,
-                attempt=call.attempt,
-                amount=item.worst or Decimal(0),
-                overspend=item.budget.pk in allowed,
-            )
-            for ledger_id, item in made
-        )
+            made.append((row[0], item.budget.unit, Decimal(item.worst or 0)))
         if allowed:  # an overspend a person allowed serves one call
             BudgetHold.objects.filter(
                 node_run_id=call.node_run_id, attempt=call.attempt, allowed=True
             ).update(allowed=False)
-    return Ticket(
-        [
-            (row.pk, item.budget.unit, Decimal(item.worst or 0))
-            for row, (_, item) in zip(rows, made, strict=True)
-        ],
-        call.provider,
-        call.model,
-    )
+    return Ticket(made, call.provider, call.model)
 
 
 def settle(ticket: Ticket, input_tokens: int | None, output_tokens: int | None, ok: bool) -> None:

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Budgets: what admission costs an LLM call (reserve before, settle after), beside none.
 
-    .venv/bin/python bench/budgets_bench.py                 # 50 callers, 40 calls each
-    .venv/bin/python bench/budgets_bench.py --callers 50 --calls 100
+    .venv/bin/python bench/budgets_bench.py                          # 50 processes, 40 calls each
+    .venv/bin/python bench/budgets_bench.py --callers 2 --calls 300
+    .venv/bin/python bench/budgets_bench.py --threads                # 50 threads of one process
 
 On bench/dashboard_bench.py's embedded servers (database recreated), CALLERS processes (each
 with its own PostgreSQL connection, as 50 agent runs spread over workers would be) each pass CALLS calls through the runtime's call gate
@@ -16,9 +17,11 @@ Prints, per case, the p50 and p95 of one call's admit + settle and the calls per
 from __future__ import annotations
 
 import argparse
+import multiprocessing
+import queue
 import statistics
 import sys
-import multiprocessing
+import threading
 import time
 from typing import Any
 
@@ -27,14 +30,15 @@ from dashboard_bench import REPO, Bench
 sys.path.insert(0, str(REPO))
 
 
-def measure(calls: list[Any], per_caller: int) -> tuple[list[float], float]:
+def measure(calls: list[Any], per_caller: int, threads: bool) -> tuple[list[float], float]:
     """Run each caller's calls in a process of its own (forked, so no GIL is shared: as
-    separate workers would); return each call's seconds and the wall time."""
+    separate workers would), or a thread (`threads`: as one worker's slots would, sharing
+    the GIL); return each call's seconds and the wall time."""
     from django.db import connection
 
-    connection.close()  # each child opens its own
-    context = multiprocessing.get_context("fork")
-    results: Any = context.Queue()
+    connection.close()  # each caller opens its own
+    context: Any = threading if threads else multiprocessing.get_context("fork")
+    results: Any = queue.Queue() if threads else context.Queue()
     start = context.Event()
 
     def caller(call: Any) -> None:
@@ -50,7 +54,8 @@ def measure(calls: list[Any], per_caller: int) -> tuple[list[float], float]:
         connection.close()
         results.put(mine)
 
-    procs = [context.Process(target=caller, args=(call,)) for call in calls]
+    runner = context.Thread if threads else context.Process
+    procs = [runner(target=caller, args=(call,)) for call in calls]
     for proc in procs:
         proc.start()
     began = time.perf_counter()
@@ -68,6 +73,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--callers", type=int, default=50)
     parser.add_argument("--calls", type=int, default=40)
+    parser.add_argument("--threads", action="store_true", help="callers are threads of this process")
     args = parser.parse_args()
     bench = Bench(args)
     bench.prepare()
@@ -98,7 +104,7 @@ def main() -> None:
         for n, fields in enumerate(budgets):
             base = {"name": f"{name} {n}", "unit": "tokens", "amount": 10**11, "window": "day"}
             manage.save_budget({**base, **fields})
-        took, wall = measure(calls, args.calls)
+        took, wall = measure(calls, args.calls, args.threads)
         took.sort()
         p50, p95 = statistics.median(took), took[int(len(took) * 0.95)]
         print(

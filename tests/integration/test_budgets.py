@@ -103,13 +103,13 @@ def open_holds() -> int:
 def test_runs_stop_at_the_budget_with_no_call_beyond_it_then_resume_when_it_is_raised(
     budget_runtime: Runtime, llm: FakeLLMServer
 ) -> None:
-    runs_count, covered = 40, 10
+    runs_count, covered = 200, 50
     workflow = publish("budgeted", agent_flow())
     # A call goes when its worst case fits what is left: after k settled calls, k * USED + W
     # <= amount. So this amount lets exactly `covered` calls through, whatever their order.
     amount = (covered - 1) * USED + worst_case("ana")
     budget = tokens_budget("daily tokens", amount, workflow)
-    started = [runs.start_run(workflow, {"who": "ana"})[0] for _ in range(runs_count)]
+    started = [run for run, _ in runs.start_runs(workflow, [runs.StartItem({"who": "ana"})] * runs_count)]
 
     wait_for(
         lambda: statuses(workflow) == {"succeeded": covered, "waiting": runs_count - covered}

@@ -257,3 +257,21 @@ def test_an_agent_held_between_turns_goes_on_from_its_recorded_steps(
     assert len(log.read_text().splitlines()) == 1  # nor the tool called again
     node.refresh_from_db()
     assert node.attempt == 1 and node.output["turns"] == 2
+
+
+def test_when_a_raise_covers_one_held_call_the_highest_priority_run_goes_first(
+    budget_runtime: Runtime, llm: FakeLLMServer
+) -> None:
+    workflow = publish("ranked", agent_flow())
+    budget = tokens_budget("ranked", 5, workflow)  # left, but less than any call's worst case
+    low, _ = runs.start_run(workflow, {"who": "ana"}, priority=-5)
+    high, _ = runs.start_run(workflow, {"who": "ana"}, priority=5)
+    middle, _ = runs.start_run(workflow, {"who": "ana"}, priority=0)
+    wait_for(lambda: open_holds() == 3, 60, "all three held")
+
+    amount = worst_case("ana") + 5  # room for one call's worst case, not two
+    manage.save_budget({**manage.as_dict(budget), "workflow": workflow.slug, "amount": amount}, budget.pk)
+    assert wait_finished(high, 60).status == "succeeded"
+    wait_for(lambda: open_holds() == 2, 30, "the other two still held")
+    assert len(llm.requests) == 1
+    assert {Run.objects.get(pk=r.pk).status for r in (low, middle)} == {"running"}

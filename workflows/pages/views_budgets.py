@@ -45,7 +45,7 @@ def budgets_page(request: HttpRequest) -> HttpResponse:
         if request.GET.get("edit", "").isdigit()
         else None
     )
-    posted = manage.as_dict(editing) if editing else None
+    posted = manage.as_dict(editing) if editing else {"window": core.DAY, "policy": core.WAIT}
     return render(request, "budgets/budgets.html", page_context(editing=editing, posted=posted))
 
 

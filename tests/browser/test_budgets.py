@@ -97,7 +97,9 @@ def test_runs_held_by_a_budget_show_on_its_page_and_an_admin_lets_them_go(
     screenshot(viewer, "held-as-viewer")
     held_run = BudgetHold.objects.filter(closed_at__isnull=True).values_list("run_id", flat=True).first()
     viewer.goto(f"{live_url}/runs/{held_run}/")
-    expect(viewer.locator('[data-field="wait"]')).to_contain_text("held by a spend budget: Budget orders daily")
+    expect(viewer.locator('[data-field="wait"]')).to_contain_text(
+        "held by a spend budget: Budget orders daily"
+    )
     screenshot(viewer, "held-run")
 
     viewer.goto(f"{live_url}/inbox/")

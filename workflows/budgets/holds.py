@@ -8,7 +8,8 @@ and what the call needs (its worst case). All of it is in PostgreSQL: a Redis fl
 kill -9 of every process leaves the node held, and the scheduler's duty offers it again.
 
 `offer_held` (a scheduler duty, every OFFER_SECONDS) releases held attempts whose reason
-has cleared, highest run priority first, then oldest: for each budget window, as many as
+has cleared, highest effective priority first (the run's, aged by the time held, as
+capacity.py offers its held nodes), then oldest: for each budget window, as many as
 its room left covers by their recorded need (the budget raised, the window reset), those
 held for a price once the price exists, those of a budget deleted since, and those a person
 allowed over the budget (once: `allow_once`). Releasing queues the same attempt again with a
@@ -29,6 +30,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from workflows.core import budgets as core
+from workflows.core import priorities
 from workflows.core.states import NodeStatus as N
 from workflows.runtime import jobs, transitions
 from workflows.runtime.admission import Call
@@ -109,8 +111,9 @@ class Open:
     still_held: bool  # its node still waits at the hold's attempt
 
 
-def open_holds(limit: int = 1000) -> list[Open]:
-    """Open holds, highest run priority first, then oldest."""
+def open_holds(now: datetime, limit: int = 1000) -> list[Open]:
+    """The oldest `limit` open holds, highest effective priority first (the run's priority
+    aged by the time held, as capacity.py offers held nodes: core/priorities.py), then oldest."""
     holds = list(
         BudgetHold.objects.filter(closed_at__isnull=True)
         .select_related("budget", "wait")
@@ -131,15 +134,19 @@ def open_holds(limit: int = 1000) -> list[Open]:
             continue
         waiting = node["status"] == N.WAITING and node["attempt"] == h.attempt
         found.append(Open(h, node["run__version_id"], node["run__priority"], waiting))
-    found.sort(key=lambda o: (-o.priority, o.hold.pk))
+    found.sort(key=lambda o: (-priorities.effective(o.priority, age(o.hold, now)), o.hold.pk))
     return found
+
+
+def age(h: BudgetHold, now: datetime) -> float:
+    return max(0.0, (now - h.created_at).total_seconds())
 
 
 def offer_held(now: datetime | None = None) -> int:
     """Release the held attempts whose reason has cleared (see the module); return how many
     moved, gone holds closed included."""
     now = now or timezone.now()
-    holds = open_holds()
+    holds = open_holds(now)
     if not holds:
         return 0
     gone = [o.hold for o in holds if not o.still_held]

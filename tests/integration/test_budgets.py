@@ -17,7 +17,7 @@ from tests.integration.runtime import Runtime, wait_for
 from tests.integration.test_agent import MODULES as TOOL_MODULES
 from tests.integration.test_agent import completion, scripted
 from workflows.agents.loop import offer_tools
-from workflows.budgets import manage
+from workflows.budgets import holds, manage
 from workflows.core import budgets as core
 from workflows.core.states import NodeStatus as N
 from workflows.llm import catalog
@@ -177,6 +177,8 @@ def test_a_cost_budget_holds_calls_to_a_model_without_a_price_until_one_is_set(
     hold = wait_for(lambda: BudgetHold.objects.filter(closed_at__isnull=True).first(), 60, "the hold")
     assert (hold.reason, hold.model, hold.need) == ("price", "fake-model", None)
     assert len(llm.requests) == 0  # never treated as free
+    with pytest.raises(runs.Conflict, match="waits for a price"):
+        holds.allow_once(hold.pk)  # not even once
 
     catalog.save_price("fake-model", "1000", "2000")  # per million: 10 in + 3 out = 0.016
     assert wait_finished(run, 60).status == "succeeded"

@@ -235,6 +235,10 @@ def allow_once(hold_id: int, actor: Any = None) -> BudgetHold:
             raise NotFound(f"Budget hold {hold_id} does not exist.")
         if h.closed_at is not None:
             raise Conflict(f"Budget hold {hold_id} is already closed ({h.outcome}).")
+        if h.reason == core.NO_PRICE:  # a call is never counted free, not even once
+            raise Conflict(
+                f"Budget hold {hold_id} waits for a price of {h.model!r}: set one on the LLM page."
+            )
         run = Run.objects.values("version_id", "priority").get(pk=h.run_id)
         BudgetHold.objects.filter(pk=h.pk).update(allowed=True)
         h.allowed = True

@@ -227,11 +227,23 @@ def check_start(
 ) -> None:
     """Refuse a run (started by `api_key_id`, if by a key) whose spend is exhausted (see the
     module); raise Conflict naming the budget."""
+    check_starts(workflow, [run_input], api_key_id, now)
+
+
+def check_starts(
+    workflow: Workflow, inputs: list[Any], api_key_id: int | None = None, now: datetime | None = None
+) -> None:
+    """`check_start` for a batch of runs: each budget window read once, whatever the count."""
     budgets = [b for b in start_budgets() if b.window != core.RUN]
     if not budgets:
         return
     now = now or timezone.now()
-    for budget, period, subject in ledger.applicable(budgets, workflow.pk, run_input, 0, now, api_key_id):
+    windows = {
+        (budget.pk, period, subject): (budget, period, subject)
+        for run_input in inputs
+        for budget, period, subject in ledger.applicable(budgets, workflow.pk, run_input, 0, now, api_key_id)
+    }
+    for budget, period, subject in windows.values():
         if ledger.left_in(budget, period, subject) <= 0:
             whose = f" for {budget.tenant_key} {subject!r}" if subject else ""
             raise Conflict(

@@ -277,8 +277,7 @@ def start_runs(
         raise Invalid(f"items: {len(items)} runs in one batch; the limit is {MAX_BATCH}.")
     version_id = start_version_id(workflow, version)
     graph = load_graph(version_id)
-    for item in items:
-        budgets.check_start(workflow, item.input, api_key_id)
+    budgets.check_starts(workflow, [item.input for item in items], api_key_id)
     api_key_id = budgets.key_to_record(api_key_id)
     hashes, firsts, issues = check_items(workflow, graph.input_schema, items)
     if issues:

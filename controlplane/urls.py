@@ -13,6 +13,7 @@ urlpatterns = [
     path("api/v1/", include("workflows.api.urls")),
     path("workflows/", include("workflows.pages.urls")),
     path("llm/", include("workflows.pages.urls_llm")),
+    path("budgets/", include("workflows.pages.urls_budgets")),
     path("healthz", monitoring_views.liveness, name="liveness"),
     # Browsers and pages without a <link rel="icon"> (the admin) ask for /favicon.ico.
     path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True), name="favicon"),

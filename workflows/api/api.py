@@ -29,6 +29,7 @@ from workflows.api import (
     schema,
     views_agent,
     views_approvals,
+    views_budgets,
     views_deadletters,
     views_events,
     views_health,
@@ -88,6 +89,7 @@ for module in (
     views_llm,
     views_streams,
     views_schedules,
+    views_budgets,
 ):
     api.add_router("", module.router)
 

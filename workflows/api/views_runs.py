@@ -20,7 +20,7 @@ from workflows.runs import mapitems, tracecontext, waiting
 from workflows.runs import search as runsearch
 from workflows.runtime import parents as childlinks
 from workflows.store.errors import Invalid
-from workflows.store.models import DeadLetter, NodeRun, Run, RunEvent
+from workflows.store.models import ApiKey, DeadLetter, NodeRun, Run, RunEvent
 from workflows.versions import editing
 from workflows.versions import publish as versions
 
@@ -48,7 +48,12 @@ def start_run(
     the run made the first time (200) and the same key with another input is refused (409).
     A W3C `traceparent` header makes the run's trace a part of the caller's."""
     traceparent = request.headers.get("traceparent")
-    options = {"idempotency_key": idempotency_key, "priority": body.priority, "as_read": True}
+    options = {
+        "idempotency_key": idempotency_key,
+        "priority": body.priority,
+        "as_read": True,
+        "api_key_id": key_of(request),
+    }
     try:
         workflow = versions.get_workflow_to_start(slug, cached=True)
         run, created = tracecontext.start_run(workflow, body.input, traceparent, **options)
@@ -189,5 +194,13 @@ def start_runs(request: HttpRequest, slug: SlugPath, body: i.StartBatchIn) -> An
     each new run's trace a part of the caller's."""
     workflow = versions.get_workflow_to_start(slug)
     items = [runs.StartItem(item.input, item.idempotency_key, item.priority) for item in body.items]
-    started = tracecontext.start_runs(workflow, items, request.headers.get("traceparent"))
+    started = tracecontext.start_runs(
+        workflow, items, request.headers.get("traceparent"), api_key_id=key_of(request)
+    )
     return s.batch(started)
+
+
+def key_of(request: HttpRequest) -> int | None:
+    """The API key a request came with (its runs count against the key's budgets), or None."""
+    auth = getattr(request, "auth", None)
+    return auth.pk if isinstance(auth, ApiKey) else None

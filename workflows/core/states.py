@@ -69,6 +69,8 @@ class Cause(StrEnum):
     COMPENSATE = "compensate"  # a failed or cancelled run starts undoing its nodes; its undoing ends
     RERUN = "rerun"  # an operator re-runs a finished run from a node: it and all below it
     CALL = "call"  # an agent's attempt calls a workflow as a tool: it waits for the child run, no worker held
+    HOLD = "hold"  # a running attempt's LLM call does not fit a spend budget: it waits, no worker held
+    RELEASE = "release"  # a held attempt is offered again (budget raised, window reset, overspend allowed)
 
 
 N = NodeStatus
@@ -127,6 +129,11 @@ NODE_MOVES: Moves = {
     # the same attempt again (waiting -> queued, a new job), to go on from its recorded steps.
     Cause.CHILD: {N.WAITING: frozenset({N.SUCCEEDED, N.FAILED, N.QUEUED})},
     Cause.CALL: {N.RUNNING: frozenset({N.WAITING})},
+    # Spend budgets (workflows/budgets): an LLM call that would go over a budget holds its
+    # attempt (running -> waiting, no attempt spent, no worker held); when the reason clears
+    # the same attempt is queued again with a new job (waiting -> queued), and calls again.
+    Cause.HOLD: {N.RUNNING: frozenset({N.WAITING})},
+    Cause.RELEASE: {N.WAITING: frozenset({N.QUEUED})},
     # Re-run from a node (a finished run): the node and every node below it start over.
     Cause.RERUN: {s: frozenset({N.PENDING}) for s in (N.SUCCEEDED, N.DEAD, N.SKIPPED, N.UPSTREAM_FAILED)},
 }

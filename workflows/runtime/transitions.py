@@ -138,7 +138,13 @@ from workflows.runtime.transitions_waits import (
     expire_waits as expire_waits,
 )
 from workflows.runtime.transitions_waits import (
+    hold_attempt as hold_attempt,
+)
+from workflows.runtime.transitions_waits import (
     park_agent as park_agent,
+)
+from workflows.runtime.transitions_waits import (
+    release_held as release_held,
 )
 from workflows.runtime.transitions_waits import (
     resume_agents as resume_agents,

@@ -819,3 +819,11 @@ class BacklogSample(models.Model):
 
     def __str__(self) -> str:
         return f"backlog {self.queue or self.workflow_id} {self.depth} at {self.at}"
+
+
+# Models of their own modules, defined once the models above exist (re-exported here).
+from workflows.store.budgets import Budget as Budget  # noqa: E402
+from workflows.store.budgets import BudgetHold as BudgetHold  # noqa: E402
+from workflows.store.budgets import BudgetLedger as BudgetLedger  # noqa: E402
+from workflows.store.budgets import BudgetReservation as BudgetReservation  # noqa: E402
+from workflows.store.budgets import RunApiKey as RunApiKey  # noqa: E402

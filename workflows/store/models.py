@@ -816,3 +816,7 @@ class BacklogSample(models.Model):
 
     def __str__(self) -> str:
         return f"backlog {self.queue or self.workflow_id} {self.depth} at {self.at}"
+
+
+# --- forks --- (their own module; imported here so that Django's app registry sees them)
+from workflows.store.forks import RunFork  # noqa: E402, F401

@@ -95,6 +95,7 @@ BODIES: dict[str, Any] = {
     "discard_many": {"dry_run": True, "reason": "walked"},
     "discard_letter": {"reason": "walked"},
     "rerun": {"node_id": "first"},
+    "fork_run": {"node_id": "first"},
     "create_key": {"name": "walked", "scopes": ["read"]},
     "create_trigger": {"name": "walked"},
     "create_subscription": {"url": "https://hooks.example.test/in", "events": ["run.failed"]},

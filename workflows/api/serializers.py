@@ -19,6 +19,7 @@ from workflows.api.errors import definition_error
 from workflows.core.definition import Issue
 from workflows.handlers.registry import Handler
 from workflows.runtime.parents import Family
+from workflows.store.forks import RunFork
 from workflows.store.models import (
     ApiKey,
     ChildRun,
@@ -151,6 +152,29 @@ class RunLinkOut(TypedDict):
     url: str
 
 
+class ForkOriginOut(TypedDict):
+    """What a fork was forked from: the run (null once deleted), its id, the node, what was carried over."""
+
+    run: int | None
+    origin_id: int
+    node_id: str
+    carried: list[str]
+    edited_input: dict[str, Any] | None
+    url: str | None
+    comparison_url: str | None
+
+
+class ForkLinkOut(TypedDict):
+    """A fork of a run: the new run, its fork point, version and status."""
+
+    run: int
+    node_id: str
+    version: int
+    status: str
+    url: str
+    comparison_url: str
+
+
 class RunOut(RunSummary):
     input: dict[str, Any]
     nodes: list[NodeOut]
@@ -158,6 +182,8 @@ class RunOut(RunSummary):
     llm_usage: NotRequired[LLMUsageOut]
     parent: RunLinkOut | None
     children: list[RunLinkOut]
+    forked_from: ForkOriginOut | None
+    forks: list[ForkLinkOut]
 
 
 class EventOut(TypedDict):
@@ -497,10 +523,12 @@ def run(
     family: Family,
     llm: dict[str, Any] | None = None,
     progress: dict[int, dict[str, int]] | None = None,
+    fork: RunFork | None = None,
+    forks: list[RunFork] | None = None,
 ) -> RunOut:
     """A run with its parent and children (`family`); `llm` (usage.run_usage) adds the LLM
     usage of the run and of each LLM node, `progress` (mapitems.progress) each map node's
-    item counts."""
+    item counts; `fork` what it was forked from, `forks` its own forks."""
     progress = progress or {}
     out = {
         **run_summary(r),
@@ -509,6 +537,8 @@ def run(
         "dead_letters": letters,
         "parent": run_link(family.parent, family.parent.parent_run) if family.parent else None,
         "children": [run_link(link, link.child) for link in family.children],
+        "forked_from": fork_origin(fork) if fork else None,
+        "forks": [fork_link(f) for f in forks or []],
     }
     if llm is not None:
         out["llm_usage"] = llm["run"]
@@ -516,6 +546,33 @@ def run(
             if item["node_id"] in llm["nodes"]:
                 item["llm_usage"] = llm["nodes"][item["node_id"]]
     return out  # type: ignore[return-value]  # built as a dict, then given the optional llm_usage keys: a RunOut
+
+
+def comparison_url(a: int, b: int) -> str:
+    return f"{API}/runs/{a}/comparison/{b}"
+
+
+def fork_origin(f: RunFork) -> ForkOriginOut:
+    return {
+        "run": f.origin_id,
+        "origin_id": f.origin_number,
+        "node_id": f.node_id,
+        "carried": list(f.carried),
+        "edited_input": f.edited_input,
+        "url": f"{API}/runs/{f.origin_id}" if f.origin_id else None,
+        "comparison_url": comparison_url(f.origin_id, f.run_id) if f.origin_id else None,
+    }
+
+
+def fork_link(f: RunFork) -> ForkLinkOut:
+    return {
+        "run": f.run_id,
+        "node_id": f.node_id,
+        "version": f.run.version.number,
+        "status": f.run.status,
+        "url": f"{API}/runs/{f.run_id}",
+        "comparison_url": comparison_url(f.origin_number, f.run_id),
+    }
 
 
 def run_link(link: ChildRun, other: Run) -> RunLinkOut:

@@ -14,6 +14,7 @@ from workflows.api.errors import ApiError, FieldError
 from workflows.api.pagination import paginate
 from workflows.api.parsing import MAX_ID
 from workflows.api.schema import refuses
+from workflows.forks import forking
 from workflows.llm import usage
 from workflows.runs import actions as runs
 from workflows.runs import mapitems, tracecontext
@@ -134,7 +135,10 @@ def read_run(run_id: int) -> s.RunOut:
     nodes = list(NodeRun.objects.filter(run_id=run_id).order_by("id"))
     letters = list(DeadLetter.objects.filter(run_id=run_id).order_by("id").values_list("id", flat=True))
     progress = mapitems.progress(n.pk for n in nodes)
-    return s.run(run, nodes, letters, childlinks.family(run_id), usage.run_usage(run_id), progress)
+    family, llm = childlinks.family(run_id), usage.run_usage(run_id)
+    return s.run(
+        run, nodes, letters, family, llm, progress, forking.origin_of(run_id), forking.forks_of(run_id)
+    )
 
 
 @router.post(

@@ -62,16 +62,26 @@ def fork_run(
         target_graph = load_graph(target.pk)
         issues = plans.fork_problems(origin_graph, target_graph, node_id, statuses, target.number)
         if issues:
-            named = ", ".join(sorted({i.node or "" for i in issues}))
-            raise Invalid(
-                f"Run {run_id} cannot be forked at {node_id!r} onto version {target.number} ({named}); see errors.",
-                issues,
+            why = "; ".join(i.message for i in issues)
+            hint = (
+                "choose a version that has the node"
+                if issues[0].code == "missing_node"
+                else "fork at the earliest of these nodes instead, or onto a version that defines them alike"
             )
+            raise Invalid(f"Run {run_id} cannot be forked at {node_id!r}: {why}. To go on, {hint}.", issues)
         plan = plans.plan_fork(origin_graph, target_graph, node_id, statuses)
         fork = create(origin, target, plan, nodes, edited_input)
         link(origin, fork, plan, edited_input, user)
         transaction.on_commit(lambda: runs.notify_committed([fork.pk]))
     return fork
+
+
+def is_onto_draft(run_id: int, number: int | None) -> bool:
+    """Whether forking run `run_id` onto version `number` freezes a draft (surfaces ask for the editor role)."""
+    if number is None:
+        return False
+    run = runs.get_run(run_id)
+    return run.workflow.versions.filter(number=number, status=WorkflowVersion.DRAFT).exists()
 
 
 def target_version(origin: Run, number: int | None, user: Any) -> WorkflowVersion:

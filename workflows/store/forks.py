@@ -18,7 +18,9 @@ from django.db import models
 class RunFork(models.Model):
     """A run started from a node of another run, the nodes above it carried over."""
 
-    run = models.OneToOneField("workflows.Run", on_delete=models.CASCADE, primary_key=True, related_name="fork")
+    run = models.OneToOneField(
+        "workflows.Run", on_delete=models.CASCADE, primary_key=True, related_name="fork"
+    )
     # SET_NULL: retention may delete the origin first; the fork still says it is one.
     origin = models.ForeignKey("workflows.Run", null=True, on_delete=models.SET_NULL, related_name="forks")
     origin_number = models.BigIntegerField()  # the origin's id, kept when the origin is deleted

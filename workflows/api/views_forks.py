@@ -1,0 +1,43 @@
+"""Forks of runs: start one from a node of a run (on its version, another, or a draft)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from django.http import HttpResponse
+from ninja import Path, Router, Status
+
+from workflows.api import inputs as i
+from workflows.api import serializers as s
+from workflows.api.auth import ApiRequest, allowed, authorize_actor
+from workflows.api.parsing import MAX_ID
+from workflows.api.schema import refuses
+from workflows.api.views_runs import read_run
+from workflows.forks import forking
+
+router = Router(tags=["runs"])
+RunId = Annotated[int, Path(ge=1, le=MAX_ID)]
+
+
+@router.post(
+    "/runs/{id:run_id}/forks",
+    response={201: s.RunOut},
+    auth=allowed("fork_run"),
+    summary="Fork a run at a node",
+)
+@refuses(404)
+def fork_run(request: ApiRequest, response: HttpResponse, run_id: RunId, body: i.ForkIn) -> Any:
+    """Start a new run from a node of this run (finished, failed or running), on its version, another
+    published version or a draft (frozen first, as for a test run: that also needs the editor role, the
+    `edit` scope for a key). The nodes that are not the fork point and not below it are carried over
+    (status and output copied, never executed again) when the run finished them as succeeded or skipped
+    and the version defines them alike; the fork point and every node below it run, the fork point with
+    the edited `input` if given. The fork point's upstream nodes must all be carried over: a version that
+    lacks the fork point, or defines an upstream node differently, or an upstream node not finished in this
+    run, is a 422 naming each such node. The answer is the new run with every node, as GET /runs/{id}:
+    its `forked_from` names this run, whose `forks` list it."""
+    if forking.is_onto_draft(run_id, body.version):
+        authorize_actor(request.auth, "publish")
+    fork = forking.fork_run(run_id, body.node_id, body.version, body.input, user=request.auth)
+    response["Location"] = s.run_summary(fork)["url"]
+    return Status(201, read_run(fork.pk))

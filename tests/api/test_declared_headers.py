@@ -190,6 +190,7 @@ def walk(
             "slug": "chain",
             "number": draft["number"],
             "run_id": run.pk,
+            "other_id": run.pk,
             "node_id": "first",
             "attempt": 1,
             "letter_id": letter.pk,

@@ -151,3 +151,30 @@ def test_an_upstream_node_still_running_refuses_the_fork_but_the_node_above_it_c
 def test_edited_input_that_is_not_an_object_is_refused(api: Api, three: Workflow) -> None:
     origin = finished_run(three)
     assert_problem(api.post(f"runs/{origin.pk}/forks", {"node_id": "second", "input": [1]}), 422, "input")
+
+
+def test_the_comparison_resource_puts_a_fork_beside_its_origin_node_by_node(api: Api, three: Workflow) -> None:
+    origin = finished_run(three)
+    fork_id = api.post(f"runs/{origin.pk}/forks", {"node_id": "second"}).json()["id"]
+    NodeRun.objects.filter(run_id=fork_id, node_id="second").update(status="succeeded", attempt=1, output={"n": 2})
+    answer = api.get(f"runs/{origin.pk}/comparison/{fork_id}")
+    assert answer.status_code == 200, answer.content
+    body = answer.json()
+    assert (body["left"]["run"]["id"], body["right"]["run"]["id"]) == (origin.pk, fork_id)
+    assert body["right"]["forked_from"] == origin.pk and body["right"]["fork_node"] == "second"
+    nodes = {n["node_id"]: n for n in body["nodes"]}
+    assert [nodes[n]["verdict"] for n in ("first", "second", "third")] == ["same", "changed", "changed"]
+    assert nodes["first"]["right"]["carried"] and not nodes["first"]["left"]["carried"]
+    assert [(c["path"], c["kind"]) for c in nodes["second"]["output_diff"]["changes"]] == [
+        ("$.from", "removed"),
+        ("$.n", "added"),
+    ]
+    assert body["counts"] == {"same": 1, "changed": 2}
+    assert body["right"]["attempts"] == 1
+
+
+def test_runs_of_two_workflows_are_refused_naming_the_other_run(api: Api, three: Workflow) -> None:
+    other = finished_run(publish("other", THREE))
+    problem = assert_problem(api.get(f"runs/{finished_run(three).pk}/comparison/{other.pk}"), 422)
+    assert "only runs of one workflow" in problem["detail"]
+    assert_problem(api.get(f"runs/{other.pk}/comparison/999999"), 404)

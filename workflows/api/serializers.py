@@ -402,8 +402,12 @@ class VersionList(TypedDict):
     items: list[VersionSummary]
 
 
+class ListedRun(RunSummary):
+    forked_from: int | None  # the run it was forked from (workflows/forks), or null
+
+
 class RunPage(TypedDict):
-    items: list[RunSummary]
+    items: list[ListedRun]
     next_cursor: str | None
 
 
@@ -495,6 +499,15 @@ def run_summary(r: Run) -> RunSummary:
         "finished_at": r.finished_at,
         "url": f"{API}/runs/{r.pk}",
     }
+
+
+def listed_run(r: Run) -> ListedRun:
+    """A run of a list, read with select_related("fork"): its summary and what it was forked from."""
+    try:
+        origin: int | None = r.fork.origin_number
+    except RunFork.DoesNotExist:
+        origin = None
+    return {**run_summary(r), "forked_from": origin}
 
 
 def node(n: NodeRun, items: dict[str, int] | None = None) -> NodeOut:

@@ -1,4 +1,4 @@
-"""Forks of runs: start one from a node of a run (on its version, another, or a draft)."""
+"""Forks of runs: start one from a node of a run (on its version, another, or a draft); compare two runs."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ from ninja import Path, Router, Status
 
 from workflows.api import inputs as i
 from workflows.api import serializers as s
+from workflows.api import serializers_forks as f
 from workflows.api.auth import ApiRequest, allowed, authorize_actor
 from workflows.api.parsing import MAX_ID
 from workflows.api.schema import refuses
 from workflows.api.views_runs import read_run
-from workflows.forks import forking
+from workflows.forks import comparison, forking
 
 router = Router(tags=["runs"])
 RunId = Annotated[int, Path(ge=1, le=MAX_ID)]
@@ -41,3 +42,19 @@ def fork_run(request: ApiRequest, response: HttpResponse, run_id: RunId, body: i
     fork = forking.fork_run(run_id, body.node_id, body.version, body.input, user=request.auth)
     response["Location"] = s.run_summary(fork)["url"]
     return Status(201, read_run(fork.pk))
+
+
+@router.get(
+    "/runs/{id:run_id}/comparison/{other_id}",
+    response=f.ComparisonOut,
+    auth=allowed("view"),
+    summary="Compare two runs of a workflow",
+)
+@refuses(404)
+def compare_runs(request: ApiRequest, run_id: RunId, other_id: RunId) -> Any:
+    """Put this run (left, before) and another run of the same workflow (right, after) side by side:
+    per node, status, attempts, output (a JSON diff: each differing leaf at its JSON path; for LLM
+    text, a word diff too), LLM tokens and cost, duration, and whether it was carried over by a fork;
+    the runs' final outputs and totals (duration, attempts executed, LLM calls, tokens, cost). Runs of
+    two workflows are a 422 naming `other_id`."""
+    return f.comparison(comparison.compare_runs(run_id, other_id))

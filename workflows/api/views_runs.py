@@ -114,11 +114,11 @@ def list_runs(request: HttpRequest, q: Query[i.RunQuery]) -> Any:
         )
     except Invalid as exc:
         raise ApiError(400, exc.message, [FieldError("query", "input", exc.message)]) from None
-    rows = search.apply(Run.objects.select_related("workflow", "version"))
+    rows = search.apply(Run.objects.select_related("workflow", "version", "fork"))
     # created_after is exclusive in the API (inclusive on the page): keep the API's meaning.
     if q.created_after is not None:
         rows = rows.exclude(created_at=q.created_after)
-    return paginate(rows, q, "id", s.run_summary)
+    return paginate(rows, q, "id", s.listed_run)
 
 
 @router.get(

@@ -148,6 +148,11 @@ def origin_of(run_id: int) -> RunFork | None:
     return RunFork.objects.select_related("origin").filter(run_id=run_id).first()
 
 
+def origins_of(run_ids: list[int]) -> dict[int, int]:
+    """run id -> the id of the run it was forked from, for those of `run_ids` that are forks."""
+    return dict(RunFork.objects.filter(run_id__in=run_ids).values_list("run_id", "origin_number"))
+
+
 def forks_of(run_id: int, limit: int = 50) -> list[RunFork]:
     """The newest forks of a run, each with its run."""
     return list(

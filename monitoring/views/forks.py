@@ -33,8 +33,16 @@ def fork_context(run: Run, user: Any) -> dict[str, Any]:
         "can_fork": access.can(user, "fork_run"),
         "versions": version_choices(run, user),
         "nodes": list(load_graph(run.version_id).order),
-        "chosen": {"node": "", "version": "", "input": ""},
+        "modes": MODES,
+        "chosen": {"node": "", "version": "", "input": "", "calls": "live"},
     }
+
+
+MODES = [
+    ("live", "live: every call is made again"),
+    ("recorded", "recorded: replay this run's calls, fail a call it never made"),
+    ("recorded-then-live", "recorded, then live: replay identical calls, make new ones live"),
+]
 
 
 def version_choices(run: Run, user: Any) -> list[dict[str, Any]]:
@@ -57,6 +65,7 @@ def run_fork(request: HttpRequest, run_id: int) -> HttpResponse:
         "node": request.POST.get("node", request.GET.get("node", ""))[:64],
         "version": request.POST.get("version", "")[:20],
         "input": request.POST.get("input", "")[:100_000],
+        "calls": request.POST.get("calls", "live")[:20],
     }
     if request.method == "GET":
         return form(request, run, chosen)
@@ -66,7 +75,7 @@ def run_fork(request: HttpRequest, run_id: int) -> HttpResponse:
             raise PermissionDenied(
                 "Forking onto a draft freezes it into a version: it needs the editor role."
             )
-        fork = forking.fork_run(run.pk, chosen["node"], number, edited, request.user)
+        fork = forking.fork_run(run.pk, chosen["node"], number, edited, request.user, chosen["calls"])
     except DomainError as exc:
         return form(request, run, chosen, exc)
     messages.success(request, f"Run {fork.pk} forks run {run.pk} at {chosen['node']}.")
@@ -81,6 +90,7 @@ def form(
         "nodes": list(load_graph(run.version_id).order),
         "versions": version_choices(run, request.user),
         "chosen": chosen,
+        "modes": MODES,
         "error": error,
         "nav": "runs",
     }

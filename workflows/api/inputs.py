@@ -438,6 +438,12 @@ class ForkIn(Body):
         None,
         description="Edited input: what the fork point is given as its run input. Without it, the run's input.",
     )
+    calls: Literal["live", "recorded", "recorded-then-live"] = Field(
+        "live",
+        description="How the fork's LLM calls and agent tool calls are made: live; recorded (a call whose "
+        "request hashes like one this run made is answered from its record, any other fails the node naming "
+        "the difference); recorded-then-live (identical calls replayed, new ones made live).",
+    )
 
 
 class GroupQuery(Query):

@@ -160,6 +160,7 @@ class ForkOriginOut(TypedDict):
     node_id: str
     carried: list[str]
     edited_input: dict[str, Any] | None
+    calls: str  # live | recorded | recorded-then-live
     url: str | None
     comparison_url: str | None
 
@@ -572,6 +573,7 @@ def fork_origin(f: RunFork) -> ForkOriginOut:
         "node_id": f.node_id,
         "carried": list(f.carried),
         "edited_input": f.edited_input,
+        "calls": f.calls,
         "url": f"{API}/runs/{f.origin_id}" if f.origin_id else None,
         "comparison_url": comparison_url(f.origin_id, f.run_id) if f.origin_id else None,
     }

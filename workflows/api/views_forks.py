@@ -33,13 +33,16 @@ def fork_run(request: ApiRequest, response: HttpResponse, run_id: RunId, body: i
     `edit` scope for a key). The nodes that are not the fork point and not below it are carried over
     (status and output copied, never executed again) when the run finished them as succeeded or skipped
     and the version defines them alike; the fork point and every node below it run, the fork point with
-    the edited `input` if given. The fork point's upstream nodes must all be carried over: a version that
+    the edited `input` if given. With `calls` other than `live`, the fork answers its LLM and agent tool
+    calls from this run's recorded calls (matched by a canonical hash of the request, shown on each call). The fork point's upstream nodes must all be carried over: a version that
     lacks the fork point, or defines an upstream node differently, or an upstream node not finished in this
     run, is a 422 naming each such node. The answer is the new run with every node, as GET /runs/{id}:
     its `forked_from` names this run, whose `forks` list it."""
     if forking.is_onto_draft(run_id, body.version):
         authorize_actor(request.auth, "publish")
-    fork = forking.fork_run(run_id, body.node_id, body.version, body.input, user=request.auth)
+    fork = forking.fork_run(
+        run_id, body.node_id, body.version, body.input, user=request.auth, calls=body.calls
+    )
     response["Location"] = s.run_summary(fork)["url"]
     return Status(201, read_run(fork.pk))
 

@@ -16,6 +16,8 @@ Decisions (the issue leaves them open):
   one snapshot, and the origin is never changed.
 - Carried nodes keep the origin's status, output and times, and no attempt of their own:
   their cost stays with the origin, so a fork's LLM usage is what the fork itself spent.
+- Its LLM and agent tool calls are `live` by default; `recorded` or `recorded-then-live`
+  replays the origin's recorded calls (workflows/llm/replays.py).
 - Everything is one transaction: the snapshot of a draft, the run, its nodes, its link
   (store/forks.py), its history and the audit entry; a refusal leaves nothing behind.
 """
@@ -27,6 +29,7 @@ from typing import Any
 
 from django.db import transaction
 
+from workflows.core import callhash
 from workflows.core import forks as plans
 from workflows.core.definition import canonical_json
 from workflows.core.states import RunStatus
@@ -47,10 +50,14 @@ def fork_run(
     version_number: int | None = None,
     edited_input: Any = None,
     user: Any = None,
+    calls: str = callhash.LIVE,
 ) -> Run:
-    """Start a fork of run `run_id` at `node_id` on version `version_number` (None: the run's own)."""
+    """Start a fork of run `run_id` at `node_id` on version `version_number` (None: the run's own),
+    its LLM and tool calls made `calls` (live, or replayed from the origin's: llm/replays.py)."""
     if edited_input is not None:
         runs.check_input(edited_input)
+    if calls not in callhash.MODES:
+        raise Invalid(f"calls: {calls!r} is not a mode; use one of {', '.join(callhash.MODES)}.")
     with transaction.atomic():
         origin = runs.get_run(run_id)
         origin_graph = load_graph(origin.version_id)
@@ -71,7 +78,7 @@ def fork_run(
             raise Invalid(f"Run {run_id} cannot be forked at {node_id!r}: {why}. To go on, {hint}.", issues)
         plan = plans.plan_fork(origin_graph, target_graph, node_id, statuses)
         fork = create(origin, target, plan, nodes, edited_input)
-        link(origin, fork, plan, edited_input, user)
+        link(origin, fork, plan, edited_input, user, calls)
         transaction.on_commit(lambda: runs.notify_committed([fork.pk]))
     return fork
 
@@ -120,7 +127,7 @@ def create(
     return transitions.create_fork(run, rows)
 
 
-def link(origin: Run, fork: Run, plan: plans.ForkPlan, edited_input: Any, user: Any) -> RunFork:
+def link(origin: Run, fork: Run, plan: plans.ForkPlan, edited_input: Any, user: Any, calls: str) -> RunFork:
     """Write the fork's link to its origin, its first events and the audit entry."""
     person = user if getattr(user, "is_authenticated", False) else getattr(user, "owner", None)
     row = RunFork.objects.create(
@@ -130,15 +137,29 @@ def link(origin: Run, fork: Run, plan: plans.ForkPlan, edited_input: Any, user: 
         node_id=plan.node_id,
         carried=list(plan.carried),
         edited_input=edited_input,
+        calls=calls,
         created_by=person,
     )
     by = audit.actor_label(user)
-    data = {"origin": origin.pk, "node": plan.node_id, "carried": list(plan.carried), "by": by}
+    data = {
+        "origin": origin.pk,
+        "node": plan.node_id,
+        "carried": list(plan.carried),
+        "calls": calls,
+        "by": by,
+    }
     started = "run.waiting" if fork.status == RunStatus.WAITING else "run.started"
     record_events(event(started, fork.pk), event("run.forked", fork.pk, plan.node_id, data=data))
     edited = {} if edited_input is None else {"edited_input": edited_input}
     audit.record(
-        user, "run.fork", origin, fork=fork.pk, node=plan.node_id, version=fork.version.number, **edited
+        user,
+        "run.fork",
+        origin,
+        fork=fork.pk,
+        node=plan.node_id,
+        version=fork.version.number,
+        calls=calls,
+        **edited,
     )
     return row
 

@@ -9,9 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from workflows.core import callhash
 from workflows.handlers.builtin import render_template, template_sources, time_budget
 from workflows.handlers.registry import HandlerError, NodeContext, node, on_loop
-from workflows.llm import client, providers, streams, usage
+from workflows.llm import client, providers, replays, streams, usage
 from workflows.runtime.offload import run_sync
 
 NAME_FIELD: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": 200}
@@ -65,7 +66,8 @@ def llm_chat(ctx: NodeContext) -> dict[str, Any]:
             on_delta=writer.on_delta if writer else None,
         )
 
-    return streams.streamed(writer, lambda: chat_output(call_recorded(ctx, endpoint, call)))
+    request = callhash.llm_request(endpoint.provider, endpoint.model, messages, None, options)
+    return streams.streamed(writer, lambda: chat_output(call_recorded(ctx, endpoint, call, request=request)))
 
 
 @on_loop("llm.chat")
@@ -89,8 +91,10 @@ async def llm_chat_on_loop(ctx: NodeContext) -> dict[str, Any]:
             on_delta=writer.on_delta if writer else None,
         )
 
+    request = callhash.llm_request(endpoint.provider, endpoint.model, messages, None, options)
+
     async def produce() -> dict[str, Any]:
-        return chat_output(await acall_recorded(ctx, endpoint, call))
+        return chat_output(await acall_recorded(ctx, endpoint, call, request=request))
 
     return await streams.astreamed(writer, produce)
 
@@ -104,9 +108,21 @@ def resolve_for(ctx: NodeContext, where: str) -> providers.Endpoint:
 
 
 def call_recorded(
-    ctx: NodeContext, endpoint: providers.Endpoint, call: Callable[[], client.Completion], step: str = ""
+    ctx: NodeContext,
+    endpoint: providers.Endpoint,
+    call: Callable[[], client.Completion],
+    step: str = "",
+    request: dict[str, Any] | None = None,
 ) -> client.Completion:
-    """Make a call and record it (a failed one too); a context without an attempt row records nothing."""
+    """Make a call and record it (a failed one too); a context without an attempt row records nothing.
+
+    With its `request` (callhash.llm_request), a fork that replays its origin's calls may
+    answer it from the record instead (llm/replays.py), and a live call is recorded by its hash.
+    """
+    if request is not None:
+        replayed = replays.replayed_completion(ctx, endpoint, request, step)
+        if replayed is not None:
+            return replayed
     try:
         completion = call()
     except HandlerError as exc:
@@ -117,13 +133,23 @@ def call_recorded(
         raise
     if ctx.node_run_id:
         usage.record_call(node_run_id=ctx.node_run_id, endpoint=endpoint, completion=completion, step=step)
+    if request is not None:
+        replays.record_live(ctx, request, replays.completion_json(completion), step)
     return completion
 
 
 async def acall_recorded(
-    ctx: NodeContext, endpoint: providers.Endpoint, call: Any, step: str = ""
+    ctx: NodeContext,
+    endpoint: providers.Endpoint,
+    call: Any,
+    step: str = "",
+    request: dict[str, Any] | None = None,
 ) -> client.Completion:
-    """`call_recorded` for a coroutine: the call awaited, its row written on the sync thread."""
+    """`call_recorded` for a coroutine: the call awaited, its rows written on the sync thread."""
+    if request is not None:
+        replayed = await run_sync(replays.replayed_completion, ctx, endpoint, request, step)
+        if replayed is not None:
+            return replayed
     try:
         completion: client.Completion = await call()
     except HandlerError as exc:
@@ -145,6 +171,8 @@ async def acall_recorded(
             completion=completion,
             step=step,
         )
+    if request is not None:
+        await run_sync(replays.record_live, ctx, request, replays.completion_json(completion), step)
     return completion
 
 

@@ -27,6 +27,8 @@ class RunFork(models.Model):
     node_id = models.CharField(max_length=64)  # the fork point
     carried = ArrayField(models.CharField(max_length=64), default=list)
     edited_input = models.JSONField(null=True, blank=True)
+    # How its LLM and tool calls are made (core/callhash.py MODES): live, or replayed from the origin's.
+    calls = models.CharField(max_length=20, default="live")
     created_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

@@ -820,3 +820,4 @@ class BacklogSample(models.Model):
 
 # --- forks --- (their own module; imported here so that Django's app registry sees them)
 from workflows.store.forks import RunFork  # noqa: E402, F401
+from workflows.store.recordings import RecordedCall  # noqa: E402, F401

@@ -38,6 +38,7 @@ urlpatterns = [
     path("runs/<int:run_id>/cancel/", views.run_cancel, name="run_cancel"),
     path("runs/<int:run_id>/rerun/", views_runs.run_rerun, name="run_rerun"),
     path("runs/<int:run_id>/fork/", views_forks.run_fork, name="run_fork"),
+    path("runs/<int:run_id>/nodes/<str:node_id>/calls/", views_forks.run_node_calls, name="run_node_calls"),
     path("runs/<int:run_id>/compare/<int:other_id>/", views_forks.runs_compare, name="runs_compare"),
     path("dead-letters/", views_letters.deadletters_list, name="deadletters"),
     path("deadletters/", RedirectView.as_view(pattern_name="deadletters", query_string=True)),

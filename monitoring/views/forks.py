@@ -136,3 +136,12 @@ def runs_compare(request: HttpRequest, run_id: int, other_id: int) -> HttpRespon
     nodes = [n for n in cmp.nodes if n.verdict != "same"] if only_changed else cmp.nodes
     context = {"cmp": cmp, "nodes": nodes, "only_changed": only_changed, "nav": "runs"}
     return render(request, "monitoring/runs_compare.html", context)
+
+
+@require_GET
+@requires("view")
+def run_node_calls(request: HttpRequest, run_id: int, node_id: str) -> HttpResponse:
+    """A node's recorded LLM and tool calls, each by its request hash (the node panel loads it)."""
+    get_object_or_404(Run, pk=run_id)
+    context = {"calls": forking.calls_of(run_id, node_id[:64])}
+    return render(request, "monitoring/fragments/node_calls.html", context)

@@ -10,7 +10,7 @@ from tests.api.conftest import Api, assert_problem
 from tests.integration.conftest import node, publish
 from workflows.runs import actions as runs
 from workflows.store.forks import RunFork
-from workflows.store.models import AuditEntry, NodeRun, Run, Workflow, WorkflowVersion
+from workflows.store.models import AuditEntry, NodeRun, RecordedCall, Run, Workflow, WorkflowVersion
 from workflows.versions import publish as versions
 
 pytestmark = pytest.mark.django_db
@@ -153,10 +153,14 @@ def test_edited_input_that_is_not_an_object_is_refused(api: Api, three: Workflow
     assert_problem(api.post(f"runs/{origin.pk}/forks", {"node_id": "second", "input": [1]}), 422, "input")
 
 
-def test_the_comparison_resource_puts_a_fork_beside_its_origin_node_by_node(api: Api, three: Workflow) -> None:
+def test_the_comparison_resource_puts_a_fork_beside_its_origin_node_by_node(
+    api: Api, three: Workflow
+) -> None:
     origin = finished_run(three)
     fork_id = api.post(f"runs/{origin.pk}/forks", {"node_id": "second"}).json()["id"]
-    NodeRun.objects.filter(run_id=fork_id, node_id="second").update(status="succeeded", attempt=1, output={"n": 2})
+    NodeRun.objects.filter(run_id=fork_id, node_id="second").update(
+        status="succeeded", attempt=1, output={"n": 2}
+    )
     answer = api.get(f"runs/{origin.pk}/comparison/{fork_id}")
     assert answer.status_code == 200, answer.content
     body = answer.json()
@@ -178,3 +182,35 @@ def test_runs_of_two_workflows_are_refused_naming_the_other_run(api: Api, three:
     problem = assert_problem(api.get(f"runs/{finished_run(three).pk}/comparison/{other.pk}"), 422)
     assert "only runs of one workflow" in problem["detail"]
     assert_problem(api.get(f"runs/{other.pk}/comparison/999999"), 404)
+
+
+def test_a_nodes_recorded_calls_are_listed_with_their_hash_and_how_they_were_answered(
+    api: Api, three: Workflow
+) -> None:
+    origin = finished_run(three)
+    node_run = NodeRun.objects.get(run=origin, node_id="second")
+    fields = {"run": origin, "node_run": node_run, "node_id": "second", "attempt": 1, "request": {}}
+    live = RecordedCall.objects.create(kind="llm", step="turn 1", request_hash="a" * 64, **fields)
+    RecordedCall.objects.create(
+        kind="tool", request_hash="b" * 64, outcome="replayed", replayed_from=live, **fields
+    )
+    answer = api.get(f"runs/{origin.pk}/nodes/second/calls")
+    assert answer.status_code == 200, answer.content
+    assert [
+        (c["kind"], c["step"], c["request_hash"][:3], c["outcome"], c["replayed_from_run"])
+        for c in answer.json()
+    ] == [
+        ("llm", "turn 1", "aaa", "live", None),
+        ("tool", "", "bbb", "replayed", origin.pk),
+    ]
+    assert api.get(f"runs/{origin.pk}/nodes/first/calls").json() == []
+    assert_problem(api.get("runs/999999/nodes/first/calls"), 404)
+
+
+def test_an_unknown_calls_mode_is_refused_naming_the_field(api: Api, three: Workflow) -> None:
+    origin = finished_run(three)
+    assert_problem(
+        api.post(f"runs/{origin.pk}/forks", {"node_id": "second", "calls": "sometimes"}), 422, "calls"
+    )
+    fork = api.post(f"runs/{origin.pk}/forks", {"node_id": "second", "calls": "recorded"}).json()
+    assert fork["forked_from"]["calls"] == "recorded"

@@ -157,3 +157,28 @@ def test_runs_of_two_workflows_are_not_compared(client_as: Any, chain: Any) -> N
     answer = viewer.get(f"/runs/{a.pk}/compare/{b.pk}/")
     assert answer.status_code == 422 and "only runs of one workflow" in answer.content.decode()
     assert viewer.get(f"/runs/{a.pk}/compare/999999/").status_code == 404
+
+
+def test_the_node_panel_lists_recorded_calls_by_hash_and_says_which_were_replayed(
+    client_as: Any, chain: Any
+) -> None:
+    from workflows.store.models import RecordedCall
+
+    origin = finished_run(chain, THREE)
+    fork = forking.fork_run(origin.pk, "b", calls="recorded")
+    fields = {
+        "node_id": "b",
+        "attempt": 1,
+        "kind": "llm",
+        "step": "",
+        "request": {},
+        "request_hash": "c" * 64,
+    }
+    source = RecordedCall.objects.create(
+        run=origin, node_run=NodeRun.objects.get(run=origin, node_id="b"), **fields
+    )
+    target = NodeRun.objects.get(run=fork, node_id="b")
+    RecordedCall.objects.create(run=fork, node_run=target, outcome="replayed", replayed_from=source, **fields)
+    html = client_as("viewer").get(f"/runs/{fork.pk}/nodes/b/calls/").content.decode()
+    assert f'data-hash="{"c" * 64}"' in html and 'data-call-outcome="replayed"' in html
+    assert f"run #{origin.pk}</a> · cost 0" in html

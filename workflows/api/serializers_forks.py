@@ -1,7 +1,8 @@
-"""The comparison of two runs as the API answers it (workflows/forks/comparison.py)."""
+"""The comparison of two runs (workflows/forks/comparison.py) and a node's recorded calls, as the API answers them."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, cast
 
 from typing_extensions import TypedDict
@@ -10,6 +11,7 @@ from workflows.api.serializers import LLMUsageOut, RunSummary, run_summary
 from workflows.core.outputdiff import JsonDiff
 from workflows.forks import comparison as c
 from workflows.llm.usage import Totals
+from workflows.store.recordings import RecordedCall
 
 
 class ChangeOut(TypedDict):
@@ -65,6 +67,31 @@ class ComparisonOut(TypedDict):
     counts: dict[str, int]
     output_diff: DiffOut
     nodes: list[NodeComparisonOut]
+
+
+class RecordedCallOut(TypedDict):
+    """One call that left the process, by the canonical hash of its request (core/callhash.py)."""
+
+    kind: str  # llm | tool
+    step: str
+    attempt: int
+    request_hash: str
+    outcome: str  # live | replayed (answered from the record, cost nothing) | missing (recorded mode: failed)
+    replayed_from_run: int | None
+    created_at: datetime
+
+
+def recorded_call(r: RecordedCall) -> RecordedCallOut:
+    source = r.replayed_from
+    return {
+        "kind": r.kind,
+        "step": r.step,
+        "attempt": r.attempt,
+        "request_hash": r.request_hash,
+        "outcome": r.outcome,
+        "replayed_from_run": source.run_id if source is not None else None,
+        "created_at": r.created_at,
+    }
 
 
 def diff(d: JsonDiff) -> DiffOut:

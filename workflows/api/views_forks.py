@@ -15,9 +15,11 @@ from workflows.api.parsing import MAX_ID
 from workflows.api.schema import refuses
 from workflows.api.views_runs import read_run
 from workflows.forks import comparison, forking
+from workflows.runs import actions as runs
 
 router = Router(tags=["runs"])
 RunId = Annotated[int, Path(ge=1, le=MAX_ID)]
+NodeId = Annotated[str, Path(min_length=1, max_length=64)]
 
 
 @router.post(
@@ -61,3 +63,19 @@ def compare_runs(request: ApiRequest, run_id: RunId, other_id: RunId) -> Any:
     the runs' final outputs and totals (duration, attempts executed, LLM calls, tokens, cost). Runs of
     two workflows are a 422 naming `other_id`."""
     return f.comparison(comparison.compare_runs(run_id, other_id))
+
+
+@router.get(
+    "/runs/{id:run_id}/nodes/{node_id}/calls",
+    response=list[f.RecordedCallOut],
+    auth=allowed("view"),
+    summary="List a node's recorded calls",
+)
+@refuses(404)
+def list_calls(request: ApiRequest, run_id: RunId, node_id: NodeId) -> Any:
+    """The LLM calls and agent tool calls a node made, oldest first (at most 200): each with the canonical
+    hash of its request, and how it was answered: `live`, `replayed` (from the run a fork replays; it
+    cost nothing) or `missing` (a fork in recorded mode asked for a call its origin never made). Compare
+    hashes to see why a call was not replayed."""
+    runs.get_run(run_id)
+    return [f.recorded_call(r) for r in forking.calls_of(run_id, node_id)]

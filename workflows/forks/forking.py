@@ -41,6 +41,7 @@ from workflows.store.forks import RunFork
 from workflows.store.graphs import load_graph
 from workflows.store.history import event, record_events
 from workflows.store.models import NodeRun, Run, WorkflowVersion
+from workflows.store.recordings import RecordedCall
 from workflows.versions import editing
 
 
@@ -167,6 +168,12 @@ def link(origin: Run, fork: Run, plan: plans.ForkPlan, edited_input: Any, user: 
 def origin_of(run_id: int) -> RunFork | None:
     """The fork link of a run (None: the run is not a fork)."""
     return RunFork.objects.select_related("origin").filter(run_id=run_id).first()
+
+
+def calls_of(run_id: int, node_id: str, limit: int = 200) -> list[RecordedCall]:
+    """A node's recorded LLM and tool calls (llm/replays.py), oldest first, each with the call it replayed."""
+    rows = RecordedCall.objects.select_related("replayed_from").filter(run_id=run_id, node_id=node_id)
+    return list(rows.order_by("id")[:limit])
 
 
 def origins_of(run_ids: list[int]) -> dict[int, int]:

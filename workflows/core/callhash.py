@@ -28,8 +28,20 @@ LIVE, RECORDED, RECORDED_THEN_LIVE = "live", "recorded", "recorded-then-live"
 MODES = (LIVE, RECORDED, RECORDED_THEN_LIVE)
 
 
+def plain(value: Any) -> Any:
+    """The value with integral floats spelled as integers (1.0 is sent as 1 means the same)."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {k: plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    return value
+
+
 def digest(value: Any) -> str:
-    return hashlib.sha256(canonical_json(value).encode()).hexdigest()
+    """sha256 of the canonical JSON: key order and number spelling (1, 1.0) aside."""
+    return hashlib.sha256(canonical_json(plain(value)).encode()).hexdigest()
 
 
 def llm_request(
@@ -54,7 +66,7 @@ def tool_request(tool: str, arguments: Any) -> dict[str, Any]:
 
 
 def request_hash(request: dict[str, Any]) -> str:
-    """The request's identity: sha256 of its canonical JSON (key order and number spelling aside)."""
+    """The request's identity: its digest (key order and number spelling aside)."""
     return digest(request)
 
 

@@ -214,3 +214,11 @@ def test_an_unknown_calls_mode_is_refused_naming_the_field(api: Api, three: Work
     )
     fork = api.post(f"runs/{origin.pk}/forks", {"node_id": "second", "calls": "recorded"}).json()
     assert fork["forked_from"]["calls"] == "recorded"
+
+
+def test_a_fork_still_says_it_is_one_once_its_origin_is_deleted(api: Api, three: Workflow) -> None:
+    origin = finished_run(three)
+    fork_id = api.post(f"runs/{origin.pk}/forks", {"node_id": "second"}).json()["id"]
+    Run.objects.filter(pk=origin.pk).delete()  # as retention deletes runs
+    link = api.get(f"runs/{fork_id}").json()["forked_from"]
+    assert (link["run"], link["origin_id"], link["url"], link["comparison_url"]) == (None, origin.pk, None, None)

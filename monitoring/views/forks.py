@@ -141,7 +141,7 @@ def runs_compare(request: HttpRequest, run_id: int, other_id: int) -> HttpRespon
 @require_GET
 @requires("view")
 def run_node_calls(request: HttpRequest, run_id: int, node_id: str) -> HttpResponse:
-    """A node's recorded LLM and tool calls, each by its request hash (the node panel loads it)."""
+    """A node's recorded LLM, tool and HTTP calls, each by its request hash (the node panel loads it)."""
     get_object_or_404(Run, pk=run_id)
     context = {"calls": forking.calls_of(run_id, node_id[:64])}
     return render(request, "monitoring/fragments/node_calls.html", context)

@@ -221,4 +221,9 @@ def test_a_fork_still_says_it_is_one_once_its_origin_is_deleted(api: Api, three:
     fork_id = api.post(f"runs/{origin.pk}/forks", {"node_id": "second"}).json()["id"]
     Run.objects.filter(pk=origin.pk).delete()  # as retention deletes runs
     link = api.get(f"runs/{fork_id}").json()["forked_from"]
-    assert (link["run"], link["origin_id"], link["url"], link["comparison_url"]) == (None, origin.pk, None, None)
+    assert (link["run"], link["origin_id"], link["url"], link["comparison_url"]) == (
+        None,
+        origin.pk,
+        None,
+        None,
+    )

@@ -3,7 +3,10 @@ counting the calls it gets, a tool that leaves a line per real run."""
 
 from __future__ import annotations
 
+import json
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -25,10 +28,17 @@ def llm() -> Iterator[FakeLLMServer]:
         yield fake
 
 
-@pytest.fixture
-def replay_runtime(transactional_db: Any, redis_clean: None, llm: FakeLLMServer) -> Iterator[Runtime]:
+@pytest.fixture(params=["100"])
+def replay_runtime(
+    request: pytest.FixtureRequest, transactional_db: Any, redis_clean: None, llm: FakeLLMServer
+) -> Iterator[Runtime]:
+    """Two workers and a scheduler; `SWITCHYARD_WORKER_SLOTS` from the param (100, the default:
+    calls awaited in slots; "0": the one-at-a-time path)."""
     yield from two_workers_and_a_scheduler(
-        LLM_BASE_URL=llm.base_url, LLM_MODEL="fake-model", SWITCHYARD_HANDLER_MODULES=MODULES
+        LLM_BASE_URL=llm.base_url,
+        LLM_MODEL="fake-model",
+        SWITCHYARD_HANDLER_MODULES=MODULES,
+        SWITCHYARD_WORKER_SLOTS=request.param,
     )
 
 
@@ -45,6 +55,7 @@ def outputs(run: Run) -> dict[str, Any]:
     return dict(NodeRun.objects.filter(run=run).values_list("node_id", "output"))
 
 
+@pytest.mark.parametrize("replay_runtime", ["100", "0"], indirect=True, ids=["slots", "no-slots"])
 def test_recorded_mode_of_an_agent_run_makes_no_provider_call_runs_no_tool_and_reproduces_the_output(
     replay_runtime: Runtime, llm: FakeLLMServer, tmp_path: Path
 ) -> None:
@@ -94,3 +105,60 @@ def test_a_changed_system_prompt_replays_no_model_turn_under_recorded_then_live_
     missed = RecordedCall.objects.get(run=strict, outcome="missing")
     assert missed.request_hash[:12] in error
     assert "differs at $.messages[0], $.messages[1]" in error, error
+
+
+class Counting(BaseHTTPRequestHandler):
+    """Answer every GET with the path it asked for, counting the requests on the server."""
+
+    def do_GET(self) -> None:  # noqa: N802 - the name http.server calls
+        self.server.seen.append(self.path)  # type: ignore[attr-defined]  # set on the server below
+        body = json.dumps({"path": self.path}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def http_server() -> Iterator[ThreadingHTTPServer]:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Counting)
+    server.seen = []  # type: ignore[attr-defined]  # the requests served
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield server
+    server.shutdown()
+
+
+def fetch_flow(url: str) -> dict[str, Any]:
+    return {
+        "nodes": [
+            {"id": "fetch", "handler": "http.request", "config": {"url": url}},
+            {"id": "after", "handler": "core.echo"},
+        ],
+        "edges": [{"source": "fetch", "target": "after"}],
+    }
+
+
+@pytest.mark.parametrize("replay_runtime", ["100", "0"], indirect=True, ids=["slots", "no-slots"])
+def test_an_http_request_is_replayed_by_method_url_and_body_and_a_changed_url_is_named(
+    replay_runtime: Runtime, http_server: ThreadingHTTPServer
+) -> None:
+    base = f"http://127.0.0.1:{http_server.server_address[1]}"
+    origin, _ = runs.start_run(publish("fetching", fetch_flow(base + "/users/{input.user}")), {"user": "u7"})
+    assert wait_finished(origin).status == "succeeded"
+    assert http_server.seen == ["/users/u7"]  # type: ignore[attr-defined]
+
+    fork = wait_finished(forking.fork_run(origin.pk, "fetch", calls="recorded"))
+    assert fork.status == "succeeded" and outputs(fork) == outputs(origin)
+    assert http_server.seen == ["/users/u7"], "the server got no second request"  # type: ignore[attr-defined]
+    assert RecordedCall.objects.get(run=fork).outcome == "replayed"
+
+    moved = publish("fetching", fetch_flow(base + "/people/{input.user}"))
+    strict = forking.fork_run(origin.pk, "fetch", moved.active_version.number, calls="recorded")
+    assert wait_finished(strict).status == "failed"
+    error = NodeRun.objects.get(run=strict, node_id="fetch").error
+    assert "made no http call" in error and "differs at $.url" in error, error
+    assert len(http_server.seen) == 1  # type: ignore[attr-defined]

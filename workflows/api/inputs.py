@@ -440,7 +440,7 @@ class ForkIn(Body):
     )
     calls: Literal["live", "recorded", "recorded-then-live"] = Field(
         "live",
-        description="How the fork's LLM calls and agent tool calls are made: live; recorded (a call whose "
+        description="How the fork's LLM calls, agent tool calls and http.request calls are made: live; recorded (a call whose "
         "request hashes like one this run made is answered from its record, any other fails the node naming "
         "the difference); recorded-then-live (identical calls replayed, new ones made live).",
     )

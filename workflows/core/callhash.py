@@ -6,7 +6,9 @@ only when its request hashes the same. What goes in:
 
 - an LLM call (llm.chat, an llm.agent turn): provider, model, every message sent, the
   tools offered (their full specs) and the options (temperature, max_tokens);
-- an agent's tool call: the tool (handler or workflow) and its arguments.
+- an agent's tool call: the tool (handler or workflow) and its arguments;
+- an `http.request`: method, URL and JSON body (not the headers: they carry the attempt's
+  idempotency key, and credentials).
 
 Idempotency keys, time budgets and stream callbacks are not part of a request: they differ
 between any two runs and change nothing the callee is asked. `summary` keeps, beside the
@@ -23,7 +25,7 @@ from typing import Any
 from workflows.core.definition import canonical_json
 from workflows.core.outputdiff import diff_json
 
-LLM, TOOL = "llm", "tool"
+LLM, TOOL, HTTP = "llm", "tool", "http"
 LIVE, RECORDED, RECORDED_THEN_LIVE = "live", "recorded", "recorded-then-live"
 MODES = (LIVE, RECORDED, RECORDED_THEN_LIVE)
 
@@ -65,6 +67,13 @@ def tool_request(tool: str, arguments: Any) -> dict[str, Any]:
     return {"kind": TOOL, "tool": tool, "arguments": arguments}
 
 
+def http_request(method: str, url: str, body: dict[str, Any]) -> dict[str, Any]:
+    """An http.request's identity: method, URL and body (`body`: httpx's keywords, {} or {"json": ...}).
+
+    Headers are left out: they carry the attempt's Idempotency-Key, and credentials."""
+    return {"kind": HTTP, "method": method, "url": url, "body": body}
+
+
 def request_hash(request: dict[str, Any]) -> str:
     """The request's identity: its digest (key order and number spelling aside)."""
     return digest(request)
@@ -75,6 +84,13 @@ def summary(request: dict[str, Any]) -> dict[str, Any]:
     one for the tools, one for a tool's arguments."""
     if request["kind"] == TOOL:
         return {"kind": TOOL, "tool": request["tool"], "arguments": digest(request["arguments"])}
+    if request["kind"] == HTTP:
+        return {
+            "kind": HTTP,
+            "method": request["method"],
+            "url": request["url"],
+            "body": digest(request["body"]),
+        }
     return {
         "kind": LLM,
         "provider": request["provider"],

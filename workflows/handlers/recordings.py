@@ -12,14 +12,17 @@ replays its origin's:
 - `recorded-then-live`: identical calls are replayed, new ones are made live (and recorded).
 
 The mode and origin of a run are read once per process (a fork's row never changes after
-it is written). In the runtime layer, beside the handlers, so that a built-in handler can use
-it too; `http.request` does not yet (its slot variant would have to reach the database through
-the runtime's sync thread, `runtime/offload.py`, which the handlers package may not import).
+it is written). Beside the handlers, so that a built-in handler (`http.request`) uses it too.
+A handler's slot variant reaches it through `arecorded_answer` and `arecord_live`, run on the
+executor the worker's slots install (`use`, called with runtime/offload.py's: the handlers may
+not import the runtime package, which imports them).
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
+from concurrent.futures import Executor
 from typing import Any
 
 from workflows.core import callhash
@@ -112,3 +115,26 @@ def record_live(ctx: NodeContext, request: dict[str, Any], response: Any, step: 
     """Record a call made live (nothing without an attempt row)."""
     if ctx.node_run_id:
         write(ctx, request, callhash.request_hash(request), step, response, RecordedCall.LIVE)
+
+
+# --------------------------------------------------------------------------- from a slot's coroutine
+
+_executor: Executor | None = None  # the worker's slots' sync thread; None: asyncio's default pool
+
+
+def use(executor: Executor | None) -> None:
+    """Run the ORM work of `arecorded_answer` and `arecord_live` on `executor` (runtime/slots.py)."""
+    global _executor
+    _executor = executor
+
+
+async def arecorded_answer(ctx: NodeContext, request: dict[str, Any], step: str) -> RecordedCall | None:
+    """`recorded_answer`, awaited from a slot's coroutine."""
+    work = functools.partial(recorded_answer, ctx, request, step)
+    return await asyncio.get_running_loop().run_in_executor(_executor, work)
+
+
+async def arecord_live(ctx: NodeContext, request: dict[str, Any], response: Any, step: str) -> None:
+    """`record_live`, awaited from a slot's coroutine."""
+    work = functools.partial(record_live, ctx, request, response, step)
+    await asyncio.get_running_loop().run_in_executor(_executor, work)

@@ -17,7 +17,7 @@ from workflows.api.schema import refuses
 from workflows.forks import forking
 from workflows.llm import usage
 from workflows.runs import actions as runs
-from workflows.runs import mapitems, tracecontext
+from workflows.runs import mapitems, tracecontext, waiting
 from workflows.runs import search as runsearch
 from workflows.runtime import parents as childlinks
 from workflows.store.errors import Invalid
@@ -135,10 +135,10 @@ def read_run(run_id: int) -> s.RunOut:
     nodes = list(NodeRun.objects.filter(run_id=run_id).order_by("id"))
     letters = list(DeadLetter.objects.filter(run_id=run_id).order_by("id").values_list("id", flat=True))
     progress = mapitems.progress(n.pk for n in nodes)
+    waits = waiting.waiting_for([run]).get(run.pk, [])
     family, llm = childlinks.family(run_id), usage.run_usage(run_id)
-    return s.run(
-        run, nodes, letters, family, llm, progress, forking.origin_of(run_id), forking.forks_of(run_id)
-    )
+    fork, forks = forking.origin_of(run_id), forking.forks_of(run_id)
+    return s.run(run, nodes, letters, family, llm, progress, waits, fork, forks)
 
 
 @router.post(

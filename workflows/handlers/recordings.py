@@ -22,13 +22,16 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from collections.abc import Callable
 from concurrent.futures import Executor
-from typing import Any
+from typing import Any, TypeVar
 
 from workflows.core import callhash
 from workflows.handlers.registry import HandlerError, NodeContext
 from workflows.store.forks import RunFork
 from workflows.store.recordings import RecordedCall
+
+T = TypeVar("T")
 
 
 class ReplayMiss(HandlerError):
@@ -120,21 +123,29 @@ def record_live(ctx: NodeContext, request: dict[str, Any], response: Any, step: 
 # --------------------------------------------------------------------------- from a slot's coroutine
 
 _executor: Executor | None = None  # the worker's slots' sync thread; None: asyncio's default pool
+_prepare: Callable[[], None] | None = None  # run in the thread before each function (as offload's)
 
 
-def use(executor: Executor | None) -> None:
-    """Run the ORM work of `arecorded_answer` and `arecord_live` on `executor` (runtime/slots.py)."""
-    global _executor
-    _executor = executor
+def use(executor: Executor | None, prepare: Callable[[], None] | None = None) -> None:
+    """Run the ORM work of `arecorded_answer` and `arecord_live` on `executor`, `prepare()` first
+    (runtime/slots.py gives what it gives runtime/offload.py)."""
+    global _executor, _prepare
+    _executor, _prepare = executor, prepare
+
+
+def prepared(func: Callable[..., T], *args: Any) -> T:
+    if _prepare is not None:
+        _prepare()
+    return func(*args)
 
 
 async def arecorded_answer(ctx: NodeContext, request: dict[str, Any], step: str) -> RecordedCall | None:
     """`recorded_answer`, awaited from a slot's coroutine."""
-    work = functools.partial(recorded_answer, ctx, request, step)
+    work = functools.partial(prepared, recorded_answer, ctx, request, step)
     return await asyncio.get_running_loop().run_in_executor(_executor, work)
 
 
 async def arecord_live(ctx: NodeContext, request: dict[str, Any], response: Any, step: str) -> None:
     """`record_live`, awaited from a slot's coroutine."""
-    work = functools.partial(record_live, ctx, request, response, step)
+    work = functools.partial(prepared, record_live, ctx, request, response, step)
     await asyncio.get_running_loop().run_in_executor(_executor, work)

@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('workflows', '0023_in_flight_counts_waiting'),
+        ('workflows', '0024_a_attempt_retryable'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

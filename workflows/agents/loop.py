@@ -37,9 +37,10 @@ from workflows.agents import steps as agents
 from workflows.agents import tools as agenttools
 from workflows.children import start as children
 from workflows.core import agent as core
+from workflows.core import callhash
 from workflows.core.graph import Node
 from workflows.handlers.builtin import time_budget
-from workflows.llm import client, providers, streams
+from workflows.llm import client, providers, replays, streams
 from workflows.llm.handler import acall_recorded, admit_call, call_recorded, chat_messages, resolve_for
 from workflows.runtime import admission
 from workflows.runtime.kinds import Parked
@@ -150,6 +151,14 @@ class Turn:
     budget: float
     admitted: admission.Admitted = admission.NOTHING  # what the gate reserved for it (budgets)
 
+    def call_request(self, loop: Loop) -> dict[str, Any]:
+        """What identifies this turn's call (core/callhash.py): provider, model, messages, tools, options."""
+        endpoint = loop.endpoint
+        options = call_options(loop.ctx.config)
+        return callhash.llm_request(
+            endpoint.provider, endpoint.model, self.messages, loop.offer.specs, options
+        )
+
     def call_arguments(self, loop: Loop) -> dict[str, Any]:
         """What `client.complete` (or `acomplete`) is given for this turn."""
         return {
@@ -177,6 +186,7 @@ def take_turn(loop: Loop) -> core.Step:
             lambda: client.complete(loop.endpoint, turn.messages, **turn.call_arguments(loop)),
             step=f"turn {turn.seq}",
             admitted=turn.admitted,
+            request=turn.call_request(loop),
         )
     except BaseException as exc:  # recorded, then re-raised: the attempt fails with it
         failed_turn(
@@ -316,6 +326,7 @@ async def take_turn_on_loop(loop: Loop) -> core.Step:
             lambda: client.acomplete(loop.endpoint, turn.messages, **turn.call_arguments(loop)),
             step=f"turn {turn.seq}",
             admitted=turn.admitted,
+            request=turn.call_request(loop),
         )
     except BaseException as exc:  # recorded, then re-raised: the attempt fails with it
         error = await run_sync(
@@ -363,9 +374,18 @@ def call_tool(loop: Loop, move: core.CallTool) -> core.Step:
     if name.startswith(core.WORKFLOW_PREFIX):
         return call_workflows(loop, move, workflow_call(loop, move, seq, started, name, arguments))
     handler = handlers.get_handler(name)
+    request, label = callhash.tool_request(name, arguments), f"tool {name}"
     try:
-        result = run_tool(loop, handler, arguments, key)
+        recorded = replays.recorded_answer(loop.ctx, request, label)
+        answer: dict[str, Any] = (recorded.response or {}) if recorded is not None else {}
+        if "error" in answer:
+            return told_error(loop, seq, key, started, str(answer["error"]), fields)
+        result = answer.get("result") if recorded is not None else run_tool(loop, handler, arguments, key)
+    except replays.ReplayMiss as exc:
+        record_failure(loop, seq, core.TOOL, key, started, exc, **fields)
+        raise
     except handlers.HandlerError as exc:
+        replays.record_live(loop.ctx, request, {"error": str(exc)}, label)
         return told_error(loop, seq, key, started, str(exc), fields)
     except ToolFailed as exc:
         record_failure(loop, seq, core.TOOL, key, started, exc, **fields)
@@ -373,6 +393,8 @@ def call_tool(loop: Loop, move: core.CallTool) -> core.Step:
     except BaseException as exc:  # recorded, then re-raised: the attempt fails with it
         record_failure(loop, seq, core.TOOL, key, started, exc, **fields)
         raise
+    if recorded is None:
+        replays.record_live(loop.ctx, request, {"result": result}, label)
     agents.record_step(
         loop.at, seq, core.TOOL, core.OK, key, started, timezone.now(), result=result, **fields
     )

@@ -14,6 +14,7 @@ from workflows.api.errors import ApiError, FieldError
 from workflows.api.pagination import paginate
 from workflows.api.parsing import MAX_ID
 from workflows.api.schema import refuses
+from workflows.forks import forking
 from workflows.llm import usage
 from workflows.runs import actions as runs
 from workflows.runs import mapitems, tracecontext, waiting
@@ -118,11 +119,11 @@ def list_runs(request: HttpRequest, q: Query[i.RunQuery]) -> Any:
         )
     except Invalid as exc:
         raise ApiError(400, exc.message, [FieldError("query", "input", exc.message)]) from None
-    rows = search.apply(Run.objects.select_related("workflow", "version"))
+    rows = search.apply(Run.objects.select_related("workflow", "version", "fork"))
     # created_after is exclusive in the API (inclusive on the page): keep the API's meaning.
     if q.created_after is not None:
         rows = rows.exclude(created_at=q.created_after)
-    return paginate(rows, q, "id", s.run_summary)
+    return paginate(rows, q, "id", s.listed_run)
 
 
 @router.get(
@@ -140,7 +141,9 @@ def read_run(run_id: int) -> s.RunOut:
     letters = list(DeadLetter.objects.filter(run_id=run_id).order_by("id").values_list("id", flat=True))
     progress = mapitems.progress(n.pk for n in nodes)
     waits = waiting.waiting_for([run]).get(run.pk, [])
-    return s.run(run, nodes, letters, childlinks.family(run_id), usage.run_usage(run_id), progress, waits)
+    family, llm = childlinks.family(run_id), usage.run_usage(run_id)
+    fork, forks = forking.origin_of(run_id), forking.forks_of(run_id)
+    return s.run(run, nodes, letters, family, llm, progress, waits, fork, forks)
 
 
 @router.post(

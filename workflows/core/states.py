@@ -84,7 +84,9 @@ RunMoves = Mapping[Cause, Mapping[R | None, frozenset[R]]]
 
 # The node table: cause -> from-status -> the statuses it may lead to.
 NODE_MOVES: Moves = {
-    Cause.CREATE: {None: frozenset({N.PENDING, N.QUEUED})},  # queued: a root with a direct job
+    # queued: a root with a direct job; succeeded or skipped: a fork's node carried over from
+    # its origin with the origin's status and output (core/forks.py), never executed in the fork.
+    Cause.CREATE: {None: frozenset({N.PENDING, N.QUEUED, N.SUCCEEDED, N.SKIPPED})},
     Cause.CLAIM: {N.PENDING: frozenset({N.QUEUED}), N.RETRYING: frozenset({N.QUEUED})},
     Cause.REQUEUE: {N.QUEUED: frozenset({N.QUEUED})},  # same attempt, another job
     Cause.START: {N.QUEUED: frozenset({N.RUNNING})},

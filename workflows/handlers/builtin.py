@@ -28,8 +28,9 @@ from urllib.parse import quote, urlsplit
 import httpx
 import jsonschema
 
+from workflows.core import callhash
 from workflows.core.egress import EgressRefused, literal_refusal
-from workflows.handlers import egress
+from workflows.handlers import egress, recordings
 from workflows.handlers.registry import HandlerError, NodeContext, node, on_loop
 
 log = logging.getLogger(__name__)
@@ -449,7 +450,9 @@ HTTP_SCHEMA: dict[str, Any] = {
 def http_request(ctx: NodeContext) -> dict[str, Any]:
     """Send an HTTP request and return its status, content type and JSON or text body.
 
-    Sends `Idempotency-Key: run:node:attempt`. Redirects are not followed; any status
+    Sends `Idempotency-Key: run:node:attempt`. In a fork that replays its origin's calls, a
+    request recorded there (same method, URL and body) is answered from the record
+    (handlers/recordings.py). Redirects are not followed; any status
     outside 2xx fails the attempt. The body is capped at `max_bytes`. The connection goes
     only to addresses the egress policy allows (SWITCHYARD_EGRESS_ALLOW; loopback, private,
     link-local and metadata addresses are refused by default).
@@ -461,16 +464,23 @@ def http_request(ctx: NodeContext) -> dict[str, Any]:
         raise HandlerError(
             f"{where}: config.method must be one of {', '.join(HTTP_METHODS)}, not {method!r}."
         )
+    body = request_body(ctx, where)
+    request = callhash.http_request(method, url, body)
+    recorded = recordings.recorded_answer(ctx, request, "")
+    if recorded is not None:
+        return dict(recorded.response or {})
     reply = send(
         method,
         url,
         headers=request_headers(ctx),
-        body=request_body(ctx, where),
+        body=body,
         timeout=time_budget(ctx, ctx.config.get("timeout_seconds"), where),
         max_bytes=int(ctx.config.get("max_bytes") or switchyard_settings()["HTTP_MAX_RESPONSE_BYTES"]),
         where=where,
     )
-    return http_output(checked(reply, method, url, where))
+    output = http_output(checked(reply, method, url, where))
+    recordings.record_live(ctx, request, output, "")
+    return output
 
 
 @on_loop("http.request")
@@ -483,16 +493,23 @@ async def http_request_on_loop(ctx: NodeContext) -> dict[str, Any]:
         raise HandlerError(
             f"{where}: config.method must be one of {', '.join(HTTP_METHODS)}, not {method!r}."
         )
+    body = request_body(ctx, where)
+    request = callhash.http_request(method, url, body)
+    recorded = await recordings.arecorded_answer(ctx, request, "")
+    if recorded is not None:
+        return dict(recorded.response or {})
     reply = await asend(
         method,
         url,
         headers=request_headers(ctx),
-        body=request_body(ctx, where),
+        body=body,
         timeout=time_budget(ctx, ctx.config.get("timeout_seconds"), where),
         max_bytes=int(ctx.config.get("max_bytes") or switchyard_settings()["HTTP_MAX_RESPONSE_BYTES"]),
         where=where,
     )
-    return http_output(checked(reply, method, url, where))
+    output = http_output(checked(reply, method, url, where))
+    await recordings.arecord_live(ctx, request, output, "")
+    return output
 
 
 def checked(reply: Reply, method: str, url: str, where: str) -> Reply:

@@ -10,9 +10,10 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+from workflows.core import callhash
 from workflows.handlers.builtin import render_template, template_sources, time_budget
 from workflows.handlers.registry import HandlerError, NodeContext, node, on_loop
-from workflows.llm import client, providers, streams, usage
+from workflows.llm import client, providers, replays, streams, usage
 from workflows.runtime import admission
 from workflows.runtime.offload import run_sync
 
@@ -54,6 +55,9 @@ def llm_chat(ctx: NodeContext) -> dict[str, Any]:
     endpoint = resolve_for(ctx, where)
     timeout = time_budget(ctx, ctx.config.get("timeout_seconds") or endpoint.timeout_seconds, where)
     options = {k: ctx.config[k] for k in OPTION_KEYS if k in ctx.config}
+    request = callhash.llm_request(
+        endpoint.provider, endpoint.model, messages, None, options
+    )  # as configured: a budget's max_tokens is no part of it
     admitted = admit_call(ctx, endpoint, messages, None, options)
     options = admitted.options(options)
     writer = streams.writer_for(ctx)
@@ -70,7 +74,7 @@ def llm_chat(ctx: NodeContext) -> dict[str, Any]:
         )
 
     return streams.streamed(
-        writer, lambda: chat_output(call_recorded(ctx, endpoint, call, admitted=admitted))
+        writer, lambda: chat_output(call_recorded(ctx, endpoint, call, admitted=admitted, request=request))
     )
 
 
@@ -82,6 +86,7 @@ async def llm_chat_on_loop(ctx: NodeContext) -> dict[str, Any]:
     endpoint = await run_sync(resolve_for, ctx, where)
     timeout = time_budget(ctx, ctx.config.get("timeout_seconds") or endpoint.timeout_seconds, where)
     options = {k: ctx.config[k] for k in OPTION_KEYS if k in ctx.config}
+    request = callhash.llm_request(endpoint.provider, endpoint.model, messages, None, options)
     admitted = await run_sync(admit_call, ctx, endpoint, messages, None, options)
     options = admitted.options(options)
     writer = await run_sync(streams.writer_for, ctx)
@@ -98,7 +103,7 @@ async def llm_chat_on_loop(ctx: NodeContext) -> dict[str, Any]:
         )
 
     async def produce() -> dict[str, Any]:
-        return chat_output(await acall_recorded(ctx, endpoint, call, admitted=admitted))
+        return chat_output(await acall_recorded(ctx, endpoint, call, admitted=admitted, request=request))
 
     return await streams.astreamed(writer, produce)
 
@@ -150,9 +155,20 @@ def call_recorded(
     call: Callable[[], client.Completion],
     step: str = "",
     admitted: admission.Admitted = admission.NOTHING,
+    request: dict[str, Any] | None = None,
 ) -> client.Completion:
     """Make a call and record it (a failed one too), settling what the gate admitted; a
-    context without an attempt row records nothing."""
+    context without an attempt row records nothing.
+
+    With its `request` (callhash.llm_request), a fork that replays its origin's calls may
+    answer it from the record instead (llm/replays.py; what the gate reserved is given back:
+    a replayed call costs nothing), and a live call is recorded by its hash.
+    """
+    if request is not None:
+        replayed = replays.replayed_completion(ctx, endpoint, request, step)
+        if replayed is not None:
+            settle_call(admitted, None)
+            return replayed
     try:
         completion = call()
     except BaseException as exc:
@@ -165,6 +181,8 @@ def call_recorded(
     settle_call(admitted, completion)
     if ctx.node_run_id:
         usage.record_call(node_run_id=ctx.node_run_id, endpoint=endpoint, completion=completion, step=step)
+    if request is not None:
+        replays.record_live(ctx, request, replays.completion_json(completion), step)
     return completion
 
 
@@ -174,8 +192,15 @@ async def acall_recorded(
     call: Any,
     step: str = "",
     admitted: admission.Admitted = admission.NOTHING,
+    request: dict[str, Any] | None = None,
 ) -> client.Completion:
     """`call_recorded` for a coroutine: the call awaited, its rows written on the sync thread."""
+    if request is not None:
+        replayed = await run_sync(replays.replayed_completion, ctx, endpoint, request, step)
+        if replayed is not None:
+            if admitted.tickets:
+                await run_sync(settle_call, admitted, None)
+            return replayed
     try:
         completion: client.Completion = await call()
     except BaseException as exc:
@@ -201,6 +226,8 @@ async def acall_recorded(
             completion=completion,
             step=step,
         )
+    if request is not None:
+        await run_sync(replays.record_live, ctx, request, replays.completion_json(completion), step)
     return completion
 
 

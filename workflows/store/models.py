@@ -827,3 +827,5 @@ from workflows.store.budgets import BudgetHold as BudgetHold  # noqa: E402
 from workflows.store.budgets import BudgetLedger as BudgetLedger  # noqa: E402
 from workflows.store.budgets import BudgetReservation as BudgetReservation  # noqa: E402
 from workflows.store.budgets import RunApiKey as RunApiKey  # noqa: E402
+from workflows.store.forks import RunFork as RunFork  # noqa: E402
+from workflows.store.recordings import RecordedCall as RecordedCall  # noqa: E402

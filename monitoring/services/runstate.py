@@ -12,6 +12,7 @@ from django.template.loader import render_to_string
 
 from controlplane import access
 from workflows.agents import steps as agents
+from workflows.agents import tree as agenttree
 from workflows.core.agent import AGENT
 from workflows.core.compensation import given_by, is_step, step_node, steps_to_run, undone_by
 from workflows.core.states import NODE_TERMINAL, NodeStatus, RunStatus
@@ -186,7 +187,15 @@ def agent_steps(run: Run, node: NodeRun) -> dict[str, Any]:
     if not steps and step_node(load_graph(run.version_id), node.node_id).kind != AGENT:
         return {"is_agent": False}
     polling = node.status not in NODE_TERMINAL  # opened before its first attempt: it polls too
-    return {"is_agent": True, "rows": agents.timeline(steps), "polling": polling, "run": run, "node": node}
+    turns = agenttree.build(steps, LLMCall.objects.filter(node_run=node))
+    return {
+        "is_agent": True,
+        "turns": turns,
+        "step_count": len(steps),
+        "polling": polling,
+        "run": run,
+        "node": node,
+    }
 
 
 ITEMS_PAGE = 50

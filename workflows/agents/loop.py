@@ -201,7 +201,8 @@ def begin_turn(loop: Loop) -> Turn:
         seq, f"{loop.ctx.run_id}:{loop.ctx.node_id}:turn:{seq}", messages, request, timezone.now(), budget
     )
     if loop.writer:
-        loop.writer.begin_turn(seq, 1 + sum(1 for s in loop.steps if s.kind == core.TURN))
+        # The turn's number as the run page counts it (workflows/agents/tree.py): finished turns + 1.
+        loop.writer.begin_turn(seq, 1 + sum(1 for s in core.counted(loop.steps) if s.kind == core.TURN))
     return turn
 
 

@@ -23,7 +23,17 @@ from workflows.runtime import parents as childlinks
 from workflows.store.graphs import load_graph
 from workflows.store.models import DeadLetter, LLMCall, NodeRun, Run, RunEvent, Wait
 
-TRACE_KINDS = ("node.attempt", "node.retry_scheduled", "node.replayed", "run.rerun", "node.child_finished")
+# A waiting node's wait opens with `node.waiting` and is closed by one of WAIT_ENDS.
+WAIT_ENDS = ("approval.decided", "node.woken", "node.expired")
+TRACE_KINDS = (
+    "node.attempt",
+    "node.retry_scheduled",
+    "node.replayed",
+    "run.rerun",
+    "node.child_finished",
+    "node.waiting",
+    *WAIT_ENDS,
+)
 FRAGMENTS = {
     "run-header": "monitoring/fragments/run_header.html",
     "run-nodes": "monitoring/fragments/run_nodes.html",
@@ -126,8 +136,11 @@ def trace_item(s: dict[str, Any]) -> dict[str, Any]:
     (a workflow.run node's, an agent's workflow tool call's), or a reset (replay, re-run).
 
     A retry's backoff runs from the failed attempt's end to when the retry is available
-    (scheduled at + delay); the queue wait before an attempt is drawn by the page from the
-    moment the node became ready (its predecessors' ends, the backoff's end, a reset).
+    (scheduled at + delay); the queue wait before an attempt runs from when it was queued
+    (recorded in its span) to its start, and is not drawn when that is unknown. A waiting
+    node's wait (an approval, an event, a timer) opens with `node.waiting` and ends with the
+    decision, the event or the deadline (`wait_end`): the page pairs them by node and
+    attempt, and draws a wait still open up to now. A map's wait is its attempt.
     """
     data = s["data"] or {}
     item = {"id": s["id"], "node": s["node_id"], "attempt": s["attempt"], "end": epoch(s["at"])}
@@ -136,10 +149,16 @@ def trace_item(s: dict[str, Any]) -> dict[str, Any]:
             **item,
             "kind": "attempt",
             "start": epoch(s["started_at"]),
+            "queued": data.get("queued_at"),
             "status": data.get("status", ""),
             "worker": s["worker"],
             "log": bool(data.get("log")),
         }
+    if s["kind"] == "node.waiting":
+        what = data.get("kind") or "wait"
+        return {**item, "kind": "wait_start" if what != "map" else "note", "start": epoch(s["at"]), "what": what}
+    if s["kind"] in WAIT_ENDS:
+        return {**item, "kind": "wait_end", "start": epoch(s["at"]), "how": s["kind"]}
     if s["kind"] == "node.retry_scheduled":
         at = epoch(s["at"]) or 0.0
         return {**item, "kind": "backoff", "start": at, "end": at + float(data.get("delay_seconds") or 0)}

@@ -66,6 +66,13 @@ def span_ms(start: datetime | None, end: datetime | None) -> str:
 
 
 @register.filter
+def epoch(value: datetime | None) -> str:
+    """A moment as epoch seconds, for `data-live-since` (static/monitoring/src/durations.js):
+    the page makes the duration since then grow."""
+    return "" if value is None else f"{value.timestamp():.3f}"
+
+
+@register.filter
 def pretty_json(value: Any) -> str:
     return json.dumps(value, indent=2, sort_keys=True, default=str)
 

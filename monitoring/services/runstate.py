@@ -18,6 +18,7 @@ from workflows.core.compensation import given_by, is_step, step_node, steps_to_r
 from workflows.core.states import NODE_TERMINAL, NodeStatus, RunStatus
 from workflows.llm import usage
 from workflows.runs import actions as runs
+from workflows.runs import edits
 from workflows.runs import mapitems
 from workflows.runtime import parents as childlinks
 from workflows.store.graphs import load_graph
@@ -156,7 +157,12 @@ def trace_item(s: dict[str, Any]) -> dict[str, Any]:
         }
     if s["kind"] == "node.waiting":
         what = data.get("kind") or "wait"
-        return {**item, "kind": "wait_start" if what != "map" else "note", "start": epoch(s["at"]), "what": what}
+        return {
+            **item,
+            "kind": "wait_start" if what != "map" else "note",
+            "start": epoch(s["at"]),
+            "what": what,
+        }
     if s["kind"] in WAIT_ENDS:
         return {**item, "kind": "wait_end", "start": epoch(s["at"]), "how": s["kind"]}
     if s["kind"] == "node.retry_scheduled":
@@ -191,6 +197,7 @@ def node_detail(run: Run, node_id: str) -> dict[str, Any]:
         "llm": usage.node_totals(node.pk) if calls else None,
         "is_llm": node_is_llm(run, node_id),
         "items": mapitems.progress([node.pk]).get(node.pk),
+        "edits": edits.input_edits(run.pk, node_id),
         **agent_steps(run, node),
     }
 

@@ -58,7 +58,9 @@ def test_each_turn_shows_the_exact_messages_it_sent_and_its_calls_figures(
         sent = agent_llm.requests[n].json["messages"]
         shown = turn.locator("[data-field=messages] .msg")
         expect(shown).to_have_count(len(sent))
-        assert [shown.nth(i).get_attribute("data-role") for i in range(len(sent))] == [m["role"] for m in sent]
+        assert [shown.nth(i).get_attribute("data-role") for i in range(len(sent))] == [
+            m["role"] for m in sent
+        ]
     first = turns.nth(0).locator("[data-field=messages]")
     expect(first.locator('.msg[data-role="user"] .msg-text')).to_have_text("Where is A-1001?")
     system = first.locator('.msg[data-role="system"] details.msg-long')

@@ -19,7 +19,11 @@ from workflows.waits import approvals
 APPROVAL_FLOW = {
     "nodes": [
         {"id": "draft", "handler": "core.echo"},
-        {"id": "ok", "handler": "human.approval", "config": {"title": "Pay?", "approvers": {"groups": ["operator"]}}},
+        {
+            "id": "ok",
+            "handler": "human.approval",
+            "config": {"title": "Pay?", "approvers": {"groups": ["operator"]}},
+        },
         {"id": "pay", "handler": "core.noop"},
     ],
     "edges": [{"source": "draft", "target": "ok"}, {"source": "ok", "target": "pay"}],
@@ -52,9 +56,11 @@ def test_a_decided_approval_is_drawn_as_waiting_and_every_bar_matches_the_api(
     first_end = float(waiting.get_attribute("data-end") or 0)
     # The open wait grows while the person has not decided.
     page.wait_for_function(
-        f"() => +document.querySelector('#run-timeline rect[data-node=\"ok\"][data-segment=\"wait\"]').dataset.end > {first_end + 0.5}"
+        f'() => +document.querySelector(\'#run-timeline rect[data-node="ok"][data-segment="wait"]\').dataset.end > {first_end + 0.5}'
     )
-    expect(page.locator('#run-timeline [data-node-status="pay"]')).to_have_text("pending")  # a row before it runs
+    expect(page.locator('#run-timeline [data-node-status="pay"]')).to_have_text(
+        "pending"
+    )  # a row before it runs
     screenshot(page, "approval-waiting")
 
     wait = Wait.objects.get(run=run)
@@ -88,7 +94,9 @@ def test_a_decided_approval_is_drawn_as_waiting_and_every_bar_matches_the_api(
     screenshot(page, "approval-decided")
 
 
-def test_a_live_runs_durations_grow_on_the_page(runtime: Runtime, page_as: Any, live_url: str, screenshot: Any) -> None:
+def test_a_live_runs_durations_grow_on_the_page(
+    runtime: Runtime, page_as: Any, live_url: str, screenshot: Any
+) -> None:
     flow = {
         "nodes": [{"id": "slow", "handler": "core.delay", "config": {"seconds": 30}, "timeout_seconds": 60}],
     }

@@ -18,8 +18,7 @@ from workflows.core.compensation import given_by, is_step, step_node, steps_to_r
 from workflows.core.states import NODE_TERMINAL, NodeStatus, RunStatus
 from workflows.llm import usage
 from workflows.runs import actions as runs
-from workflows.runs import edits
-from workflows.runs import mapitems
+from workflows.runs import edits, mapitems
 from workflows.runtime import parents as childlinks
 from workflows.store.graphs import load_graph
 from workflows.store.models import DeadLetter, LLMCall, NodeRun, Run, RunEvent, Wait

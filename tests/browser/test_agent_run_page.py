@@ -41,7 +41,11 @@ def finished_agent_run(agent_runtime: Runtime, agent_llm: FakeLLMServer) -> Iter
 
 
 def test_each_turn_shows_the_exact_messages_it_sent_and_its_calls_figures(
-    finished_agent_run: Any, agent_llm: FakeLLMServer, page_as: Any, live_url: str, screenshot: Any
+    finished_agent_run: Any,
+    agent_llm: FakeLLMServer,  # noqa: F811  # the fixture imported above
+    page_as: Any,
+    live_url: str,
+    screenshot: Any,
 ) -> None:
     run = finished_agent_run
     page: Page = page_as("viewer")

@@ -3,7 +3,6 @@ says so, and its detail tells who edited, when, and each field against the origi
 
 from __future__ import annotations
 
-
 import re
 from typing import Any
 

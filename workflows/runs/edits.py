@@ -8,6 +8,7 @@ with a field-by-field diff against that original (core/diff.py `diff_values`), n
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -49,14 +50,16 @@ def input_edits(run_id: int, node_id: str) -> list[InputEdit]:
     return [edit_of(e, snapshots) for e in events]
 
 
-def edit_of(event: dict[str, Any], snapshots: dict[int, tuple[Any, int | None]]) -> InputEdit:
+def edit_of(event: Mapping[str, Any], snapshots: Mapping[int, tuple[Any, int | None]]) -> InputEdit:
     data = event["data"]
     letter = data.get("letter") if isinstance(data.get("letter"), int) else None
     snapshot, item = snapshots.get(letter, ({}, None)) if letter is not None else ({}, None)
     original = (snapshot or {}).get("item" if item else "input")
     edited = data["edited_input"]
-    both_objects = isinstance(original, dict) and isinstance(edited, dict)
-    changes = diff_values(original, edited) if both_objects else (FieldChange("", original, edited),)
+    if isinstance(original, dict) and isinstance(edited, dict):
+        changes = diff_values(original, edited)
+    else:
+        changes = (FieldChange("", original, edited),)
     return InputEdit(
         by=str(data.get("by") or "someone"),
         at=event["at"],

@@ -173,9 +173,11 @@ def relative(moment: datetime, now: datetime) -> str:
 
 @register.filter
 def when(value: datetime | None) -> str:
-    """One date format everywhere: relative text, the absolute UTC time in the title.
+    """One date format everywhere: relative text, the absolute time in the title.
 
-    static/monitoring/src/time.js keeps the relative text fresh from the `datetime` attribute.
+    The title is UTC as rendered; static/shared/time.js (on every page) rewrites it in the
+    reader's own time zone, with milliseconds, and keeps the relative text fresh from the
+    `datetime` attribute. A page that needs its own text keeps it with `data-keep-text`.
     """
     if isinstance(value, str):
         value = parse_datetime(value)

@@ -16,7 +16,8 @@ export function overlay(run) {
   for (const node of run.nodes) {
     nodes[node.node_id] = { status: node.status, attempt: node.attempt, error: node.error.slice(0, ERROR_CHARS), output: preview(node.output) };
   }
-  return { id: run.id, status: run.status, version: run.version, finished: FINISHED.has(run.status), nodes };
+  // `raw`: the run's input and nodes as the API gave them, for the inspector's data trees (datamap.js).
+  return { id: run.id, status: run.status, version: run.version, finished: FINISHED.has(run.status), nodes, raw: run };
 }
 
 function preview(output) {

@@ -1,0 +1,44 @@
+"""Data mapping in the editor (issue 28, item 6): the inspector shows the run input and each
+upstream node's output of the latest run as trees; a click inserts a field's placeholder
+into the config field being edited."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from playwright.sync_api import Page, expect
+
+from tests.browser.editor_fixtures import open_editor, select_node
+from tests.factories import make_workflow
+from tests.integration.conftest import wait_finished
+from tests.integration.runtime import Runtime
+from workflows.runs import actions as runs
+
+FLOW = {
+    "nodes": [
+        {"id": "fetch", "handler": "core.echo"},
+        {"id": "tell", "handler": "core.fail", "config": {"message": "Order "}},
+    ],
+    "edges": [{"source": "fetch", "target": "tell"}],
+}
+
+
+def test_a_field_of_an_upstream_output_is_inserted_as_its_placeholder(
+    runtime: Runtime, page_as: Any, live_url: str, screenshot: Any
+) -> None:
+    workflow = make_workflow("data-mapping", FLOW, publish=True)
+    run, _ = runs.start_run(workflow, {"order": {"id": "A-7", "lines": [{"sku": "kb-1"}]}})
+    wait_finished(run)
+    page: Page = page_as("editor")
+    open_editor(page, live_url, "data-mapping")
+    select_node(page, "tell")
+    data = page.locator(".ed-upstream")
+    expect(data.locator('[data-link="sample-run"]')).to_have_text(f"run {run.pk}")
+    expect(data.locator('[data-source="input"] [data-placeholder="{input.order.id}"]')).to_be_visible()
+    field = page.locator('[data-field="config.message"] input, [data-field="config.message"] textarea').first
+    field.click()
+    field.press("End")
+    data.locator('[data-source="fetch"] [data-placeholder="{upstream.fetch.input.order.id}"]').click()
+    expect(field).to_have_value("Order {upstream.fetch.input.order.id}")
+    expect(page.locator('[data-cmd="save"]')).to_be_enabled()  # an edit like any typed one
+    screenshot(page, "data-mapping")

@@ -50,7 +50,9 @@ def test_a_node_replayed_with_edited_input_shows_who_when_and_the_diff(
     expect(edit.locator("time")).to_have_attribute("datetime", re.compile(".+"))
     # One date format: relative text, the absolute time in the reader's zone (with ms) on hover.
     expect(edit.locator("time")).to_have_text(re.compile(r"just now|\d+ s ago"))
-    expect(edit.locator("time")).to_have_attribute("title", re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}"))
+    expect(edit.locator("time")).to_have_attribute(
+        "title", re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}")
+    )
     expect(edit).to_contain_text(f"dead letter {letter.pk}")
     rows = edit.locator('[data-field="diff"] tbody tr')
     expect(rows).to_have_count(3)  # amount changed, new added, old removed; note unchanged

@@ -170,6 +170,11 @@ def attach_tool(by_seq: dict[int, Turn], step: AgentStep, left: float, width: fl
     turn.tools.append(ToolCall(number, step, child_run_of(step), left, width))
 
 
-def turn_numbers(steps: Sequence[AgentStep]) -> dict[tuple[int, str], int]:
-    """(attempt, "turn <seq>") -> the turn's number: how the LLM calls table names a turn."""
-    return {(t.step.attempt, f"turn {t.step.seq}"): t.number for t in build(steps)}
+def numbers(steps: Sequence[AgentStep]) -> dict[int, str]:
+    """step seq -> its name in the one numbering: "2" for a turn, "2.1" for its first tool call
+    (the API's steps carry it beside their seq)."""
+    found: dict[int, str] = {}
+    for turn in build(steps):
+        found[turn.step.seq] = str(turn.number)
+        found.update({call.step.seq: call.number for call in turn.tools})
+    return found

@@ -21,7 +21,7 @@ from workflows.runs import actions as runs
 from workflows.runs import edits, mapitems
 from workflows.runtime import parents as childlinks
 from workflows.store.graphs import load_graph
-from workflows.store.models import DeadLetter, LLMCall, NodeRun, Run, RunEvent, Wait
+from workflows.store.models import ChildRun, DeadLetter, LLMCall, NodeRun, Run, RunEvent, Wait
 
 # A waiting node's wait opens with `node.waiting` and is closed by one of WAIT_ENDS.
 WAIT_ENDS = ("approval.decided", "node.woken", "node.expired")
@@ -70,7 +70,13 @@ def load(run: Run, user: Any, after_span: int = 0) -> dict[str, Any]:
         "llm": usage.run_totals(run.pk),
         "output": runs.run_output(run),
         "family": childlinks.family(run.pk),
+        "agents": agent_nodes(run),
     }
+
+
+def agent_nodes(run: Run) -> set[str]:
+    """The ids of the run's agent nodes: a parked agent's attempt is drawn running under its waits."""
+    return {n.id for n in load_graph(run.version_id).nodes.values() if n.kind == AGENT}
 
 
 def compensation_steps(run: Run, nodes: list[NodeRun]) -> list[NodeRun]:
@@ -104,9 +110,22 @@ def attach_progress(nodes: list[NodeRun]) -> None:
         n.progress = progress.get(n.pk)  # type: ignore[attr-defined]  # shown by the template beside the node
 
 
+def open_child_waits(run: Run, nodes: list[NodeRun]) -> dict[str, list[dict[str, Any]]]:
+    """node id -> the child runs a waiting node waits for now (a workflow.run node's, an
+    agent's workflow tool calls'), each with its start: the trace draws them until they end."""
+    if not any(n.status == NodeStatus.WAITING for n in nodes):
+        return {}
+    found: dict[str, list[dict[str, Any]]] = {}
+    links = ChildRun.objects.filter(parent_run=run, settled_at__isnull=True).order_by("id")
+    for node_id, attempt, created, child in links.values_list("node_id", "attempt", "created_at", "child_id"):
+        found.setdefault(node_id, []).append({"attempt": attempt, "start": epoch(created), "child": child})
+    return found
+
+
 def live_data(ctx: dict[str, Any]) -> dict[str, Any]:
     """The part of the context the page's scripts draw: node states, spans, run timing."""
     run = ctx["run"]
+    children = open_child_waits(run, ctx["nodes"])
     return {
         "run": {
             "id": run.pk,
@@ -124,6 +143,8 @@ def live_data(ctx: dict[str, Any]) -> dict[str, Any]:
                 "items": getattr(n, "progress", None),
                 "queued": epoch(n.queued_at) if n.status in (NodeStatus.QUEUED, NodeStatus.RUNNING) else None,
                 "due": epoch(n.due_at) if n.status == NodeStatus.RETRYING else None,
+                "children": children.get(n.node_id, []),
+                "agent": n.node_id in ctx.get("agents", ()),
             }
             for n in ctx["nodes"]
         },

@@ -71,7 +71,16 @@ export function segments(state, now) {
   }
   for (const [id, n] of Object.entries(state.nodes)) {
     if (n.status === "waiting" && n.started && !opened.has(`${id}:${n.attempt}`)) {
-      out.push({ node: id, kind: "wait", start: n.started, end: now, label: `${id} #${n.attempt} waiting` });
+      // A child run's wait: a workflow.run node waits from its start; a parked agent's
+      // attempt goes on under the waits of its workflow tool calls.
+      const kids = (n.children || []).filter((c) => c.attempt === n.attempt);
+      const named = kids.map((c) => c.child).join(", ");
+      if (n.agent) {
+        out.push({ node: id, kind: "attempt", start: n.started, end: now, status: "running", label: `${id} #${n.attempt} running, waiting for its tools` });
+        for (const c of kids) out.push({ node: id, kind: "wait", start: c.start, end: now, label: `${id} #${n.attempt} waiting for child run ${c.child}` });
+      } else {
+        out.push({ node: id, kind: "wait", start: n.started, end: now, label: `${id} #${n.attempt} waiting${named ? ` for child run ${named}` : ""}` });
+      }
     } else if (n.status === "running" && n.started) {
       if (n.queued && n.started > n.queued) out.push({ node: id, kind: "queue", start: n.queued, end: n.started, label: `${id} #${n.attempt} waited in the queue` });
       out.push({ node: id, kind: "attempt", start: n.started, end: now, status: "running", label: `${id} #${n.attempt} running` });

@@ -324,7 +324,10 @@ def start_one(key: str, slug: str, variant: int, client: Client, deadline: float
     if slug == "chaos-wait":
         # Sometimes before the node waits (kept, consumed when it does), sometimes after.
         time.sleep(random.uniform(0, 1.5))
-        posted = client.call("POST", "/api/v1/events", deadline, json={"key": key, "payload": {"v": variant}})
+        # Past the load's deadline too: its run was started and waits for it (else it is stuck
+        # by the harness's doing, as a loaded machine's storm once showed).
+        until = max(deadline, time.monotonic() + 60)
+        posted = client.call("POST", "/api/v1/events", until, json={"key": key, "payload": {"v": variant}})
         with client.tally.lock:
             client.tally.events_posted += posted is not None and posted.status_code == 202
 
@@ -403,6 +406,8 @@ def main(argv: list[str] | None = None) -> int:
         **urls,
         "SWITCHYARD_HANDLER_MODULES": "workflows.handlers.builtin,workflows.handlers.demo,chaos_handlers",
         "SWITCHYARD_DEMO_LLM_URL": demo_url,
+        # The scripted provider is on loopback, which the egress policy refuses: its port only.
+        "SWITCHYARD_EGRESS_ALLOW": f"127.0.0.1:{demo_port}",
         "CHAOS_LEDGER": str(ledger),
     }
     env = {
@@ -494,7 +499,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def make_roles(python: str, ports: list[int], env: dict[str, str], logs: Path, workers: int) -> list[Role]:
     """Two web processes, two schedulers and WORKERS workers (each start under a fresh name)."""
-    daphne = [str(BIN / "daphne"), "-b", "127.0.0.1", "controlplane.asgi:application"]
+    daphne = [python, "-m", "controlplane.webserver", "-b", "127.0.0.1", "controlplane.asgi:application"]
     worker = [
         python,
         "manage.py",

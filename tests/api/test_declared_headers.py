@@ -28,11 +28,13 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.test import Client
 
 from controlplane import access
 from tests.api.conftest import Api, dead_letter
 from tests.api.test_approvals import waiting_run
+from tests.api.test_outages import dead_port
 from tests.api.test_webhooks import signed
 from workflows.api.api import document
 from workflows.integrations import keys
@@ -172,8 +174,7 @@ def walk(
     schedule = admin.post(
         "workflows/chain/schedules", {**BODIES["create_schedule"], "name": "mornings"}
     ).json()
-    bus.heartbeat(bus.scheduler_key("walk"), 600)  # so readiness answers 200 as well as 503
-    bus.beat_worker("walk", 600, {})
+    alive()
     over, over_plain = keys.create_key(person(access.ADMIN), "over", ("admin",))
     window = int(time.time() // 60)
     for w in (window, window + 1):  # the walk may cross a minute
@@ -203,8 +204,16 @@ def walk(
     }
 
 
+def alive() -> None:
+    """A scheduler's and a worker's heartbeat, fresh, so that readiness answers 200 as well as 503."""
+    bus.heartbeat(bus.scheduler_key("walk"), 600)
+    bus.beat_worker("walk", 600, {})
+
+
 def meant_to_succeed(method: str, path: str, op: dict[str, Any], walk: dict[str, Any]) -> Any:
     op_id = op["operationId"]
+    if op_id == "ready":
+        alive()  # a worker's beat is old after WORKER_LOST_AFTER_SECONDS, less than a slow walk
     url = url_of(path, walk["values"])
     headers = {"If-Match": walk["etag"]} if op_id == "update_version" else {}
     query = {"from": 1, "to": 2} if op_id == "diff_versions" else {}
@@ -279,4 +288,24 @@ def test_every_answer_carries_exactly_the_headers_declared_for_its_status(walk: 
     succeeded = {op["operationId"] for op, r in answers if r.status_code < 300}
     assert {op["operationId"] for _, _, op in ops} - succeeded == REFUSED_ON_PURPOSE
     print(f"{len(answers)} answers, {len(seen)} (operation, status) pairs, {len(found)} mismatches")
+    assert not found, "\n".join(found)
+
+
+def test_with_postgresql_away_every_operation_answers_the_declared_503(walk: dict[str, Any]) -> None:
+    """Each operation, sent as meant to succeed while PostgreSQL is away, answers 503 with
+    Retry-After and nothing else the document does not declare (liveness, the document and
+    its docs page answer without the stores: schema.STORELESS)."""
+    port = connection.settings_dict["PORT"]
+    connection.close()
+    connection.settings_dict["PORT"] = dead_port()
+    try:
+        answers = [(op, meant_to_succeed(method, path, op, walk)) for method, path, op in operations()]
+    finally:
+        connection.close()
+        connection.settings_dict["PORT"] = port
+    statuses = {op["operationId"]: r.status_code for op, r in answers}
+    # decide_by_link's walked token is refused by its signature, before any store is asked.
+    answered = {"live", "schema_view", "docs_view", "decide_by_link"}
+    assert {op_id for op_id, status in statuses.items() if status != 503} == answered, statuses
+    found = [problem for op, response in answers for problem in mismatches(op, response)]
     assert not found, "\n".join(found)

@@ -69,6 +69,7 @@ REFUSED_ON_PURPOSE = {
     "get_attempt",
     "decide_by_link",
     "delete_workflow",
+    "allow_hold",  # the world holds no call over a budget: its 404 is what is walked
 }
 
 DRAFT = {
@@ -77,6 +78,7 @@ DRAFT = {
 }
 PRICE = {"input_per_million": 1.5, "output_per_million": 6}
 PROVIDER = {"name": "acme", "base_url": "https://llm.acme.test/v1", "default_model": "acme-large"}
+BUDGET = {"name": "walked", "unit": "tokens", "amount": 1_000_000, "window": "day", "scope": "global"}
 BODIES: dict[str, Any] = {
     "create_workflow": {"slug": "walked", "title": "Walked"},
     "update_workflow": {"title": "Chain, renamed"},
@@ -111,6 +113,8 @@ BODIES: dict[str, Any] = {
     "set_provider_price": PRICE,
     "create_schedule": {"name": "walked", "cron": "0 9 * * 1-5", "timezone": "Europe/Berlin"},
     "update_schedule": {"cron": "0 10 * * 1-5"},
+    "create_budget": BUDGET,
+    "update_budget": {**BUDGET, "name": "world", "amount": 2_000_000},
 }
 
 
@@ -175,6 +179,7 @@ def walk(
     schedule = admin.post(
         "workflows/chain/schedules", {**BODIES["create_schedule"], "name": "mornings"}
     ).json()
+    budget = admin.post("budgets", {**BUDGET, "name": "world"}).json()
     alive()
     over, over_plain = keys.create_key(person(access.ADMIN), "over", ("admin",))
     window = int(time.time() // 60)
@@ -202,6 +207,7 @@ def walk(
             "name": "acme",
             "model": "acme-large",
             "schedule_id": schedule["id"],
+            "id": budget["id"],  # a budget's (and, naming no hold, allow_hold's)
         },
     }
 

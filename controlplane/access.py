@@ -12,7 +12,7 @@ instead. Every action names the least role and the scope it needs.
               LLM providers and prices
     editor    + create and change versions, publish, activate (roll back); schedules
     admin     + API keys, users, workflow deletion, webhook triggers and subscriptions
-              draining and pausing workers
+              draining and pausing workers; secrets (set and delete; never read back)
 
 An API key acts for its owner: it may do what its scopes allow *and* its owner's role allows
 (`api_key_can`), so a key never outlives a demotion or does more than the person holding it.
@@ -46,6 +46,7 @@ ACTIONS: dict[str, tuple[str, str]] = {
     "manage_retention": (ADMIN, "admin"),
     "manage_llm": (ADMIN, "admin"),  # LLM providers (their keys) and the price table
     "manage_workers": (ADMIN, "admin"),
+    "manage_secrets": (ADMIN, "admin"),  # set (write-only), delete, read the history of secrets
 }
 SCOPES = ("read", "run", "edit", "operate", "admin")
 

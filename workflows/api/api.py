@@ -39,6 +39,7 @@ from workflows.api import (
     views_ops,
     views_runs,
     views_schedules,
+    views_secrets,
     views_streams,
     views_versions,
     views_workflows,
@@ -88,6 +89,7 @@ for module in (
     views_llm,
     views_streams,
     views_schedules,
+    views_secrets,
 ):
     api.add_router("", module.router)
 

@@ -10,6 +10,12 @@ Templates: string values in `http.request`'s `url` and `json` (and `llm.chat`'s 
 objects and list indexes; nothing else is evaluated). In a URL the substituted text is
 percent-encoded, so run input can fill path segments and query values but never choose the
 host. In `json` a string that is exactly one placeholder takes the value with its JSON type.
+
+`http.request` also resolves `{secret.NAME}` in its `url`, `headers` and `json`, here, at call
+time, from the secrets store (`workflows/store/secrets.py`); every placeholder is replaced in
+one pass, so text that run input or an upstream output brings in is never read as a
+reference (an input of `"{secret.TOKEN}"` stays that text). A placeholder whose root a
+handler does not offer (a secret in an LLM prompt) is left as it is.
 """
 
 from __future__ import annotations
@@ -28,9 +34,11 @@ from urllib.parse import quote, urlsplit
 import httpx
 import jsonschema
 
+from workflows.core import secretrefs
 from workflows.core.egress import EgressRefused, literal_refusal
 from workflows.handlers import egress
 from workflows.handlers.registry import HandlerError, NodeContext, node, on_loop
+from workflows.runtime import offload
 
 log = logging.getLogger(__name__)
 
@@ -177,7 +185,50 @@ def flaky(ctx: NodeContext) -> dict[str, Any]:
 
 # --- templates ------------------------------------------------------------------------------
 
-_PLACEHOLDER = re.compile(r"\{(input|upstream)((?:\.[A-Za-z0-9_-]+)*)\}")
+_PLACEHOLDER = re.compile(r"\{(input|upstream|secret)((?:\.[A-Za-z0-9_-]+)*)\}")
+
+
+class SecretValues(Mapping[str, str]):
+    """The `secret` root of `request_sources`: a lookup reveals one secret from the store (once
+    per request). Made by `prefetched_secrets`, it holds the values already and reads nothing
+    (a slot's coroutine may not touch the ORM: runtime/offload.py)."""
+
+    def __init__(self, found: dict[str, str | None] | None = None) -> None:
+        self.fetch = found is None
+        self.found: dict[str, str | None] = found or {}
+
+    def __getitem__(self, name: str) -> str:
+        if self.fetch and name not in self.found:
+            from workflows.store import secrets  # lazy: this module imports without Django set up
+
+            self.found[name] = secrets.reveal(name)
+        value = self.found.get(name)
+        if value is None:
+            raise KeyError(name)
+        return value
+
+    def __contains__(self, name: object) -> bool:
+        try:
+            self[str(name)]
+        except KeyError:
+            return False
+        return True
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
+def prefetched_secrets(ctx: NodeContext) -> SecretValues:
+    """Reveal every secret `http.request`'s config references (sync: call it off the loop)."""
+    values = SecretValues()
+    for field in secretrefs.RESOLVED_IN["http.request"]:
+        for _, text in secretrefs.strings_in(ctx.config.get(field), field):
+            for name in secretrefs.names_in(text):
+                values.get(name)  # reveals it, or records that it is missing
+    return SecretValues(values.found)
 
 
 def template_sources(ctx: NodeContext) -> dict[str, Any]:
@@ -185,8 +236,15 @@ def template_sources(ctx: NodeContext) -> dict[str, Any]:
     return {"input": ctx.input, "upstream": ctx.upstream}
 
 
+def request_sources(ctx: NodeContext, secrets: SecretValues | None = None) -> dict[str, Any]:
+    """`template_sources` and the secrets store: what `http.request`'s placeholders may look up."""
+    return {**template_sources(ctx), "secret": secrets if secrets is not None else SecretValues()}
+
+
 def lookup(sources: Mapping[str, Any], root: str, path: str, where: str) -> Any:
     """Follow a dotted path through objects and list indexes; raise HandlerError if absent."""
+    if root == "secret" and path.count(".") != 1:
+        raise HandlerError(f"{where}: {{secret{path}}} must name one secret, as {{secret.NAME}}.")
     value = sources[root]
     for segment in path.split(".")[1:]:
         if isinstance(value, Mapping) and segment in value:
@@ -209,6 +267,8 @@ def render_template(
     """Substitute every `{input...}` / `{upstream...}` placeholder; leave other braces alone."""
 
     def replace(match: re.Match[str]) -> str:
+        if match[1] not in sources:
+            return match[0]
         return escape(as_text(lookup(sources, match[1], match[2], where)))
 
     return _PLACEHOLDER.sub(replace, template)
@@ -218,7 +278,7 @@ def render_value(value: Any, sources: Mapping[str, Any], where: str) -> Any:
     """Render placeholders in every string of a JSON value; a lone placeholder keeps its type."""
     if isinstance(value, str):
         whole = _PLACEHOLDER.fullmatch(value)
-        if whole:
+        if whole and whole[1] in sources:
             return lookup(sources, whole[1], whole[2], where)
         return render_template(value, sources, where)
     if isinstance(value, list):
@@ -420,7 +480,8 @@ def http_request(ctx: NodeContext) -> dict[str, Any]:
     link-local and metadata addresses are refused by default).
     """
     where = "http.request"
-    url = request_url(ctx, where)
+    sources = request_sources(ctx)
+    url = request_url(ctx, where, sources)
     method = str(ctx.config.get("method", "GET")).upper()
     if method not in HTTP_METHODS:
         raise HandlerError(
@@ -429,8 +490,8 @@ def http_request(ctx: NodeContext) -> dict[str, Any]:
     reply = send(
         method,
         url,
-        headers=request_headers(ctx),
-        body=request_body(ctx, where),
+        headers=request_headers(ctx, sources),
+        body=request_body(ctx, where, sources),
         timeout=time_budget(ctx, ctx.config.get("timeout_seconds"), where),
         max_bytes=int(ctx.config.get("max_bytes") or switchyard_settings()["HTTP_MAX_RESPONSE_BYTES"]),
         where=where,
@@ -442,7 +503,8 @@ def http_request(ctx: NodeContext) -> dict[str, Any]:
 async def http_request_on_loop(ctx: NodeContext) -> dict[str, Any]:
     """`http_request` in a worker's slot, awaited on httpx's AsyncClient."""
     where = "http.request"
-    url = request_url(ctx, where)
+    sources = request_sources(ctx, await offload.run_sync(prefetched_secrets, ctx))
+    url = request_url(ctx, where, sources)
     method = str(ctx.config.get("method", "GET")).upper()
     if method not in HTTP_METHODS:
         raise HandlerError(
@@ -451,8 +513,8 @@ async def http_request_on_loop(ctx: NodeContext) -> dict[str, Any]:
     reply = await asend(
         method,
         url,
-        headers=request_headers(ctx),
-        body=request_body(ctx, where),
+        headers=request_headers(ctx, sources),
+        body=request_body(ctx, where, sources),
         timeout=time_budget(ctx, ctx.config.get("timeout_seconds"), where),
         max_bytes=int(ctx.config.get("max_bytes") or switchyard_settings()["HTTP_MAX_RESPONSE_BYTES"]),
         where=where,
@@ -471,12 +533,13 @@ def checked(reply: Reply, method: str, url: str, where: str) -> Reply:
     return reply
 
 
-def request_url(ctx: NodeContext, where: str) -> str:
+def request_url(ctx: NodeContext, where: str, sources: Mapping[str, Any] | None = None) -> str:
     """Render config.url (placeholders percent-encoded) and check it is http(s) with a host."""
     template = ctx.config.get("url")
     if not isinstance(template, str):
         raise HandlerError(f"{where}: config.url is required.")
-    url = render_template(template, template_sources(ctx), f"{where} config.url", lambda s: quote(s, safe=""))
+    sources = request_sources(ctx) if sources is None else sources
+    url = render_template(template, sources, f"{where} config.url", lambda s: quote(s, safe=""))
     parts = urlsplit(url)
     if parts.scheme not in {"http", "https"} or not parts.hostname or not has_valid_port(url):
         raise HandlerError(f"{where}: config.url must be an http:// or https:// URL with a host.")
@@ -496,18 +559,20 @@ def has_valid_port(url: str) -> bool:
     return port is None or port > 0
 
 
-def request_headers(ctx: NodeContext) -> httpx.Headers:
-    """Return the headers to send: ours first, then config.headers (which may override)."""
+def request_headers(ctx: NodeContext, sources: Mapping[str, Any]) -> httpx.Headers:
+    """Return the headers to send: ours first, then config.headers (which may override), their
+    placeholders (secrets included) rendered."""
     headers = httpx.Headers({"User-Agent": USER_AGENT, "Idempotency-Key": ctx.idempotency_key})
-    headers.update(ctx.config.get("headers") or {})
+    for name, value in (ctx.config.get("headers") or {}).items():
+        headers[name] = render_template(str(value), sources, f"http.request config.headers.{name}")
     return headers
 
 
-def request_body(ctx: NodeContext, where: str) -> dict[str, Any]:
+def request_body(ctx: NodeContext, where: str, sources: Mapping[str, Any]) -> dict[str, Any]:
     """Return httpx keyword arguments for the body: `json` only if the config has one."""
     if "json" not in ctx.config:
         return {}
-    return {"json": render_value(ctx.config["json"], template_sources(ctx), f"{where} config.json")}
+    return {"json": render_value(ctx.config["json"], sources, f"{where} config.json")}
 
 
 def http_output(reply: Reply) -> dict[str, Any]:

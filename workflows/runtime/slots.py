@@ -54,6 +54,7 @@ from workflows.core.graph import Node
 from workflows.core.states import NodeStatus
 from workflows.runtime import attemptlog, bus, execution, kinds, offload, tally
 from workflows.runtime.execution import Claim, Outcome, Result
+from workflows.store import redaction
 from workflows.store.errors import Invalid
 from workflows.store.payloads import check_json_size
 
@@ -116,7 +117,7 @@ class Slots:
         offload.OUTBOX.set(self.outbox)
         with attemptlog.captured_in_task() as capture:
             outcome = await attempt_on_loop(node, ctx, f"node {claim.node_id!r}")
-        outcome = replace(outcome, log=capture.text())
+        outcome = execution.redacted(replace(outcome, log=capture.text()))
         if outcome.status == NodeStatus.WAITING:  # parked: nothing to store
             self.give_back(1)
             return
@@ -182,7 +183,7 @@ async def attempt_on_loop(node: Node, ctx: handlers.NodeContext, what: str) -> O
     """`execution.run_attempt` for a slot: the node's timeout by asyncio, not SIGALRM; never raises."""
     try:
         async with asyncio.timeout(node.timeout_seconds):
-            output = await kinds.execute_on_loop(node, ctx)
+            output = redaction.redact_value(await kinds.execute_on_loop(node, ctx))
         limit = settings.SWITCHYARD["MAX_OUTPUT_BYTES"]
         return Outcome(NodeStatus.SUCCEEDED, check_json_size(output, limit, f"The output of {what}"))
     except kinds.Parked:

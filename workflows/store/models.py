@@ -816,3 +816,7 @@ class BacklogSample(models.Model):
 
     def __str__(self) -> str:
         return f"backlog {self.queue or self.workflow_id} {self.depth} at {self.at}"
+
+
+# Models kept in modules of their own (imported here so Django finds them).
+from workflows.store.secrets import Secret  # noqa: E402, F401

@@ -276,6 +276,7 @@ class SwitchyardSettings(TypedDict):
     WEBHOOK_MAX_ATTEMPTS: int
     CHILD_DEPTH_LIMIT: int
     WEBHOOK_BACKOFF_SECONDS: float
+    SECRETS_KEY: str
 
 
 SWITCHYARD: SwitchyardSettings = {

@@ -176,7 +176,9 @@ def page_as(
         contexts.append(context)
         page = context.new_page()
         pages.append(page)
-        context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": session_of(users[role]), "url": live_url}])
+        context.add_cookies(
+            [{"name": settings.SESSION_COOKIE_NAME, "value": session_of(users[role]), "url": live_url}]
+        )
         page.goto(f"{live_url}/")
         return page
 

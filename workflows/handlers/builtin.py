@@ -37,8 +37,7 @@ import jsonschema
 from workflows.core import secretrefs
 from workflows.core.egress import EgressRefused, literal_refusal
 from workflows.handlers import egress
-from workflows.handlers.registry import HandlerError, NodeContext, node, on_loop
-from workflows.runtime import offload
+from workflows.handlers.registry import HandlerError, NodeContext, node, on_loop, run_sync
 
 log = logging.getLogger(__name__)
 
@@ -503,7 +502,7 @@ def http_request(ctx: NodeContext) -> dict[str, Any]:
 async def http_request_on_loop(ctx: NodeContext) -> dict[str, Any]:
     """`http_request` in a worker's slot, awaited on httpx's AsyncClient."""
     where = "http.request"
-    sources = request_sources(ctx, await offload.run_sync(prefetched_secrets, ctx))
+    sources = request_sources(ctx, await run_sync(prefetched_secrets, ctx))
     url = request_url(ctx, where, sources)
     method = str(ctx.config.get("method", "GET")).upper()
     if method not in HTTP_METHODS:

@@ -32,7 +32,10 @@ def page_context(**extra: Any) -> dict[str, Any]:
 @require_GET
 @requires("manage_secrets")
 def secrets_page(request: HttpRequest) -> HttpResponse:
-    return render(request, "secrets/secrets.html", page_context(name=request.GET.get("name", "")))
+    name = request.GET.get("name", "")
+    replacing = Secret.objects.filter(name=name).first()
+    description = replacing.description if replacing else ""
+    return render(request, "secrets/secrets.html", page_context(name=name, description=description))
 
 
 @require_POST

@@ -40,6 +40,7 @@ ACTIONS: dict[str, tuple[str, str]] = {
     "edit": (EDITOR, "edit"),
     "publish": (EDITOR, "edit"),
     "manage_schedules": (EDITOR, "edit"),
+    "manage_subscriptions": (EDITOR, "edit"),  # a workflow's topic subscriptions
     "manage_keys": (ADMIN, "admin"),
     "delete_workflow": (ADMIN, "admin"),
     "manage_webhooks": (ADMIN, "admin"),

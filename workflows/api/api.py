@@ -41,6 +41,7 @@ from workflows.api import (
     views_schedules,
     views_secrets,
     views_streams,
+    views_topics,
     views_versions,
     views_workflows,
 )
@@ -90,6 +91,7 @@ for module in (
     views_streams,
     views_schedules,
     views_secrets,
+    views_topics,
 ):
     api.add_router("", module.router)
 

@@ -820,3 +820,4 @@ class BacklogSample(models.Model):
 
 # Models kept in modules of their own (imported here so Django finds them).
 from workflows.store.secrets import Secret  # noqa: E402, F401
+from workflows.store.topics import Topic, TopicEvent, TopicSubscription  # noqa: E402, F401

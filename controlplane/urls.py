@@ -12,6 +12,7 @@ urlpatterns = [
     path("workflows/", include("workflows.pages.urls")),
     path("llm/", include("workflows.pages.urls_llm")),
     path("secrets/", include("workflows.pages.urls_secrets")),
+    path("", include("workflows.pages.urls_events")),
     path("healthz", monitoring_views.liveness, name="liveness"),
     path("accounts/login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),

@@ -73,7 +73,11 @@ def get_subscription(subscription_id: int) -> TopicSubscription:
 
 def unsubscribe(workflow: Workflow, topic_name: str, actor: Any = None) -> None:
     """End the workflow's subscription to a topic; raise NotFound if it has none."""
-    sub = TopicSubscription.objects.select_related("topic").filter(workflow=workflow, topic__name=topic_name).first()
+    sub = (
+        TopicSubscription.objects.select_related("topic")
+        .filter(workflow=workflow, topic__name=topic_name)
+        .first()
+    )
     if sub is None:
         raise NotFound(f"Workflow {workflow.slug!r} is not subscribed to topic {topic_name!r}.")
     with transaction.atomic():

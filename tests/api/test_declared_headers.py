@@ -35,6 +35,8 @@ from tests.api.conftest import Api, dead_letter
 from tests.api.test_approvals import waiting_run
 from tests.api.test_webhooks import signed
 from workflows.api.api import document
+from workflows.core.cloudevents import from_structured
+from workflows.events import publishing, subscriptions
 from workflows.integrations import keys
 from workflows.runtime import bus
 from workflows.store.models import DeadLetter, Workflow
@@ -108,6 +110,8 @@ BODIES: dict[str, Any] = {
     "set_provider_price": PRICE,
     "create_schedule": {"name": "walked", "cron": "0 9 * * 1-5", "timezone": "Europe/Berlin"},
     "update_schedule": {"cron": "0 10 * * 1-5"},
+    "set_secret": {"value": "walked"},
+    "subscribe_to_topic": {"filter": "output.n > 0"},
 }
 
 
@@ -172,8 +176,14 @@ def walk(
     schedule = admin.post(
         "workflows/chain/schedules", {**BODIES["create_schedule"], "name": "mornings"}
     ).json()
+    topic_subscription = subscriptions.subscribe(chain, "walked.topic")
+    event = {"specversion": "1.0", "id": "e-1", "source": "/walk", "type": "walked.topic", "data": {}}
+    (published,) = publishing.publish_events([("walked.topic", from_structured(event))])
     bus.heartbeat(bus.scheduler_key("walk"), 600)  # so readiness answers 200 as well as 503
     bus.beat_worker("walk", 600, {})
+    # The roster counts a worker alive for WORKER_LOST_AFTER_SECONDS after its beat; the walk
+    # reaches the readiness probe well after 5 s on a loaded machine.
+    settings.SWITCHYARD = {**settings.SWITCHYARD, "WORKER_LOST_AFTER_SECONDS": 600.0}
     over, over_plain = keys.create_key(person(access.ADMIN), "over", ("admin",))
     window = int(time.time() // 60)
     for w in (window, window + 1):  # the walk may cross a minute
@@ -184,6 +194,7 @@ def walk(
         "short": Api(key_for(access.VIEWER, ("read",))),
         "over": Api(over_plain),
         "trigger": trigger,
+        "topic_subscription": topic_subscription.pk,
         "etag": draft["etag"],
         "values": {
             "slug": "chain",
@@ -199,6 +210,8 @@ def walk(
             "name": "acme",
             "model": "acme-large",
             "schedule_id": schedule["id"],
+            "topic": "walked.topic",
+            "event_id": published.row_id,
         },
     }
 
@@ -210,6 +223,8 @@ def meant_to_succeed(method: str, path: str, op: dict[str, Any], walk: dict[str,
     query = {"from": 1, "to": 2} if op_id == "diff_versions" else {}
     if op_id == "start_run":
         headers["Idempotency-Key"] = "walked-start"
+    if op_id == "replay_event":
+        return walk["admin"].call(method, url, {"subscription": walk["topic_subscription"]})
     if op_id == "receive":
         raw = json.dumps({"n": 1}).encode()
         return Api(None).call(method, url, raw=raw, headers=signed(walk["trigger"]["secret"], raw))

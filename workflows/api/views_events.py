@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
 from ninja import Path, Query, Router, Status
 from pydantic import Field, ValidationError
 from typing_extensions import TypedDict
@@ -27,7 +27,7 @@ from workflows.api import serializers as s
 from workflows.api.auth import ApiRequest, allowed
 from workflows.api.errors import ApiError, FieldError, from_validation
 from workflows.api.pagination import paginate
-from workflows.api.parsing import MAX_ID, decode_json
+from workflows.api.parsing import MAX_ID, decode_body
 from workflows.api.schema import refuses
 from workflows.core import cloudevents as ce
 from workflows.core.topics import topic_problem
@@ -115,7 +115,7 @@ def post_event(request: ApiRequest) -> Any:
         return published_one(
             request, read(lambda: ce.from_binary(request.headers, request.body, content_type))
         )
-    body = decode_json(request.body) if request.body.strip() else None
+    body = decode_body(request, request.body) if request.body.strip() else None
     if ce.is_batch(content_type):
         events = read(lambda: ce.from_batch(body))
         results = publish(request, events)
@@ -223,6 +223,9 @@ def read_event(request: HttpRequest, event_id: EventId) -> Any:
     summary="Replay a published event to a subscription",
 )
 @refuses(404)
-def replay_event(request: ApiRequest, event_id: EventId, body: ReplayIn) -> Any:
-    """Deliver a kept event to one of its topic's subscriptions again: a new run, filter not consulted."""
-    return Status(201, {"run": publishing.replay(event_id, body.subscription, actor=request.auth)})
+def replay_event(request: ApiRequest, response: HttpResponse, event_id: EventId, body: ReplayIn) -> Any:
+    """Deliver a kept event to one of its topic's subscriptions again: a new run (its Location),
+    the subscription's filter not consulted."""
+    run_id = publishing.replay(event_id, body.subscription, actor=request.auth)
+    response["Location"] = f"/api/v1/runs/{run_id}"
+    return Status(201, {"run": run_id})

@@ -81,7 +81,7 @@ def list_topics(request: HttpRequest) -> Any:
     summary="List a workflow's topic subscriptions",
 )
 @refuses(404)
-def list_subscriptions(request: HttpRequest, slug: SlugPath) -> Any:
+def list_topic_subscriptions(request: HttpRequest, slug: SlugPath) -> Any:
     """List the topics a workflow is subscribed to, with their filters and input mappings."""
     return [subscription_out(sub) for sub in subscriptions.subscriptions_of(versions.get_workflow(slug))]
 
@@ -93,7 +93,7 @@ def list_subscriptions(request: HttpRequest, slug: SlugPath) -> Any:
     summary="Subscribe a workflow to a topic",
 )
 @refuses(404)
-def subscribe(request: ApiRequest, slug: SlugPath, topic: TopicPath, body: SubscriptionIn) -> Any:
+def subscribe_to_topic(request: ApiRequest, slug: SlugPath, topic: TopicPath, body: SubscriptionIn) -> Any:
     """Subscribe the workflow to the topic (made if new), or change its subscription."""
     sub = subscriptions.subscribe(
         versions.get_workflow(slug), topic, body.filter, body.input_mapping, request.auth, body.enabled
@@ -108,7 +108,7 @@ def subscribe(request: ApiRequest, slug: SlugPath, topic: TopicPath, body: Subsc
     summary="End a topic subscription",
 )
 @refuses(404)
-def unsubscribe(request: ApiRequest, slug: SlugPath, topic: TopicPath) -> Any:
+def unsubscribe_from_topic(request: ApiRequest, slug: SlugPath, topic: TopicPath) -> Any:
     """End the workflow's subscription: the topic's later events no longer start it."""
     subscriptions.unsubscribe(versions.get_workflow(slug), topic, request.auth)
     return Status(204, None)

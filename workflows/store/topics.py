@@ -31,7 +31,9 @@ class TopicSubscription(models.Model):
     """A workflow started by a topic's events: those its `filter` (a condition) admits, with
     the run input its `input_mapping` computes (None: the event's data)."""
 
-    workflow = models.ForeignKey("workflows.Workflow", on_delete=models.CASCADE, related_name="topic_subscriptions")
+    workflow = models.ForeignKey(
+        "workflows.Workflow", on_delete=models.CASCADE, related_name="topic_subscriptions"
+    )
     topic = models.ForeignKey(Topic, on_delete=models.CASCADE, related_name="subscriptions")
     filter = models.TextField(blank=True)
     input_mapping = models.JSONField(null=True, blank=True)

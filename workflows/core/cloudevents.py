@@ -29,7 +29,17 @@ CONTEXT: Final = frozenset(REQUIRED + OPTIONAL)
 EXTENSION_NAME: Final = re.compile(r"^[a-z0-9]{1,20}$")
 STRUCTURED_TYPE: Final = "application/cloudevents+json"
 BATCH_TYPE: Final = "application/cloudevents-batch+json"
-MAX_ATTRIBUTE_LENGTH: Final = 500
+# The longest value kept of each attribute (the columns of store/topics.py).
+MAX_LENGTHS: Final = {
+    "id": 200,
+    "source": 500,
+    "type": 200,
+    "subject": 500,
+    "datacontenttype": 200,
+    "dataschema": 500,
+    "specversion": 10,
+}
+MAX_BATCH: Final = 1000  # events in one batch request
 
 
 @dataclass(frozen=True)
@@ -100,6 +110,8 @@ def from_structured(obj: Any, where: str = "") -> CloudEvent:
 def from_batch(obj: Any) -> list[CloudEvent]:
     if not isinstance(obj, list):
         raise BadEvent("the body: a CloudEvents batch is a JSON array of events.")
+    if len(obj) > MAX_BATCH:
+        raise BadEvent(f"the body: at most {MAX_BATCH} events in one batch, not {len(obj)}.")
     return [from_structured(item, f"[{n}]") for n, item in enumerate(obj)]
 
 
@@ -139,11 +151,9 @@ def build(attributes: Mapping[str, Any], data: Any, where: str) -> CloudEvent:
         message = f"{prefix}specversion: only {SPECVERSION!r} is read, not {attributes.get('specversion')!r}."
         raise BadEvent(message, where=where)
     for name in (*REQUIRED, *OPTIONAL):
-        value = attributes.get(name)
-        if value is not None and not (isinstance(value, str) and len(value) <= MAX_ATTRIBUTE_LENGTH):
-            raise BadEvent(
-                f"{prefix}{name}: a string of at most {MAX_ATTRIBUTE_LENGTH} characters.", where=where
-            )
+        value, limit = attributes.get(name), MAX_LENGTHS.get(name, 100)
+        if value is not None and not (isinstance(value, str) and len(value) <= limit):
+            raise BadEvent(f"{prefix}{name}: a string of at most {limit} characters.", where=where)
     extensions = {k: v for k, v in attributes.items() if k not in CONTEXT}
     for name, value in extensions.items():
         if not EXTENSION_NAME.match(name):

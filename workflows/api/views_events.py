@@ -42,7 +42,7 @@ EventId = Annotated[int, Path(ge=1, le=MAX_ID)]
 BODY_DOC = {
     "required": True,
     "content": {
-        "application/json": {"schema": {"$ref": "#/components/schemas/EventIn"}},
+        "application/json": {"schema": i.EventIn.model_json_schema()},
         ce.STRUCTURED_TYPE: {"schema": {"type": "object", "required": list(ce.REQUIRED)}},
         ce.BATCH_TYPE: {"schema": {"type": "array", "items": {"type": "object"}}},
         "*/*": {"schema": {}, "description": "binary mode: the data, with ce- headers"},

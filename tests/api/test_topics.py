@@ -16,7 +16,7 @@ from tests.integration.conftest import node, publish
 from tests.integration.runtime import Runtime, wait_for
 from workflows.core.cloudevents import BATCH_TYPE, STRUCTURED_TYPE
 from workflows.events import archive, subscriptions
-from workflows.store.models import Run, Workflow
+from workflows.store.models import Run, RunTraceParent, Workflow
 from workflows.store.topics import TopicEvent
 
 ONE_NODE = {"nodes": [node("take", "core.echo")], "edges": []}
@@ -212,3 +212,25 @@ def test_events_past_the_retention_age_are_deleted(api: Api) -> None:
     ):
         assert archive.prune_events() == 1
     assert list(TopicEvent.objects.values_list("event_id", flat=True)) == ["evt-2"]
+
+
+def test_runs_an_event_starts_continue_its_trace(api: Api) -> None:
+    subscribed("orders")
+    caller = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    own = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    api.call(
+        "POST",
+        "events",
+        raw=json.dumps(cloud_event(1)),
+        content_type=STRUCTURED_TYPE,
+        headers={"traceparent": caller},
+    )
+    api.call(
+        "POST",
+        "events",
+        raw=json.dumps(cloud_event(2, traceparent=own)),
+        content_type=STRUCTURED_TYPE,
+        headers={"traceparent": caller},
+    )
+    traces = dict(RunTraceParent.objects.values_list("run__input__order", "trace_id"))
+    assert traces == {1: "4bf92f3577b34da6a3ce929d0e0e4736", 2: "0af7651916cd43dd8448eb211c80319c"}

@@ -164,7 +164,10 @@ def topic_of(request: HttpRequest, event: ce.CloudEvent) -> str:
 
 
 def publish(request: ApiRequest, events: list[ce.CloudEvent]) -> list[publishing.Published]:
-    return publishing.publish_events([(topic_of(request, e), e) for e in events], actor=request.auth)
+    pairs = [(topic_of(request, e), e) for e in events]
+    return publishing.publish_events(
+        pairs, actor=request.auth, traceparent=request.headers.get("traceparent")
+    )
 
 
 def published_one(request: ApiRequest, event: ce.CloudEvent) -> Any:

@@ -29,6 +29,7 @@ from workflows.core import topics as core
 from workflows.core.cloudevents import CloudEvent
 from workflows.events.subscriptions import ensure_topic, get_subscription
 from workflows.runs import actions as runs
+from workflows.runs import tracecontext
 from workflows.runs.actions import MAX_BATCH, StartItem
 from workflows.store import audit
 from workflows.store.errors import DomainError, NotFound
@@ -62,6 +63,7 @@ class Published:
 
     topic: str
     event: CloudEvent
+    traceparent: str | None = None  # the W3C trace context its runs continue (tracecontext.py)
     row_id: int = 0
     duplicate: bool = False
     deliveries: list[dict[str, Any]] = field(default_factory=list)
@@ -71,9 +73,18 @@ class Published:
         return [d["run"] for d in self.deliveries if d.get("run")]
 
 
-def publish_events(pairs: Sequence[tuple[str, CloudEvent]], actor: Any = None) -> list[Published]:
-    """Publish each (topic, event); return what each did, in order."""
-    results = [Published(topic, event) for topic, event in pairs]
+def publish_events(
+    pairs: Sequence[tuple[str, CloudEvent]], actor: Any = None, traceparent: str | None = None
+) -> list[Published]:
+    """Publish each (topic, event); return what each did, in order.
+
+    The runs an event starts continue the trace of its `traceparent` extension attribute
+    (CloudEvents' distributed tracing extension), else of `traceparent` (the request's).
+    """
+    results = [
+        Published(topic, event, str(event.extensions.get("traceparent") or traceparent or "") or None)
+        for topic, event in pairs
+    ]
     by_topic: dict[str, list[Published]] = defaultdict(list)
     for result in results:
         by_topic[result.topic].append(result)
@@ -138,11 +149,15 @@ def deliver(sub: TopicSubscription, results: list[Published]) -> None:
             admitted.append((result, core.run_input(sub.input_mapping, event)))
         else:
             result.deliveries.append(delivery(sub, "filtered"))
-    for start in range(0, len(admitted), MAX_BATCH):
-        start_batch(sub, admitted[start : start + MAX_BATCH])
+    by_trace: dict[str | None, list[tuple[Published, Any]]] = defaultdict(list)
+    for result, run_input in admitted:  # one trace context per bulk start
+        by_trace[result.traceparent].append((result, run_input))
+    for traceparent, group in by_trace.items():
+        for start in range(0, len(group), MAX_BATCH):
+            start_batch(sub, group[start : start + MAX_BATCH], traceparent)
 
 
-def start_batch(sub: TopicSubscription, batch: list[tuple[Published, Any]]) -> None:
+def start_batch(sub: TopicSubscription, batch: list[tuple[Published, Any]], traceparent: str | None) -> None:
     workflow = sub.workflow
     items = [StartItem(run_input, f"event:{result.row_id}:{sub.pk}") for result, run_input in batch]
     if workflow.active_version_id is None:
@@ -160,7 +175,7 @@ def start_batch(sub: TopicSubscription, batch: list[tuple[Published, Any]]) -> N
     if not good:
         return
     try:
-        started = runs.start_runs(workflow, [items[n] for n in good])
+        started = tracecontext.start_runs(workflow, [items[n] for n in good], traceparent)
     except DomainError as exc:
         for n in good:
             batch[n][0].deliveries.append(delivery(sub, "refused", error=exc.message))

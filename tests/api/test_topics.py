@@ -4,6 +4,8 @@ structured, batch and binary mode, idempotency on (source, id), replay, retentio
 from __future__ import annotations
 
 import json
+import time
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
@@ -16,6 +18,10 @@ from tests.integration.conftest import node, publish
 from tests.integration.runtime import Runtime, wait_for
 from workflows.core.cloudevents import BATCH_TYPE, STRUCTURED_TYPE
 from workflows.events import archive, subscriptions
+from workflows.events.handler import publish_event
+from workflows.handlers.registry import NodeContext
+from workflows.runs import actions as runs
+from workflows.runtime import bus
 from workflows.store.models import Run, RunTraceParent, Workflow
 from workflows.store.topics import TopicEvent
 
@@ -234,3 +240,52 @@ def test_runs_an_event_starts_continue_its_trace(api: Api) -> None:
     )
     traces = dict(RunTraceParent.objects.values_list("run__input__order", "trace_id"))
     assert traces == {1: "4bf92f3577b34da6a3ce929d0e0e4736", 2: "0af7651916cd43dd8448eb211c80319c"}
+
+
+def publisher(slug: str, topic: str, **config: Any) -> Workflow:
+    definition = {
+        "nodes": [node("announce", "event.publish", config={"topic": topic, **config})],
+        "edges": [],
+    }
+    return publish(slug, definition)
+
+
+def test_a_node_publishes_an_event_that_starts_the_subscribed_workflows(api: Api) -> None:
+    listener = subscribed("ship", topic="orders.paid")
+    workflow = publisher("pay", "orders.paid", data={"order": "{input.order}", "note": "paid {input.order}"})
+    run, _ = runs.start_run(workflow, {"order": 7})
+    ctx = NodeContext(
+        run.pk,
+        "announce",
+        1,
+        f"{run.pk}:announce:1",
+        {"order": 7},
+        {},
+        workflow.active_version.definition["nodes"][0]["config"],
+        time.monotonic() + 30,
+    )
+    first = publish_event(ctx)
+    retried = publish_event(replace(ctx, attempt=2, idempotency_key=f"{run.pk}:announce:2"))
+    assert first["duplicate"] is False and retried["duplicate"] is True
+    assert retried["runs"] == first["runs"] and len(first["runs"]) == 1
+    assert Run.objects.get(workflow=listener).input == {"order": 7, "note": "paid 7"}
+    kept = TopicEvent.objects.get()
+    assert (kept.event_id, kept.source) == (f"{run.pk}:announce", f"/switchyard/runs/{run.pk}")
+
+
+def test_a_workflow_that_feeds_itself_stops_at_the_depth_limit(
+    transactional_db: Any, redis_clean: None
+) -> None:
+    loop = publisher("echo-chamber", "loop.topic", data={"n": 1})
+    subscriptions.subscribe(loop, "loop.topic")
+    bus.ensure_group()
+    rt = Runtime(SWITCHYARD_CHILD_DEPTH_LIMIT="3")
+    rt.worker("loop-worker")
+    rt.scheduler("loop-scheduler")
+    try:
+        runs.start_run(loop, {})
+        failed = wait_for(lambda: Run.objects.filter(status="failed").first(), 60, "the third run to fail")
+    finally:
+        rt.stop()
+    assert Run.objects.count() == 3
+    assert "CHILD_DEPTH_LIMIT=3" in failed.nodes.get().error

@@ -230,6 +230,21 @@ def prefetched_secrets(ctx: NodeContext) -> SecretValues:
     return SecretValues(values.found)
 
 
+def outbound_traceparent(ctx: NodeContext) -> str | None:
+    """The W3C `traceparent` the attempt's call carries: the run's trace, the attempt's span
+    (store/traceids.py); None for a context made outside a worker (no attempt row)."""
+    if not ctx.node_run_id:
+        return None
+    from workflows.store import traceids  # lazy: this module imports without Django set up
+
+    return traceids.traceparent_of(ctx.run_id, ctx.node_id, ctx.attempt)
+
+
+def prepared_call(ctx: NodeContext) -> tuple[SecretValues, str | None]:
+    """What a slot's `http.request` reads from PostgreSQL before its call, in one hop off the loop."""
+    return prefetched_secrets(ctx), outbound_traceparent(ctx)
+
+
 def template_sources(ctx: NodeContext) -> dict[str, Any]:
     """Return what placeholders may look up: the run input and the upstream outputs."""
     return {"input": ctx.input, "upstream": ctx.upstream}
@@ -473,7 +488,8 @@ HTTP_SCHEMA: dict[str, Any] = {
 def http_request(ctx: NodeContext) -> dict[str, Any]:
     """Send an HTTP request and return its status, content type and JSON or text body.
 
-    Sends `Idempotency-Key: run:node:attempt`. Redirects are not followed; any status
+    Sends `Idempotency-Key: run:node:attempt` and a W3C `traceparent` (the run's trace, the
+    attempt's span: the server's spans join the run's trace). Redirects are not followed; any status
     outside 2xx fails the attempt. The body is capped at `max_bytes`. The connection goes
     only to addresses the egress policy allows (SWITCHYARD_EGRESS_ALLOW; loopback, private,
     link-local and metadata addresses are refused by default).
@@ -489,7 +505,7 @@ def http_request(ctx: NodeContext) -> dict[str, Any]:
     reply = send(
         method,
         url,
-        headers=request_headers(ctx, sources),
+        headers=request_headers(ctx, sources, outbound_traceparent(ctx)),
         body=request_body(ctx, where, sources),
         timeout=time_budget(ctx, ctx.config.get("timeout_seconds"), where),
         max_bytes=int(ctx.config.get("max_bytes") or switchyard_settings()["HTTP_MAX_RESPONSE_BYTES"]),
@@ -502,7 +518,8 @@ def http_request(ctx: NodeContext) -> dict[str, Any]:
 async def http_request_on_loop(ctx: NodeContext) -> dict[str, Any]:
     """`http_request` in a worker's slot, awaited on httpx's AsyncClient."""
     where = "http.request"
-    sources = request_sources(ctx, await run_sync(prefetched_secrets, ctx))
+    secrets, traceparent = await run_sync(prepared_call, ctx)
+    sources = request_sources(ctx, secrets)
     url = request_url(ctx, where, sources)
     method = str(ctx.config.get("method", "GET")).upper()
     if method not in HTTP_METHODS:
@@ -512,7 +529,7 @@ async def http_request_on_loop(ctx: NodeContext) -> dict[str, Any]:
     reply = await asend(
         method,
         url,
-        headers=request_headers(ctx, sources),
+        headers=request_headers(ctx, sources, traceparent),
         body=request_body(ctx, where, sources),
         timeout=time_budget(ctx, ctx.config.get("timeout_seconds"), where),
         max_bytes=int(ctx.config.get("max_bytes") or switchyard_settings()["HTTP_MAX_RESPONSE_BYTES"]),
@@ -558,10 +575,14 @@ def has_valid_port(url: str) -> bool:
     return port is None or port > 0
 
 
-def request_headers(ctx: NodeContext, sources: Mapping[str, Any]) -> httpx.Headers:
-    """Return the headers to send: ours first, then config.headers (which may override), their
-    placeholders (secrets included) rendered."""
+def request_headers(
+    ctx: NodeContext, sources: Mapping[str, Any], traceparent: str | None = None
+) -> httpx.Headers:
+    """Return the headers to send: ours first (the W3C `traceparent` among them), then
+    config.headers (which may override), their placeholders (secrets included) rendered."""
     headers = httpx.Headers({"User-Agent": USER_AGENT, "Idempotency-Key": ctx.idempotency_key})
+    if traceparent:
+        headers["traceparent"] = traceparent
     for name, value in (ctx.config.get("headers") or {}).items():
         headers[name] = render_template(str(value), sources, f"http.request config.headers.{name}")
     return headers

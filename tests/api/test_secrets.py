@@ -22,6 +22,7 @@ from tests.integration.test_http_handlers import (
     url,
 )
 from workflows.runs import actions as runs
+from workflows.runtime import bus
 from workflows.secrets import catalog
 from workflows.store import secrets
 from workflows.store.models import Secret
@@ -162,3 +163,28 @@ def test_a_secret_is_resolved_at_call_time_and_found_nowhere_after(
     for answer in answers:
         assert answer.status_code == 200, (answer.request["PATH_INFO"], answer.status_code)
         assert VALUE.encode() not in answer.content
+
+
+def test_a_worker_without_slots_resolves_and_redacts_the_same(
+    transactional_db: Any,
+    server: Scripted,  # noqa: F811 - the fixture imported above
+) -> None:
+    catalog.set_secret("API_TOKEN", VALUE)
+    definition = {
+        "nodes": [http_node("echo", url=url(server, "/echo"), headers={"X-Token": "{secret.API_TOKEN}"})],
+        "edges": [],
+    }
+    workflow = publish("secret-sync", definition)
+    bus.client().flushdb()
+    bus.ensure_group()
+    rt = Runtime(SWITCHYARD_WORKER_SLOTS="0")  # the one-at-a-time path: http_request, not its coroutine
+    rt.worker("sync-worker")
+    rt.scheduler("sync-scheduler")
+    try:
+        run, _ = runs.start_run(workflow, {})
+        wait_finished(run)
+    finally:
+        rt.stop()
+    assert server.seen[0]["headers"]["x-token"] == VALUE
+    assert run.nodes.get().output["json"]["headers"]["x-token"] == "[secret:API_TOKEN]"
+    assert VALUE not in everything_stored()

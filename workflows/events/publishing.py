@@ -102,7 +102,8 @@ def publish_to(topic: Topic, group: list[Published]) -> None:
     if known:
         kept_rows(topic, known)
     new = [r for r in group if not r.duplicate]
-    for sub in TopicSubscription.objects.filter(topic=topic, enabled=True).select_related("workflow"):
+    subs = TopicSubscription.objects.filter(topic=topic, enabled=True)
+    for sub in subs.select_related("workflow", "workflow__active_version"):  # start_runs reads the version
         deliver(sub, new)
     write_deliveries(fresh, {r.row_id: r.deliveries for r in new})
 

@@ -23,8 +23,8 @@ import pytest
 from django.conf import settings
 from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY
 from django.contrib.auth.hashers import make_password
-from django.contrib.sessions.backends.db import SessionStore
 from django.contrib.auth.models import Group, User
+from django.contrib.sessions.backends.db import SessionStore
 from playwright.sync_api import Browser, Page, expect
 
 from controlplane import access

@@ -75,3 +75,10 @@ def traceparent_of(run_id: int, node_id: str, attempt: int) -> str:
     attempt's span as the parent, sampled."""
     trace = trace_parents({run_id}).get(run_id, (trace_id(run_id), 0))[0]
     return f"00-{trace:032x}-{attempt_span_id(run_id, node_id, attempt):016x}-01"
+
+
+def run_traceparent(run_id: int) -> str:
+    """The W3C `traceparent` of a call made about a whole run (a webhook delivery): the run's
+    trace, the run's span as the parent, sampled."""
+    trace = trace_parents({run_id}).get(run_id, (trace_id(run_id), 0))[0]
+    return f"00-{trace:032x}-{run_span_id(run_id):016x}-01"

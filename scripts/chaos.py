@@ -306,8 +306,13 @@ def slug_and_variant(i: int) -> tuple[str, int]:
     return slugs[i % len(slugs)], (i // len(slugs)) % VARIANTS
 
 
-def start_one(key: str, slug: str, variant: int, client: Client, deadline: float) -> None:
-    """Start one run with its own Idempotency-Key; for chaos-wait, post its event too."""
+def start_one(key: str, slug: str, variant: int, client: Client, patience: float) -> None:
+    """Start one run with its own Idempotency-Key; for chaos-wait, post its event too.
+
+    A start is retried for `patience` seconds from when a client thread takes it up (not
+    from when the load began: on a loaded machine the last starts were taken up after the
+    load's deadline had passed and gave up without a try)."""
+    deadline = time.monotonic() + patience
     answer = client.call(
         "POST",
         f"/api/v1/workflows/{slug}/runs",
@@ -324,7 +329,12 @@ def start_one(key: str, slug: str, variant: int, client: Client, deadline: float
     if slug == "chaos-wait":
         # Sometimes before the node waits (kept, consumed when it does), sometimes after.
         time.sleep(random.uniform(0, 1.5))
-        posted = client.call("POST", "/api/v1/events", deadline, json={"key": key, "payload": {"v": variant}})
+        posted = client.call(
+            "POST",
+            "/api/v1/events",
+            time.monotonic() + patience,
+            json={"key": key, "payload": {"v": variant}},
+        )
         with client.tally.lock:
             client.tally.events_posted += posted is not None and posted.status_code == 202
 
@@ -354,7 +364,7 @@ def run_reference(client: Client, tag: str, settle: float) -> dict[tuple[str, in
     keys = {(slug, v): f"ref-{tag}-{slug}-{v}" for slug in WORKFLOWS for v in range(VARIANTS)}
     with ThreadPoolExecutor(max_workers=8) as pool:
         for (slug, v), key in keys.items():
-            pool.submit(start_one, key, slug, v, client, deadline)
+            pool.submit(start_one, key, slug, v, client, settle)
     wait_for_runs(f"ref-{tag}-%", deadline)
     outputs = run_outputs(f"ref-{tag}-%")
     reference = {}
@@ -403,6 +413,8 @@ def main(argv: list[str] | None = None) -> int:
         **urls,
         "SWITCHYARD_HANDLER_MODULES": "workflows.handlers.builtin,workflows.handlers.demo,chaos_handlers",
         "SWITCHYARD_DEMO_LLM_URL": demo_url,
+        # The scripted provider is on loopback, which the egress policy refuses: its port only.
+        "SWITCHYARD_EGRESS_ALLOW": f"127.0.0.1:{demo_port}",
         "CHAOS_LEDGER": str(ledger),
     }
     env = {
@@ -449,11 +461,10 @@ def main(argv: list[str] | None = None) -> int:
             )
         started_at = time.monotonic()
         chaos.start()
-        deadline = started_at + load_seconds + args.settle
         with ThreadPoolExecutor(max_workers=16) as pool:
             for i in range(args.runs):
                 slug, variant = slug_and_variant(i)
-                pool.submit(start_one, f"chaos-{tag}-{i}", slug, variant, client, deadline)
+                pool.submit(start_one, f"chaos-{tag}-{i}", slug, variant, client, args.settle)
                 time.sleep(max(0.0, started_at + (i + 1) / args.rate - time.monotonic()))
         if args.rolling:  # one whole round at least, however short the load
             wait_until(lambda: len(restarts) >= len(roles), 600, "a full round of restarts")
@@ -494,7 +505,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def make_roles(python: str, ports: list[int], env: dict[str, str], logs: Path, workers: int) -> list[Role]:
     """Two web processes, two schedulers and WORKERS workers (each start under a fresh name)."""
-    daphne = [str(BIN / "daphne"), "-b", "127.0.0.1", "controlplane.asgi:application"]
+    daphne = [python, "-m", "controlplane.webserver", "-b", "127.0.0.1", "controlplane.asgi:application"]
     worker = [
         python,
         "manage.py",

@@ -393,7 +393,7 @@ def long_running(env: dict[str, str], listener: socket.socket, workers: int) -> 
         ]  # fmt: skip
 
     fd = listener.fileno()
-    daphne = [str(BIN / "daphne"), "--fd", str(fd), "controlplane.asgi:application"]
+    daphne = [python, "-m", "controlplane.webserver", "--fd", str(fd), "controlplane.asgi:application"]
     children = [
         Child("web", lambda: daphne, env, pass_fds=(fd,)),
         Child("scheduler", lambda: [python, "manage.py", "runscheduler"], env),

@@ -21,6 +21,7 @@ from rq import Worker
 from rq.suspension import WORKERS_SUSPENDED
 
 from workflows.operations import workers
+from workflows.runs import waiting
 from workflows.runtime import bus, rqcompat
 from workflows.store.models import Workflow
 from workflows.store.statements import DEAD_LETTERS, EVENTS, NODES, RUNS, WAITS
@@ -56,10 +57,8 @@ WHERE n.status IN ('queued', 'running', 'failed')
   AND greatest(n.queued_at, n.started_at) > now() - %s * interval '1 second'
 """
 
-RUNS_IN_FLIGHT_SQL = f"""
-SELECT workflow_id, status, count(*) FROM {RUNS}
-WHERE status IN ('running', 'waiting') GROUP BY 1, 2
-"""
+# By the status shown (workflows/runs/waiting.py): a running run that waits counts as waiting.
+RUNS_IN_FLIGHT_SQL = waiting.IN_FLIGHT_BY_SHOWN_STATUS_SQL
 
 OPEN_LETTERS_SQL = f"""
 SELECT r.workflow_id, count(*) FROM {DEAD_LETTERS} d JOIN {RUNS} r ON r.id = d.run_id

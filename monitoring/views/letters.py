@@ -105,7 +105,8 @@ def refusal_of(action: str, reason: str, matching: bool, ids: list[int]) -> str:
 @requires("view")
 def deadletter_detail(request: HttpRequest, letter_id: int) -> HttpResponse:
     letter = get_object_or_404(
-        DeadLetter.objects.select_related("run__workflow", "node_run", "resolved_by"), pk=letter_id
+        DeadLetter.objects.select_related("run__workflow", "node_run", "map_item", "resolved_by"),
+        pk=letter_id,
     )
     attempts = RunEvent.objects.filter(run_id=letter.run_id, node_id=letter.node_id).order_by("id")
     audit = AuditEntry.objects.filter(target_type="deadletter", target_id=str(letter.pk)).order_by("-id")
@@ -114,6 +115,7 @@ def deadletter_detail(request: HttpRequest, letter_id: int) -> HttpResponse:
         "attempts": attempts,
         "audit": audit,
         "outcome": outcome_of(letter),
+        "unfixable": deadletters.is_unfixable_by_retry(letter),
         "nav": "deadletters",
     }
     return render(request, "monitoring/deadletter.html", context)
@@ -139,8 +141,14 @@ def deadletter_replay(request: HttpRequest, letter_id: int) -> HttpResponse:
     try:
         edited = edited_input(request.POST.get("input"))
         run = runs.replay_dead_letter(letter_id, request.user, edited)
-        how = "with edited input" if edited is not None else "replayed"
-        messages.success(request, f"Dead letter {letter_id} {how}: run {run.pk} is running again.")
+        how = " with edited input" if edited is not None else ""
+        # Said of the act, not of the run's state: by the time the page shows it the run may
+        # have finished; the replay's outcome below follows it live.
+        messages.success(
+            request,
+            f"Dead letter {letter_id} replayed{how}: run {run.pk} took its node up again; "
+            "the outcome below follows it.",
+        )
     except DomainError as exc:
         messages.error(request, str(exc))
     return redirect("deadletter_detail", letter_id=letter_id)

@@ -28,7 +28,7 @@ from workflows.integrations import keys, webhooks
 from workflows.operations import workers
 from workflows.runs import actions as runs
 from workflows.store.errors import DomainError, Invalid
-from workflows.store.models import ApiKey, Trigger, WebhookDelivery, WebhookSubscription, Workflow
+from workflows.store.models import Trigger, WebhookDelivery, WebhookSubscription, Workflow
 
 DELIVERY_PAGE = 50
 
@@ -36,9 +36,10 @@ DELIVERY_PAGE = 50
 # --------------------------------------------------------------------------- API keys
 
 
-def keys_context(**extra: Any) -> dict[str, Any]:
-    rows = ApiKey.objects.select_related("owner").order_by("-id")[:200]
-    return {"keys": rows, "scopes": access.SCOPES, "now": timezone.now(), "nav": "keys", **extra}
+def keys_context(query: str = "", **extra: Any) -> dict[str, Any]:
+    rows = keys.matching_keys(query).select_related("owner").order_by("-id")[:200]
+    context = {"keys": rows, "query": query, "scopes": access.SCOPES, "now": timezone.now(), "nav": "keys"}
+    return {**context, **extra}
 
 
 @require_http_methods(["GET", "POST"])
@@ -46,7 +47,8 @@ def keys_context(**extra: Any) -> dict[str, Any]:
 def api_keys(request: HttpRequest) -> HttpResponse:
     """List keys; a POST creates one and answers with its plaintext, shown this once."""
     if request.method == "GET":
-        return render(request, "monitoring/keys.html", keys_context())
+        query = request.GET.get("q", "").strip()[:100]
+        return render(request, "monitoring/keys.html", keys_context(query))
     try:
         scopes = request.POST.getlist("scopes")
         expires = parse_expiry(request.POST.get("expires_at", ""))

@@ -22,6 +22,7 @@ from workflows.core.states import RunStatus
 from workflows.runs import bulk as runbulk
 from workflows.runs import rerun as reruns
 from workflows.runs import search as runsearch
+from workflows.runs import waiting
 from workflows.store.errors import DomainError, Invalid
 from workflows.store.models import Run, Workflow
 
@@ -43,6 +44,7 @@ def runs_list(request: HtmxRequest) -> HttpResponse:
         "page": page,
         "runs": page.runs,
         "failures": runsearch.failures([r.pk for r in page.runs]),
+        "waiting": waiting.waiting_for(page.runs),
         "problem": problem,
         "filter": flt,
         "statuses": tuple(RunStatus),

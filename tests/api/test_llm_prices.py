@@ -69,11 +69,11 @@ def test_pick_price_takes_the_providers_own_price_then_any_providers_then_none(
 ) -> None:
     found = {name: LLMProvider(pk=n, name=name) for n, name in enumerate(["openai", "azure"], start=1)}
     table = [
-        LLMPrice(provider=found[p] if p else None, model="gpt-4o", input_per_million=Decimal(v))
+        LLMPrice(provider=found[p] if p else None, model="house-model", input_per_million=Decimal(v))
         for p, v in rows
     ]
-    table.append(LLMPrice(provider=None, model="gpt-4o-mini", input_per_million=Decimal("9")))
-    picked = prices.pick_price(table, "openai", "gpt-4o")
+    table.append(LLMPrice(provider=None, model="house-mini", input_per_million=Decimal("9")))
+    picked = prices.pick_price(table, "openai", "house-model")  # a model the shipped list lacks
     assert (None if picked is None else str(picked.input_per_million)) == expected
 
 
@@ -96,19 +96,43 @@ def test_metrics_count_each_providers_cost_at_its_own_price(redis_clean: None, p
     price("gpt-4o", azure, "3", "12")
     call_through("azure", "gpt-4o")
     call_through("openai", "gpt-4o")
-    call_through("openai", "gpt-4o-mini")
+    call_through("openai", "house-mini")  # not on the shipped price list
     text = admin_page(person).get("/metrics").content.decode()
     assert 'switchyard_llm_cost_total{model="gpt-4o",provider="azure"} 15.0' in text
     assert 'switchyard_llm_cost_total{model="gpt-4o",provider="openai"} 12.5' in text
-    assert 'switchyard_llm_unpriced_calls_total{model="gpt-4o-mini",provider="openai"} 1.0' in text
+    assert 'switchyard_llm_unpriced_calls_total{model="house-mini",provider="openai"} 1.0' in text
 
 
 def test_a_model_with_only_another_providers_price_has_an_unknown_cost_never_zero(person: Any) -> None:
-    azure = provider("azure", "gpt-4o")
-    price("gpt-4o", azure, "3", "12")
-    call = call_through("openai", "gpt-4o")
+    azure = provider("azure", "house-model")
+    price("house-model", azure, "3", "12")
+    call = call_through("openai", "house-model")  # not on the shipped price list
     assert call.cost is None
     assert usage.run_totals(call.run_id).cost_text == "unknown"
+
+
+def test_a_listed_model_is_priced_out_of_the_box_and_a_price_in_the_table_beats_the_list(
+    person: Any,
+) -> None:
+    provider("openai", "gpt-4o-mini")
+    assert call_through("openai", "gpt-4o-mini").cost == Decimal("0.75")  # 0.15 in + 0.6 out
+    assert call_through("router", "openai/gpt-4o-mini").cost == Decimal("0.75"), "a router's name"
+    assert call_through("openai", "gpt-4o-mini-2024-07-18").cost == Decimal("0.75"), "a dated name"
+    price("gpt-4o-mini", None, "1", "2")
+    assert call_through("openai", "gpt-4o-mini").cost == Decimal("3")
+
+
+def test_the_demo_providers_model_costs_zero_and_the_page_says_why(person: Any) -> None:
+    demo = LLMProvider.objects.create(
+        name="demo", base_url="http://127.0.0.1:9/v1", default_model="demo-scripted", demo=True
+    )
+    assert call_through(demo.name, "demo-scripted").cost == Decimal("0")
+    html = admin_page(person).get("/llm/").content.decode()
+    row = html[html.index('data-offered="demo:demo-scripted"') :].split("</tr>")[0]
+    assert "the shipped list's price" in row and 'data-field="free">free: not a real model<' in row
+    listed = html[html.index('id="price-list"') :]
+    assert "as published by each vendor on 2025-09-01" in listed
+    assert 'data-listed="claude-sonnet-4"' in listed and 'data-listed="gemini-2.5-flash"' in listed
 
 
 def test_a_recorded_call_keeps_its_cost_when_prices_change_or_its_provider_is_deleted(api: Api) -> None:
@@ -157,12 +181,12 @@ def test_a_providers_price_is_set_read_listed_and_deleted_over_the_api(api: Api)
                 "input_per_million": "3",
                 "output_per_million": "12",
             },
-            {
+            {  # no row in the table: the shipped price list's price
                 "model": "gpt-4o-mini",
                 "offered": True,
-                "source": None,
-                "input_per_million": None,
-                "output_per_million": None,
+                "source": "listed",
+                "input_per_million": "0.15",
+                "output_per_million": "0.6",
             },
         ],
     }
@@ -262,13 +286,13 @@ def admin_page(person: Any) -> Client:
 def test_the_page_lists_prices_with_their_provider_and_offered_models_without_one_as_unknown(
     person: Any,
 ) -> None:
-    azure = provider("azure", "gpt-4o", "gpt-4o-mini")
+    azure = provider("azure", "gpt-4o", "house-mini")
     price("gpt-4o", None, "2.5", "10")
     price("gpt-4o", azure, "3", "12")
     html = admin_page(person).get("/llm/").content.decode()
     assert 'data-price-provider="" data-price-model="gpt-4o"' in html
     assert 'data-price-provider="azure" data-price-model="gpt-4o"' in html
-    mini = html[html.index('data-offered="azure:gpt-4o-mini"') :].split("</tr>")[0]
+    mini = html[html.index('data-offered="azure:house-mini"') :].split("</tr>")[0]
     assert 'class="badge unknown-price">unknown<' in mini and "0.0000" not in mini
 
 

@@ -224,7 +224,9 @@ def test_finished_runs_and_dead_letters_are_delivered_signed(chain, subscription
         assert headers["x-switchyard-delivery"].isdigit() and headers["x-switchyard-event"]
     # The receiver's spans join the run's trace, under the run's span.
     assert h1["traceparent"] == f"00-{traceids.trace_id(ok.pk):032x}-{traceids.run_span_id(ok.pk):016x}-01"
-    assert h2["traceparent"] == f"00-{traceids.trace_id(dead.pk):032x}-{traceids.run_span_id(dead.pk):016x}-01"
+    assert (
+        h2["traceparent"] == f"00-{traceids.trace_id(dead.pk):032x}-{traceids.run_span_id(dead.pk):016x}-01"
+    )
 
 
 def test_a_failing_endpoint_is_retried_with_backoff_then_given_up(

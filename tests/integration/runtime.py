@@ -101,9 +101,10 @@ class Runtime:
         return self.start(name, "runbroadcaster")
 
     def web(self, name: str, port: int) -> subprocess.Popen[bytes]:
-        """Daphne serving the test database on 127.0.0.1:`port`, as `make run` starts it."""
-        daphne = str(Path(sys.executable).parent / "daphne")
-        return self.spawn(name, [daphne, "-b", "127.0.0.1", "-p", str(port), "controlplane.asgi:application"])
+        """Daphne serving the test database on 127.0.0.1:`port`, as `make run` starts it
+        (controlplane/webserver.py: it drains at SIGTERM)."""
+        server = [sys.executable, "-m", "controlplane.webserver", "-b", "127.0.0.1", "-p", str(port)]
+        return self.spawn(name, [*server, "controlplane.asgi:application"])
 
     def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
         proc = self.procs.pop(name)

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from django.db import connection
 
 from tests.fakes.llm_server import FakeLLMServer
 from tests.integration import agent_tools  # noqa: F401  (registers the test tools here too)
@@ -142,6 +143,59 @@ def test_a_worker_killed_after_the_second_tool_call_repeats_no_finished_call(
         (5, "turn", 2),
     ]
     assert recorded[1].arguments == {"note": "first"} and recorded[1].result == {"noted": "first"}
+
+
+def test_postgresql_dropping_every_connection_mid_loop_costs_the_agent_no_attempt(
+    agent_runtime: Runtime, llm: FakeLLMServer, tmp_path: Path
+) -> None:
+    """What a PostgreSQL restart does to the workers: every connection they hold is cut.
+
+    The agent runs in a slot; its first tool call used a connection in a tool thread, its
+    turns the slots' sync thread. All are cut while the second turn is being answered: the
+    attempt waits for the store and goes on in the same attempt (one allowed): the run succeeds
+    (`make chaos` saw agent nodes end failed, each retry dying on another thread's dead
+    connection).
+    """
+    cut, released = threading.Event(), threading.Event()
+
+    def second_turn() -> dict[str, Any]:
+        cut.set()
+        released.wait(60)
+        return completion(None, ("test__record", {"note": "second"}))
+
+    llm.reply = scripted(
+        completion(None, ("test__record", {"note": "first"})),
+        second_turn,
+        completion("Both notes taken."),
+    )
+    log = tmp_path / "tools.log"
+    run, _ = runs.start_run(publish("agent", agent_flow(["test.record"])), {"who": "eli", "log": str(log)})
+    wait_for(cut.is_set, 60, "the second model turn to be asked")
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        (terminated,) = cursor.fetchone()
+    assert terminated >= 3, "the workers' and the scheduler's connections were cut"
+    released.set()
+
+    assert wait_finished(run, 90).status == "succeeded"
+    node = NodeRun.objects.get(run=run, node_id="agent")
+    assert node.attempt == 1 and node.output["content"] == "Both notes taken."
+    assert [line.split()[2] for line in tool_log(log)] == ["first", "second"], "each tool ran once"
+    # The second turn's answer came while its record could not be written: the log says so
+    # (the store's error, not the model's), and the turn was asked again in the same attempt.
+    recorded = steps(run)
+    assert [(s.seq, s.kind, s.status, s.attempt) for s in recorded] == [
+        (1, "turn", "ok", 1),
+        (2, "tool", "ok", 1),
+        (3, "turn", "failed", 1),
+        (4, "turn", "ok", 1),
+        (5, "tool", "ok", 1),
+        (6, "turn", "ok", 1),
+    ]
+    assert recorded[2].error == "terminating connection due to administrator command"
 
 
 def test_an_unknown_tool_and_bad_arguments_are_told_to_the_model(

@@ -29,10 +29,7 @@ def run_chaos(tmp_path: Path, *args: str) -> str:
 
 
 def test_no_run_is_lost_stuck_or_doubled_under_chaos(tmp_path: Path) -> None:
-    # The agent loop is left out here until a bug the storm found is fixed: under kills of
-    # PostgreSQL an agent node ended failed (2 of about 20 agent runs, once in four storms);
-    # `make chaos` still storms it.
-    out = run_chaos(tmp_path, "--runs", "180", "--rate", "8", "--without", "chaos-agent")
+    out = run_chaos(tmp_path, "--runs", "180", "--rate", "8")
     assert "no run lost, stuck or doubled" in out
 
 

@@ -148,10 +148,7 @@ def test_a_rolling_restart_replaces_every_child_while_the_web_keeps_answering(su
     after = children(state_file)
     assert all(after[name]["pid"] != child["pid"] for name, child in before.items()), (before, after)
     assert all(child["crashes"] == 0 for child in after.values()), after
-    # No 5xx and no refused connection while web was replaced. Not yet: the old Daphne drops
-    # the connections it holds when it stops (Twisted's shutdown), so a request it had just
-    # accepted can end in RemoteProtocolError; seen once or twice a restart, allowed here.
-    assert not [a for a in answers if a.startswith("5") or a == "ConnectError"], answers
-    assert set(answers) <= {"200", "RemoteProtocolError", "ReadTimeout"}, answers
-    assert answers.get("RemoteProtocolError", 0) + answers.get("ReadTimeout", 0) <= 3, answers
+    # No 5xx, no refused connection and no request left without its answer while web was
+    # replaced: the old process stops listening and drains (controlplane/webserver.py).
+    assert set(answers) == {"200"}, answers
     print(f"answers during the restart: {answers}, slowest {slowest[0]:.1f} s")

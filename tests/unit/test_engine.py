@@ -110,6 +110,12 @@ def test_last_failed_attempt_kills_the_node_and_fails_the_run() -> None:
     assert decisions == [KillNode("a", 3), FinishRun(RunStatus.FAILED)]
 
 
+def test_a_failure_no_retry_can_fix_kills_the_node_on_its_first_attempt() -> None:
+    graph = single("a", max_attempts=5, backoff_seconds=1.0)
+    decisions = engine.advance(graph, {"a": NodeState(FAILED, tries=1, retryable=False)})
+    assert decisions == [KillNode("a", 1), FinishRun(RunStatus.FAILED)]
+
+
 def test_killed_node_propagates_upstream_failed_in_the_same_pass() -> None:
     graph = dag("a>b b>c")
     decisions = engine.advance(graph, states(graph, a=NodeState(FAILED, tries=1)))

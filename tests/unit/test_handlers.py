@@ -328,8 +328,44 @@ def test_a_placeholder_without_a_value_names_itself(template: str) -> None:
 def test_attribute_and_index_syntax_is_not_evaluated() -> None:
     template = "{input[name]} {0} {input.name!r} {input.name:>10} {}"
     assert builtin.render_template(template, SOURCES, "t") == template
-    with pytest.raises(handlers.HandlerError, match="no value at '__class__'"):
+    with pytest.raises(handlers.HandlerError, match="the run's input has no `__class__`"):
         builtin.render_template("{input.__class__}", SOURCES, "t")
+
+
+@pytest.mark.parametrize(
+    ("template", "sentence"),
+    [
+        (
+            "{input.order_id}",
+            "the run's input has no `order_id`; start the run with an input that has it, such as "
+            '{"order_id": "..."}, or replay this node with edited input.',
+        ),
+        (
+            "{input.customer.email}",
+            "`customer.email`; start the run with an input that has it, such as "
+            '{"customer": {"email": "..."}}',
+        ),
+        (
+            "{upstream.nope.x}",
+            "no output of node `nope` was given to this node; make `nope` a direct predecessor",
+        ),
+        ("{upstream.profile.age}", "the output of node `profile` has no `age`; fix the placeholder"),
+    ],
+)
+def test_a_missing_placeholder_value_is_not_retryable_and_says_what_to_do(
+    template: str, sentence: str
+) -> None:
+    sources = {"input": {"customer": {}}, "upstream": {"profile": {"name": "Ada"}}}
+    with pytest.raises(handlers.HandlerError) as caught:
+        builtin.render_template(template, sources, "llm.chat config.prompt")
+    assert sentence in str(caught.value)
+    assert not handlers.is_retryable(caught.value)
+
+
+def test_a_handler_error_is_retryable_unless_it_says_not() -> None:
+    assert handlers.is_retryable(handlers.HandlerError("the API is down"))
+    assert handlers.is_retryable(RuntimeError("a bug"))
+    assert not handlers.is_retryable(handlers.HandlerError("bad input", retryable=False))
 
 
 def test_a_lone_placeholder_in_json_keeps_its_type() -> None:

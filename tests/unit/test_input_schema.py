@@ -65,3 +65,32 @@ def test_nested_problems_keep_their_path() -> None:
     schema = {"type": "object", "properties": {"items": {"type": "array", "items": {"type": "integer"}}}}
     issues = check_run_input(schema, {"items": [1, "two"]})
     assert [i.path for i in issues] == ["input.items[1]"]
+
+
+def prompting(prompt: str) -> list[dict[str, Any]]:
+    return [{"id": "ask", "handler": "core.noop", "config": {"prompt": prompt, "headers": ["{input.x}"]}}]
+
+
+def test_a_placeholder_naming_a_field_the_schema_does_not_declare_is_reported_naming_node_and_field() -> None:
+    definition = {
+        "nodes": prompting("Where is {input.order_id}? For {input.user_id.name}."),
+        "input_schema": SCHEMA,
+    }
+    issues = validate_definition(definition)
+    assert [(i.path, i.code, i.node) for i in issues] == [
+        ("nodes[0].config.prompt", "input_not_in_schema", "ask"),
+        ("nodes[0].config.headers[0]", "input_not_in_schema", "ask"),
+    ]
+    assert "{input.order_id} names `order_id`, which the input schema does not declare" in issues[0].message
+    assert (
+        "add `order_id` to input_schema.properties" in issues[0].message
+        and "(node 'ask')" in issues[0].message
+    )
+
+
+def test_placeholders_are_not_checked_without_a_schema_that_lists_its_properties() -> None:
+    assert validate_definition({"nodes": prompting("{input.anything}")}) == []
+    open_schema = {"type": "object", "description": "any object"}
+    assert validate_definition({"nodes": prompting("{input.anything}"), "input_schema": open_schema}) == []
+    declared = {"type": "object", "properties": {"anything": {}, "x": {}}}
+    assert validate_definition({"nodes": prompting("{input.anything}"), "input_schema": declared}) == []

@@ -35,7 +35,7 @@ def installed_units(target: Path) -> list[Path]:
 
 
 def test_the_units_pass_systemd_analyze_verify(tmp_path: Path) -> None:
-    if not (ROOT / ".venv" / "bin" / "daphne").exists():
+    if not (ROOT / ".venv" / "bin" / "python").exists():
         pytest.skip("no .venv in this checkout: the units' commands cannot be found")
     units = installed_units(tmp_path)
     assert {u.name for u in units} >= {

@@ -22,7 +22,6 @@ How a tool call can end:
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import time
@@ -44,7 +43,7 @@ from workflows.llm import client, providers, streams
 from workflows.llm.handler import acall_recorded, call_recorded, chat_messages, resolve_for
 from workflows.runtime.kinds import Parked
 from workflows.runtime.limits import ToolTimeout, time_limit
-from workflows.runtime.offload import run_sync
+from workflows.runtime.offload import run_sync, to_thread
 
 TOOL_RETRY_PAUSE_SECONDS = 0.2  # doubled after each failed try of a tool call
 
@@ -109,8 +108,8 @@ def run_loop(loop: Loop) -> dict[str, Any]:
 def start_loop(ctx: handlers.NodeContext, writer: streams.TextWriter | None = None) -> Loop:
     """Resolve the provider, render the opening, and read what earlier attempts recorded."""
     where = f"llm.agent node {ctx.node_id!r}"
+    opening = chat_messages(ctx, where)  # first: a missing input field is the error to report
     endpoint = resolve_for(ctx, where)
-    opening = chat_messages(ctx, where)
     tools = [str(name) for name in ctx.config.get("tools") or ()]
     fingerprint = core.fingerprint(endpoint.provider, endpoint.model, opening, core.offered_names(ctx.config))
     at = agents.Attempt(ctx.node_run_id, ctx.run_id, ctx.node_id, ctx.attempt, fingerprint)
@@ -253,7 +252,7 @@ def record_turn(loop: Loop, turn: Turn, completion: client.Completion) -> tuple[
 
 async def run_agent_on_loop(node: Node, ctx: handlers.NodeContext) -> dict[str, Any]:
     """`run_agent` in a worker's slot: model turns awaited, steps written on the sync thread,
-    tool calls made in a thread of their own (`asyncio.to_thread`).
+    tool calls made in a thread of their own (`offload.to_thread`).
 
     A tool is a plain handler that may block or use the ORM, so it runs off the loop; off
     the main thread SIGALRM cannot cut it, and its limit is its context's deadline, which the
@@ -284,7 +283,7 @@ async def run_loop_on_loop(loop: Loop) -> dict[str, Any]:
         if isinstance(move, core.CallModel):
             step = await take_turn_on_loop(loop)
         else:
-            step = await asyncio.to_thread(call_tool, loop, move)
+            step = await to_thread(call_tool, loop, move)
         loop.steps.append(step)
 
 

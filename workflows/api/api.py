@@ -162,7 +162,10 @@ def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
 
 
 def on_store_away(request: HttpRequest, exc: Exception) -> HttpResponse:
+    """503 with Retry-After, and no rate-limit headers: whether the request was counted
+    depends on where the store failed it, and a client waits Retry-After either way."""
     log.warning("%s %s: %s", request.method, request.path, exc)
+    request.rate = None  # type: ignore[attr-defined]  # see auth.KeyAuth: the rate state rides on the request
     headers = {"Retry-After": str(outages.RETRY_AFTER_SECONDS)}
     return problem(request, 503, outages.unavailable(exc), headers=headers)
 

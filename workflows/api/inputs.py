@@ -271,7 +271,11 @@ class CancelIn(Body):
 
 class RunQuery(Page):
     workflow: Slug | None = None
-    status: RunStatus | None = None
+    status: RunStatus | None = Field(
+        None,
+        description="As shown: `waiting` also finds running runs with a node waiting on a person, "
+        "an event, a timer or a child run (see `waiting_for`), and `running` leaves them out.",
+    )
     priority_min: int | None = Field(
         None, ge=priorities.LOWEST, le=priorities.HIGHEST, description="At least this priority."
     )

@@ -63,6 +63,8 @@ PROBLEM_HELP = {
     415: "The body is not sent as application/json.",
     422: "The body is well-formed JSON but invalid; `errors` has one entry per invalid field.",
     429: "Rate limit reached; wait `Retry-After` seconds.",
+    503: "PostgreSQL or Redis is away; nothing was changed. Wait `Retry-After` seconds and send "
+    "again (a start with its Idempotency-Key is safe to resend).",
 }
 
 
@@ -92,6 +94,8 @@ HEADERS: dict[str, dict[str, Any]] = {
     },
 }
 RATE_HEADERS = ("RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset")
+# Operations that answer without PostgreSQL or Redis: every other one may answer 503.
+STORELESS = {"live", "schema_view", "docs_view"}
 REPLAYED_ON = {"start_run", "receive"}  # operations answering a repeated Idempotency-Key (200)
 CHECKS_ANY_DEFINITION = {"ValidateIn"}  # it answers 200 {"valid": false, ...} for anything
 VERSION_ETAG = {"create_version", "read_version", "update_version", "publish_version", "activate_version"}
@@ -255,7 +259,8 @@ def answer_headers(operation_id: str, status: int, keyed: bool) -> list[str]:
     the window's requests like a successful one, and a client backing off or pacing a batch
     needs the remaining count most when its requests are failing. What did not count says
     nothing about the window, so carries none: a 401 (no caller known to count against) and
-    a 405 (answered before the operation, and its authentication, runs). A signed delivery
+    a 405 (answered before the operation, and its authentication, runs), and a 503 (a store
+    away: counted or not depending on where it failed the request). A signed delivery
     counts against its trigger only once its signature holds, after which it either starts
     its run (201, or 200 replaying it) or is refused for the rate (429): those carry the trio.
     """
@@ -276,7 +281,7 @@ def answer_headers(operation_id: str, status: int, keyed: bool) -> list[str]:
         names.append("Retry-After")
     if status == 405:
         names.append("Allow")
-    if (keyed and status not in (401, 405)) or (
+    if (keyed and status not in (401, 405, 503)) or (
         operation_id in RATED_BY_TRIGGER and status in (200, 201, 429)
     ):
         names.extend(RATE_HEADERS)
@@ -289,6 +294,8 @@ def key_action(operation: Operation) -> str | None:
 
 def problem_statuses(operation: Operation, details: dict[str, Any]) -> set[int]:
     statuses = set(getattr(operation.view_func, "problems", ()))
+    if details.get("operationId") not in STORELESS:
+        statuses.add(503)  # PostgreSQL or Redis away (api.on_store_away)
     sources = {model.__ninja_param_source__ for model in operation.models}
     if operation.auth_callbacks:
         statuses |= {401, 403, 429}

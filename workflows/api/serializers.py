@@ -18,6 +18,7 @@ from typing_extensions import TypedDict
 from workflows.api.errors import definition_error
 from workflows.core.definition import Issue
 from workflows.handlers.registry import Handler
+from workflows.runs.waiting import WaitingFor
 from workflows.runtime.parents import Family
 from workflows.store.models import (
     ApiKey,
@@ -151,6 +152,14 @@ class RunLinkOut(TypedDict):
     url: str
 
 
+class WaitingForOut(TypedDict):
+    """One thing a run waits for (workflows/runs/waiting.py)."""
+
+    what: str  # a decision, an event (its key), a timer, a child run, its workflow's resume
+    node_id: str  # the node that waits; empty for a run started while its workflow was paused
+    child_run_id: int | None
+
+
 class RunOut(RunSummary):
     input: dict[str, Any]
     nodes: list[NodeOut]
@@ -158,6 +167,9 @@ class RunOut(RunSummary):
     llm_usage: NotRequired[LLMUsageOut]
     parent: RunLinkOut | None
     children: list[RunLinkOut]
+    # What the run waits for (empty: it does not wait). A running run that waits is found by
+    # the list's status=waiting; its `status` stays running (workflows/runs/waiting.py).
+    waiting_for: list[WaitingForOut]
 
 
 class EventOut(TypedDict):
@@ -497,6 +509,7 @@ def run(
     family: Family,
     llm: dict[str, Any] | None = None,
     progress: dict[int, dict[str, int]] | None = None,
+    waiting_for: list[WaitingFor] | None = None,
 ) -> RunOut:
     """A run with its parent and children (`family`); `llm` (usage.run_usage) adds the LLM
     usage of the run and of each LLM node, `progress` (mapitems.progress) each map node's
@@ -509,6 +522,9 @@ def run(
         "dead_letters": letters,
         "parent": run_link(family.parent, family.parent.parent_run) if family.parent else None,
         "children": [run_link(link, link.child) for link in family.children],
+        "waiting_for": [
+            {"what": w.what, "node_id": w.node_id, "child_run_id": w.child_run_id} for w in waiting_for or []
+        ],
     }
     if llm is not None:
         out["llm_usage"] = llm["run"]

@@ -16,7 +16,7 @@ from workflows.api.parsing import MAX_ID
 from workflows.api.schema import refuses
 from workflows.llm import usage
 from workflows.runs import actions as runs
-from workflows.runs import mapitems, tracecontext
+from workflows.runs import mapitems, tracecontext, waiting
 from workflows.runs import search as runsearch
 from workflows.runtime import parents as childlinks
 from workflows.store.errors import Invalid
@@ -134,7 +134,8 @@ def read_run(run_id: int) -> s.RunOut:
     nodes = list(NodeRun.objects.filter(run_id=run_id).order_by("id"))
     letters = list(DeadLetter.objects.filter(run_id=run_id).order_by("id").values_list("id", flat=True))
     progress = mapitems.progress(n.pk for n in nodes)
-    return s.run(run, nodes, letters, childlinks.family(run_id), usage.run_usage(run_id), progress)
+    waits = waiting.waiting_for([run]).get(run.pk, [])
+    return s.run(run, nodes, letters, childlinks.family(run_id), usage.run_usage(run_id), progress, waits)
 
 
 @router.post(

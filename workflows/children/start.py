@@ -40,7 +40,15 @@ from workflows.store.models import ChildRun, Run, RunEvent, Workflow, WorkflowVe
 
 
 class CannotStart(Exception):
-    """The child run cannot start; the message says why, for the node's error."""
+    """The child run cannot start; the message says why, for the node's error.
+
+    `retryable=False` when starting again cannot help (the child's input cannot be made from
+    what the node is given, or is not an object): the node is dead without a retry.
+    """
+
+    def __init__(self, message: str, *, retryable: bool = True) -> None:
+        super().__init__(message)
+        self.retryable = retryable
 
 
 @dataclass(frozen=True)
@@ -72,7 +80,8 @@ def start_children(rows: list[Any], status: N) -> int:
                 start_child(noderun_id, attempt, data)
             except CannotStart as exc:
                 error = f"workflow.run {node_id!r}: {exc}"
-                transitions.settle_children([Awake(noderun_id, attempt, N.FAILED, None, error)])
+                awake = Awake(noderun_id, attempt, N.FAILED, None, error, exc.retryable)
+                transitions.settle_children([awake])
                 RunEvent.objects.create(
                     run_id=run_id,
                     kind="node.child_refused",
@@ -184,11 +193,11 @@ def input_of(config: Mapping[str, Any], data: Given) -> Any:
         try:
             value = render_value(config["input"], sources, "config.input")
         except HandlerError as exc:
-            raise CannotStart(str(exc)) from None
+            raise CannotStart(str(exc), retryable=exc.retryable) from None
     try:
         check_input(value)
     except DomainError as exc:
-        raise CannotStart(f"the child's {exc.message}") from None
+        raise CannotStart(f"the child's {exc.message}", retryable=False) from None
     return value
 
 

@@ -26,6 +26,7 @@ import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from workflows.core.conditions import Condition, ConditionError
+from workflows.core.contracts import unprovided_fields
 from workflows.core.egress import EgressPolicy, literal_refusal
 from workflows.core.engine import JOIN_RULES
 from workflows.core.graph import (
@@ -320,7 +321,8 @@ def _inspect(
     issues += _check_edges(draft)
     issues += _check_cycles(draft)
     issues += _check_conditions(draft)
-    issues += _check_input_schema(draft)
+    schema_issues = _check_input_schema(draft)
+    issues += schema_issues or _check_input_placeholders(draft)
     if handlers is not None:
         issues += _check_handlers(draft, handlers)
     issues += _check_waits(draft)
@@ -658,6 +660,21 @@ def _check_input_schema(draft: _Draft) -> list[Issue]:
             Issue(path, f"input_schema is not a valid JSON schema: {err.message}", "invalid_input_schema")
         ]
     return []
+
+
+def _check_input_placeholders(draft: _Draft) -> list[Issue]:
+    """Report `{input.X}` placeholders whose field X the input schema does not declare (core/contracts.py)."""
+    issues = []
+    for index, raw in _dict_items(draft.raw_nodes):
+        for found in unprovided_fields(raw.get("config"), draft.input_schema):
+            message = (
+                f"{found.placeholder} names `{found.field}`, which the input schema does not declare: "
+                f"add `{found.field}` to input_schema.properties (and to required when every run must "
+                f"carry it), or fix the placeholder{_node_suffix(raw)}"
+            )
+            path = _format_path(("nodes", index, "config", *found.where))
+            issues.append(Issue(path, message, "input_not_in_schema", _node_id(raw)))
+    return issues
 
 
 def check_run_input(schema: Mapping[str, Any] | None, run_input: object) -> list[Issue]:

@@ -12,6 +12,7 @@ them that workflows/runtime/transitions.py performs):
     queued           claimed for an attempt, its job is in RQ
     running          a worker claimed the attempt
     failed           the attempt failed; waiting for the scheduler to retry or kill it
+                     (killed at once when the failure is not retryable)
     retrying         waiting for its backoff to expire (due_at)
     succeeded        output stored                                       (terminal)
     dead             every attempt failed; a dead letter holds it        (terminal, replayable)
@@ -57,6 +58,7 @@ class NodeState:
     status: str
     tries: int = 0
     output: Any = None
+    retryable: bool = True  # False: the failed attempt said no retry can fix it
 
 
 @dataclass(frozen=True)
@@ -168,9 +170,13 @@ def sole_successors(graph: Graph, node_id: str, output: Any, run_input: Any) -> 
 
 
 def resolve_failure(graph: Graph, node_id: str, state: NodeState, rand: float) -> RetryNode | KillNode:
-    """Retry a failed attempt while the node's retry budget lasts, else kill it."""
+    """Retry a failed attempt while the node's retry budget lasts, else kill it.
+
+    A failure that says no retry can fix it (a missing input field, a config off its schema,
+    a provider's 400 or 401) is killed at once: no backoff, whatever the budget left.
+    """
     policy = graph.nodes[node_id].retry
-    if state.tries < policy.max_attempts:
+    if state.retryable and state.tries < policy.max_attempts:
         return RetryNode(node_id, state.tries, policy.delay(state.tries, rand))
     return KillNode(node_id, state.tries)
 

@@ -256,17 +256,54 @@ def request_sources(ctx: NodeContext, secrets: SecretValues | None = None) -> di
 
 
 def lookup(sources: Mapping[str, Any], root: str, path: str, where: str) -> Any:
-    """Follow a dotted path through objects and list indexes; raise HandlerError if absent."""
+    """Follow a dotted path through objects and list indexes; raise HandlerError if absent.
+
+    The run's input and its upstream outputs are fixed for the attempt's every retry, so an
+    absent value is not retryable: the error says what to start (or replay) the run with.
+    """
     if root == "secret" and path.count(".") != 1:
         raise HandlerError(f"{where}: {{secret{path}}} must name one secret, as {{secret.NAME}}.")
     value = sources[root]
-    for segment in path.split(".")[1:]:
+    segments = path.split(".")[1:]
+    for depth, segment in enumerate(segments):
         if isinstance(value, Mapping) and segment in value:
             value = value[segment]
         elif isinstance(value, list) and segment.isdigit() and int(segment) < len(value):
             value = value[int(segment)]
         else:
-            raise HandlerError(f"{where}: placeholder {{{root}{path}}} has no value at {segment!r}.")
+            missing = f"{where}: placeholder {{{root}{path}}}: {absent_value(root, segments, depth)}"
+            raise HandlerError(missing, retryable=False)
+    return value
+
+
+def absent_value(root: str, segments: list[str], depth: int) -> str:
+    """Say which value a placeholder lacks and how a person provides it."""
+    if root == "secret":
+        return f"there is no secret `{segments[0]}`; an admin adds it on the secrets page."
+    if root == "input":
+        field = ".".join(segments[: depth + 1])
+        example = json.dumps(nested_example(segments[: depth + 1]))
+        return (
+            f"the run's input has no `{field}`; start the run with an input that has it, such as "
+            f"{example}, or replay this node with edited input."
+        )
+    if depth == 0:
+        return (
+            f"no output of node `{segments[0]}` was given to this node; make `{segments[0]}` a "
+            "direct predecessor, or fix the placeholder."
+        )
+    field = ".".join(segments[1 : depth + 1])
+    return (
+        f"the output of node `{segments[0]}` has no `{field}`; fix the placeholder, or make "
+        f"`{segments[0]}` return it."
+    )
+
+
+def nested_example(segments: list[str]) -> Any:
+    """`{"a": {"b": "..."}}` for the path a.b: an input shape that provides it."""
+    value: Any = "..."
+    for segment in reversed(segments):
+        value = [value] if segment.isdigit() else {segment: value}
     return value
 
 

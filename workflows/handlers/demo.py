@@ -128,6 +128,20 @@ def _profile_node(node_id: str) -> dict[str, Any]:
     return _node(node_id, f"demo.{node_id}", retry=retry, timeout_seconds=30)
 
 
+# Every demo declares its input schema (the start dialog's typed form; a start that breaks it
+# is refused with 422 naming the field). A field a node's template names is required.
+NO_INPUT: dict[str, Any] = {
+    "type": "object",
+    "description": "Nothing is read from the input; any object is accepted.",
+    "properties": {},
+}
+ORDER_ID: dict[str, Any] = {
+    "type": "string",
+    "pattern": "^[A-Z]-[0-9]{1,6}$",
+    "description": "The order, as a capital letter, a dash and digits: A-1001.",
+}
+USER_ID: dict[str, Any] = {"type": "string", "minLength": 1, "description": "Whose profile, as u-<number>."}
+
 DEMO_PROFILE: dict[str, Any] = {
     "description": (
         "Enrich a user profile: fetch the profile and the location in parallel, analyse "
@@ -137,7 +151,7 @@ DEMO_PROFILE: dict[str, Any] = {
     # as a tool is offered this schema (demo-agent-workflow passes the user it was asked about).
     "input_schema": {
         "type": "object",
-        "properties": {"user_id": {"type": "string", "description": "Whose profile, as u-<number>."}},
+        "properties": {"user_id": USER_ID},
     },
     "nodes": [
         _profile_node("fetch_profile"),
@@ -158,6 +172,7 @@ DEMO_RETRIES: dict[str, Any] = {
         "Retries and dead letters: flaky_call succeeds on its third attempt, always_fails "
         "exhausts its retries and becomes a dead letter, report runs after both (all_done)."
     ),
+    "input_schema": NO_INPUT,
     "nodes": [
         _node("prepare", "core.echo", timeout_seconds=30),
         _node(
@@ -198,6 +213,14 @@ def draft_refund(ctx: NodeContext) -> dict[str, Any]:
 # draft) pays it, reject tells the customer; past the SLA an admin is added.
 DEMO_REFUND: dict[str, Any] = {
     "description": "An agent drafts a refund; a person approves, edits or rejects it.",
+    "input_schema": {
+        "type": "object",
+        "properties": {
+            "order_id": ORDER_ID,
+            "amount": {"type": "number", "minimum": 0, "default": 20, "description": "Refund in EUR."},
+        },
+        "required": ["order_id"],
+    },
     "nodes": [
         {"id": "draft", "handler": "demo.draft_refund"},
         {
@@ -300,6 +323,12 @@ def calculator(ctx: NodeContext) -> dict[str, Any]:
 # provider (no network) it calls a tool, then answers.
 DEMO_AGENT: dict[str, Any] = {
     "description": "An LLM agent looks up the order and the weather at its destination, then answers.",
+    # The order id as its lookup_order tool takes it (three digits at least).
+    "input_schema": {
+        "type": "object",
+        "properties": {"order_id": {**ORDER_ID, "pattern": ORDER_ARGS["properties"]["order_id"]["pattern"]}},
+        "required": ["order_id"],
+    },
     "nodes": [
         {
             "id": "support_agent",
@@ -329,6 +358,7 @@ DEMO_AGENT_WORKFLOW: dict[str, Any] = {
         "An LLM agent calls the demo-profile workflow as a tool (a child run, linked both ways), "
         'then recommends offers. Input: {"user_id": "u-42"}.'
     ),
+    "input_schema": {"type": "object", "properties": {"user_id": USER_ID}, "required": ["user_id"]},
     "nodes": [
         {
             "id": "concierge",
@@ -356,6 +386,7 @@ DEMO_LLM: dict[str, Any] = {
         "Fetch a profile, then ask the default LLM provider for a short welcome note (streamed "
         'live on the run page). Input: {"user_id": "u-42"}.'
     ),
+    "input_schema": {"type": "object", "properties": {"user_id": USER_ID}},
     "nodes": [
         _profile_node("fetch_profile"),
         _node(
@@ -402,6 +433,25 @@ DEMO_MAP: dict[str, Any] = {
         "Summarise each document (a map over input.documents, 10 at a time), then report. "
         'Input: {"documents": ["first text", "second text"]}.'
     ),
+    "input_schema": {
+        "type": "object",
+        "properties": {
+            "documents": {
+                "type": "array",
+                "description": 'The texts to summarise; {"text": "...", "broken": true} fails its item.',
+                "items": {
+                    "anyOf": [
+                        {"type": "string"},
+                        {
+                            "type": "object",
+                            "properties": {"text": {"type": "string"}, "broken": {"type": "boolean"}},
+                        },
+                    ]
+                },
+            }
+        },
+        "required": ["documents"],
+    },
     "nodes": [
         {
             "id": "summarise",
@@ -483,6 +533,20 @@ DEMO_SAGA: dict[str, Any] = {
         'The order saga: reserve, charge, ship. Input {"order_id": "A-7", "card": "declined"} fails '
         'the payment and releases the reservation; "address": "nowhere" refunds, then releases.'
     ),
+    "input_schema": {
+        "type": "object",
+        "properties": {
+            "order_id": ORDER_ID,
+            "sku": {"type": "string", "default": "lamp", "description": "The item to reserve."},
+            "card": {"type": "string", "default": "4242", "description": '"declined" fails the payment.'},
+            "address": {
+                "type": "string",
+                "default": "1 Main St",
+                "description": '"nowhere" fails the shipping.',
+            },
+            "amount": {"type": "number", "minimum": 0, "default": 25, "description": "Charged in EUR."},
+        },
+    },
     "nodes": [
         _node(
             "reserve_inventory",

@@ -29,7 +29,22 @@ A = TypeVar("A", bound=Callable[..., Awaitable[Any]])
 
 
 class HandlerError(Exception):
-    """Fail an attempt with a clear message; the worker stores it without a traceback."""
+    """Fail an attempt with a clear message, a sentence a person can act on.
+
+    `retryable=False` says that no retry can fix it (the run's input lacks a field, a config
+    is off its schema, a server refused the request as malformed or unauthorised): the
+    attempt fails for good, whatever the node's retry budget, and the node is dead after it
+    (engine.resolve_failure). The worker keeps its traceback, bounded, like any exception's.
+    """
+
+    def __init__(self, message: str = "", *, retryable: bool = True) -> None:
+        super().__init__(message)
+        self.retryable = retryable
+
+
+def is_retryable(exc: BaseException) -> bool:
+    """Whether a retry could fix what raised `exc`: anything but a HandlerError that says not."""
+    return getattr(exc, "retryable", True) is not False
 
 
 class UnknownHandlerError(KeyError):

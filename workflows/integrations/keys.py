@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from controlplane import access
@@ -119,3 +120,13 @@ def get_key(key_id: int, lock: bool = False) -> ApiKey:
         return (keys.select_for_update(of=("self",)) if lock else keys).get(pk=key_id)
     except ApiKey.DoesNotExist:
         raise NotFound(f"No API key with id {key_id}.") from None
+
+
+def matching_keys(text: str) -> QuerySet[ApiKey]:
+    """The keys whose name, prefix or owner's username holds `text` (any case); all when it is blank."""
+    text = text.strip()
+    if not text:
+        return ApiKey.objects.all()
+    return ApiKey.objects.filter(
+        Q(name__icontains=text) | Q(prefix__icontains=text) | Q(owner__username__icontains=text)
+    )

@@ -9,7 +9,9 @@ answers with one JSON body instead is read the same way as a non-streamed call.
 (runtime/slots.py): the request, the reading of the answer and the errors are the same.
 
 Every failure is a `HandlerError` that names the provider, the model and `where` (the node),
-with the key redacted: a provider may echo the key back in its error body.
+with the key redacted: a provider may echo the key back in its error body. An answer that
+refuses the request itself (400, 401, 403, 404, 422) is not retryable: the node is dead
+after that attempt rather than paying for the same refusal again (NOT_RETRYABLE_STATUSES).
 """
 
 from __future__ import annotations
@@ -65,12 +67,12 @@ class _Call:
     def url(self) -> str:
         return self.endpoint.base_url.rstrip("/") + "/chat/completions"
 
-    def fail(self, detail: str) -> CallFailed:
+    def fail(self, detail: str, *, retryable: bool = True) -> CallFailed:
         """Return the error to raise: named, located and with the key taken out."""
         e = self.endpoint
         demo = " (demo provider)" if e.demo else ""
         text = f"{self.where}: provider {e.provider!r}{demo}, model {e.model!r}: {detail}"
-        return CallFailed(redact(text, e.api_key))
+        return CallFailed(redact(text, e.api_key), retryable=retryable)
 
     @contextmanager
     def told_as_failures(self, timeout_seconds: float) -> Iterator[None]:
@@ -121,7 +123,9 @@ def complete(
         ) as response,
     ):
         if not 200 <= response.status_code < 300:
-            raise call.fail(status_error(response, read_body(response, call)))
+            raise call.fail(
+                status_error(response, read_body(response, call)), retryable=is_retryable_status(response)
+            )
         if is_event_stream(response):
             parts = read_stream(response, call, on_delta, on_calls)
         else:
@@ -151,7 +155,8 @@ async def acomplete(
             "POST", call.url, headers=headers, json=payload, timeout=timeout_seconds
         ) as response:
             if not 200 <= response.status_code < 300:
-                raise call.fail(status_error(response, await aread_body(response, call)))
+                detail = status_error(response, await aread_body(response, call))
+                raise call.fail(detail, retryable=is_retryable_status(response))
             if is_event_stream(response):
                 parts = await aread_stream(response, call, on_delta, on_calls)
             else:
@@ -243,6 +248,17 @@ async def aread_body(response: httpx.Response, call: _Call) -> bytes:
         call.check_time()
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+# Answers that say the request itself is wrong (malformed, unauthorised, forbidden, no such
+# model, unprocessable): the same request sent again gets the same answer, so the attempt
+# fails for good. 408, 409, 429 and 5xx are the provider's moment and are retried.
+NOT_RETRYABLE_STATUSES = frozenset({400, 401, 403, 404, 422})
+
+
+def is_retryable_status(response: httpx.Response) -> bool:
+    """Whether a retry of the call that got this answer could succeed."""
+    return response.status_code not in NOT_RETRYABLE_STATUSES
 
 
 def status_error(response: httpx.Response, body: bytes) -> str:

@@ -100,7 +100,7 @@ def resolve_for(ctx: NodeContext, where: str) -> providers.Endpoint:
     try:
         return providers.resolve(ctx.config.get("provider"), ctx.config.get("model"))
     except HandlerError as exc:
-        raise HandlerError(f"{where}: {exc}") from None
+        raise HandlerError(f"{where}: {exc}", retryable=exc.retryable) from None
 
 
 def call_recorded(
@@ -153,7 +153,7 @@ def chat_messages(ctx: NodeContext, where: str) -> list[dict[str, Any]]:
     sources = template_sources(ctx)
     prompt = ctx.config.get("prompt")
     if not isinstance(prompt, str) or not prompt:
-        raise HandlerError(f"{where}: config.prompt is required.")
+        raise HandlerError(f"{where}: config.prompt is required.", retryable=False)
     messages = []
     if ctx.config.get("system"):
         system = render_template(ctx.config["system"], sources, f"{where} config.system")

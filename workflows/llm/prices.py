@@ -1,7 +1,9 @@
 """The price table: which price applies to a call, and what a provider's models cost.
 
 Prices are per million input and output tokens, keyed by provider and model; a row without
-a provider is the model's price through any provider. `pick_price` is the one decision.
+a provider is the model's price through any provider. Below the table, the price list
+shipped with the project (`price_list.py`, dated) prices well-known models out of the box.
+`pick_price` is the one decision.
 """
 
 from __future__ import annotations
@@ -13,21 +15,24 @@ from typing import Literal
 
 from django.db.models import F, Q, QuerySet
 
+from workflows.llm.price_list import PRICE_LIST, Listed, listed_price
 from workflows.store.models import LLMPrice, LLMProvider
 
 MILLION = Decimal(1_000_000)
-Source = Literal["provider", "any_provider"]
+Source = Literal["provider", "any_provider", "listed"]
 OWN: Source = "provider"
 ANY_PROVIDER: Source = "any_provider"
+LISTED: Source = "listed"
 
 
 def pick_price(prices: Iterable[LLMPrice], provider: str, model: str) -> LLMPrice | None:
     """Return the price that applies to a call to `model` through `provider`: the one decision.
 
     In order: the provider's own price for the model; else the model's price for any
-    provider (the row without a provider); else None, and the cost is unknown (NULL, shown
-    as "unknown", never 0). `prices` may hold other rows too (with their providers selected
-    along); they are ignored. A provider is matched by name, as calls record it.
+    provider (the row without a provider); else the shipped list's price (price_list.py: an
+    unsaved row, `is_listed`); else None, and the cost is unknown (NULL, shown as "unknown",
+    never 0). `prices` may hold other rows too (with their providers selected along); they
+    are ignored. A provider is matched by name, as calls record it.
     """
     own = anyone = None
     for price in prices:
@@ -37,7 +42,27 @@ def pick_price(prices: Iterable[LLMPrice], provider: str, model: str) -> LLMPric
             anyone = price
         elif price.provider is not None and price.provider.name == provider:  # it is: provider_id is set
             own = price
-    return own if own is not None else anyone
+    if own is not None or anyone is not None:
+        return own if own is not None else anyone
+    return listed_row(model)
+
+
+def listed_row(model: str) -> LLMPrice | None:
+    """The shipped list's price of `model` as an unsaved any-provider row, or None."""
+    listed = listed_price(model)
+    if listed is None:
+        return None
+    return LLMPrice(
+        provider=None,
+        model=model,
+        input_per_million=listed.input_per_million,
+        output_per_million=listed.output_per_million,
+    )
+
+
+def is_listed(price: LLMPrice) -> bool:
+    """Whether a picked price is the shipped list's rather than a row of the table."""
+    return price.pk is None
 
 
 def price_of(provider: str, model: str) -> LLMPrice | None:
@@ -74,9 +99,11 @@ class OfferedPrice:
 
     @property
     def source(self) -> Source | None:
-        """OWN, ANY_PROVIDER, or None when the price is unknown."""
+        """OWN, ANY_PROVIDER, LISTED, or None when the price is unknown."""
         if self.price is None:
             return None
+        if is_listed(self.price):
+            return LISTED
         return ANY_PROVIDER if self.price.provider_id is None else OWN
 
 
@@ -92,3 +119,17 @@ def offered_prices(providers: Iterable[LLMProvider]) -> list[OfferedPrice]:
             for model in [*offered, *sorted(own)]
         ]
     return found
+
+
+@dataclass(frozen=True)
+class ShippedPrice:
+    """A price of the shipped list, and whether the table's any-provider price of its model beats it."""
+
+    listed: Listed
+    overridden: bool
+
+
+def shipped_prices() -> list[ShippedPrice]:
+    """The shipped list as the LLM page shows it, in its own order (by vendor)."""
+    priced = set(LLMPrice.objects.filter(provider__isnull=True).values_list("model", flat=True))
+    return [ShippedPrice(listed, listed.model in priced) for listed in PRICE_LIST]

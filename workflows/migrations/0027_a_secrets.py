@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('workflows', '0023_in_flight_counts_waiting'),
+        ('workflows', '0024_a_attempt_retryable'),
     ]
 
     operations = [

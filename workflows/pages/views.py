@@ -110,15 +110,23 @@ def workflow_list(request: HttpRequest) -> HttpResponse:
                 form.add_error("slug", exc.message)
             else:
                 return redirect("editor:edit", slug=slug)
+    query = request.GET.get("q", "").strip()[:100]
     workflows = (
-        Workflow.objects.select_related("active_version")
+        catalog.matching_workflows(query)
+        .select_related("active_version")
         .annotate(
             next_fire=Min("schedules__next_fire_at", filter=Q(schedules__enabled=True)),
             schedule_count=Count("schedules"),
         )
         .order_by("slug")
     )
-    context = {"workflows": workflows, "form": form, "can_edit": access.can(request.user, "edit"), "nav": NAV}
+    context = {
+        "workflows": workflows,
+        "query": query,
+        "form": form,
+        "can_edit": access.can(request.user, "edit"),
+        "nav": NAV,
+    }
     return render(request, "editor/list.html", context, status=400 if form.errors else 200)
 
 

@@ -14,7 +14,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from monitoring.views.guards import requires
-from workflows.llm import catalog, prices, usage
+from workflows.llm import catalog, price_list, prices, usage
 from workflows.llm.providers import DEMO_LABEL
 from workflows.store.errors import DomainError
 from workflows.store.models import LLMProvider, Workflow
@@ -27,6 +27,8 @@ def page_context(**extra: Any) -> dict[str, Any]:
         "providers": providers,
         "prices": prices.price_table(),
         "offered": prices.offered_prices(providers),
+        "price_list": prices.shipped_prices(),
+        "price_list_date": price_list.LISTED_ON,
         "offered_models": sorted({m for p in providers for m in p.models_offered()}),
         "demo_label": DEMO_LABEL,
         "today": usage.day_totals(),
@@ -56,20 +58,21 @@ def price_form(query: Any) -> dict[str, Any]:
     """Open the price form on one provider (or any provider) and model: `?price_model=m&price_provider=p`.
 
     With a price set for them, the form changes it (provider and model fixed); without,
-    it sets one (a provider's offered model shown as unknown links here).
+    it sets one (a provider's offered model shown as unknown links here), starting from the
+    shipped list's price when the model is listed.
     """
     model = query.get("price_model", "").strip()
     if not model:
         return {}
     provider = query.get("price_provider", "").strip()
-    found = catalog.find_price(model, provider)
+    found = catalog.find_price(model, provider) or prices.listed_row(model)
     posted = {"model": model, "provider": provider}
     if found is not None:
         posted |= {
             "input_per_million": usage.plain(found.input_per_million),
             "output_per_million": usage.plain(found.output_per_million),
         }
-    return {"price_editing": found is not None, "price_posted": posted}
+    return {"price_editing": found is not None and not prices.is_listed(found), "price_posted": posted}
 
 
 def change_from(post: Any) -> catalog.ProviderChange:

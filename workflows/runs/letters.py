@@ -199,3 +199,12 @@ def replay_outcome(letter: DeadLetter) -> ReplayOutcome:
     )
     newer = DeadLetter.objects.filter(node_run_id=letter.node_run_id, id__gt=letter.pk).order_by("id").first()
     return ReplayOutcome(node.status, attempts, newer)
+
+
+def is_unfixable_by_retry(letter: DeadLetter) -> bool:
+    """Whether an open letter's last attempt said that no retry could fix it (it was not retried):
+    its input or config must change, by a replay with edited input or a new version."""
+    if letter.status != DeadLetter.OPEN:
+        return False
+    attempt = letter.map_item if letter.map_item_id else letter.node_run
+    return attempt is not None and not attempt.retryable

@@ -1,5 +1,8 @@
 """Finding runs: by status, workflow, version, time, input values, error text and failing node.
 
+The status searched is the one shown (runs/waiting.py): `waiting` finds the running runs
+that wait on a person, an event, a timer or a child run, and `running` leaves them out.
+
 One search for the runs page, its bulk actions and the API's run list. Input values are
 matched by JSONB containment (`input @> '{"customer": {"tier": "gold"}}'`), which the GIN
 index `run_input_gin_idx` (jsonb_path_ops) answers; the error and the failing node are
@@ -16,6 +19,7 @@ from typing import Any
 
 from django.db.models import QuerySet
 
+from workflows.runs.waiting import with_shown_status
 from workflows.store.errors import Invalid
 from workflows.store.models import DeadLetter, Run
 
@@ -38,7 +42,6 @@ class RunSearch:
 
     def apply(self, runs: QuerySet[Run]) -> QuerySet[Run]:
         lookups: dict[str, Any] = {
-            "status": self.status or None,
             "workflow__slug": self.workflow or None,
             "version__number": self.version,
             "created_at__gte": self.created_after,
@@ -47,6 +50,8 @@ class RunSearch:
             "priority__gte": self.priority,
         }
         runs = runs.filter(**{k: v for k, v in lookups.items() if v is not None})
+        if self.status:  # as shown: `waiting` takes in running runs that wait (runs/waiting.py)
+            runs = with_shown_status(runs, self.status)
         if self.error or self.node:
             # IN, not EXISTS: PostgreSQL hashes the matching letters once and probes it per run
             # (a semi-join); EXISTS became an index probe per run, 287 ms when the newest

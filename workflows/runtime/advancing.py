@@ -74,7 +74,7 @@ class Plan:
 
 
 SNAPSHOT_SQL = f"""
-SELECT n.id, n.run_id, n.node_id, n.status, n.tries, r.version_id, r.epoch
+SELECT n.id, n.run_id, n.node_id, n.status, n.tries, r.version_id, r.epoch, n.retryable
 FROM {NODES} n JOIN {RUNS} r ON r.id = n.run_id
 WHERE r.id = ANY(%(runs)s::bigint[]) AND n.run_id = ANY(%(runs)s::bigint[]) AND r.status = '{RunStatus.RUNNING}'
 """
@@ -124,7 +124,7 @@ def add_rows(snaps: dict[int, RunSnapshot], rows: Iterable[Sequence[Any]]) -> No
         n = NodeRow(*row)
         snap = snaps.setdefault(n.run_id, RunSnapshot(n.run_id, n.version_id, n.epoch))
         snap.ids[n.node_id] = n.noderun_id
-        snap.states[n.node_id] = engine.NodeState(n.status, n.tries)
+        snap.states[n.node_id] = engine.NodeState(n.status, n.tries, retryable=n.retryable)
 
 
 def add_condition_data(snaps: dict[int, RunSnapshot], run_ids: list[int]) -> None:
@@ -289,7 +289,7 @@ def enqueue_due(workers: int, limit: int = 1000, per_node: int = 100) -> int:
 # claims, retries, dead letters as nodes, decided by compensation.advance_steps.
 
 COMPENSATING_SQL = f"""
-SELECT n.id, n.run_id, n.node_id, n.status, n.tries, r.version_id
+SELECT n.id, n.run_id, n.node_id, n.status, n.tries, r.version_id, n.retryable
 FROM {NODES} n JOIN {RUNS} r ON r.id = n.run_id
 WHERE r.id = ANY(%(runs)s::bigint[]) AND n.run_id = ANY(%(runs)s::bigint[]) AND r.status = '{RunStatus.COMPENSATING}'
 ORDER BY n.finished_at NULLS LAST, n.id
@@ -308,7 +308,10 @@ def advance_compensations(run_ids: Collection[int], workers: int = 1) -> int:
     for run_id, nodes in by_run.items():
         graph = load_graph(nodes[0][5])
         ids = {node_id: noderun_id for noderun_id, _, node_id, *_ in nodes}
-        states = {node_id: engine.NodeState(status, tries) for _, _, node_id, status, tries, _ in nodes}
+        states = {
+            node_id: engine.NodeState(status, tries, retryable=retryable)
+            for _, _, node_id, status, tries, _, retryable in nodes
+        }
         succeeded = [
             node_id
             for _, _, node_id, status, *_ in nodes

@@ -60,6 +60,7 @@ class Outcome:
     error: str = ""
     traceback: str = ""
     log: str = ""  # what the handler logged and printed (attemptlog), size-limited
+    retryable: bool = True  # False: no retry can fix this failure (handlers.HandlerError)
 
 
 FLUSH_AFTER_SECONDS = 0.02
@@ -92,6 +93,7 @@ class Result:
             "output": self.outcome.output,
             "error": self.outcome.error,
             "traceback": self.outcome.traceback,
+            "retryable": self.outcome.retryable,
             "started_at": self.started.isoformat(),
             "finished_at": self.finished.isoformat(),
             "span": self.span(),
@@ -181,7 +183,7 @@ def to_notify(done: transitions.Finished) -> tuple[list[int], list[transitions.N
     for run_id in {f.run_id for f in done.followed} & by_run.keys():
         rows = by_run[run_id]
         graph = load_graph(rows[0].version_id)
-        states = {r.node_id: engine.NodeState(r.status, r.tries) for r in rows}
+        states = {r.node_id: engine.NodeState(r.status, r.tries, retryable=r.retryable) for r in rows}
         if (
             not graph.has_conditions
             and states.keys() == set(graph.order)
@@ -313,10 +315,8 @@ def run_attempt(node: Node, ctx: handlers.NodeContext, what: str) -> Outcome:
         return Outcome(NodeStatus.WAITING)
     except NodeTimeout:
         return timed_out(node, what)
-    except (handlers.HandlerError, Invalid) as exc:
-        return Outcome(NodeStatus.FAILED, error=str(exc))
     except Exception as exc:  # the one catch-all boundary: any handler bug fails the attempt
-        return crashed(exc)
+        return failed(exc)
 
 
 def timed_out(node: Node, what: str) -> Outcome:
@@ -325,8 +325,33 @@ def timed_out(node: Node, what: str) -> Outcome:
     )
 
 
-def crashed(exc: Exception) -> Outcome:
-    return Outcome(NodeStatus.FAILED, error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc())
+# A traceback is kept on the attempt and its dead letter up to this many characters: its
+# head (the outermost frames) and its tail (where it was raised, and the message) survive.
+TRACEBACK_CHARS = 8000
+TRACEBACK_HEAD_CHARS = 1500
+
+
+def failed(exc: BaseException) -> Outcome:
+    """The outcome of an attempt whose handler raised `exc`: its message (a HandlerError's as
+    written, a bug's with its type), whether a retry can fix it, and its traceback, bounded."""
+    expected = isinstance(exc, handlers.HandlerError | Invalid)
+    error = str(exc) if expected else f"{type(exc).__name__}: {exc}"
+    return Outcome(
+        NodeStatus.FAILED,
+        error=error,
+        traceback=bounded_traceback(exc),
+        retryable=handlers.is_retryable(exc),
+    )
+
+
+def bounded_traceback(exc: BaseException, limit: int = TRACEBACK_CHARS) -> str:
+    """`exc`'s traceback as text, its middle cut when longer than `limit` characters."""
+    text = "".join(traceback.format_exception(exc))
+    if len(text) <= limit:
+        return text
+    head = text[:TRACEBACK_HEAD_CHARS]
+    tail = text[-(limit - TRACEBACK_HEAD_CHARS) :]
+    return f"{head}\n... ({len(text) - len(head) - len(tail)} characters cut) ...\n{tail}"
 
 
 def finish(results: list[Result], worker: str) -> tuple[list[int], list[transitions.NodeRow]]:

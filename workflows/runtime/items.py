@@ -83,6 +83,7 @@ def run_item(
         "output": outcome.output,
         "error": outcome.error,
         "traceback": outcome.traceback,
+        "retryable": outcome.retryable,
         "started_at": started.isoformat(),
         "finished_at": timezone.now().isoformat(),
     }

@@ -106,7 +106,7 @@ RELAXED_COMMIT = "(SELECT set_config('synchronous_commit', 'off', true)) AS rela
 # element by element cost the worker more CPU than the rest of the statement (profiled).
 RESULT_COLUMNS = (
     "id bigint, attempt int, status text, output text, error text, traceback text, "
-    "started_at timestamptz, finished_at timestamptz"
+    "started_at timestamptz, finished_at timestamptz, retryable bool"
 )
 
 # A run counts its waiting nodes (`waiting_nodes`), in the statement that moves them: the
@@ -226,10 +226,11 @@ class Attempts:
 
     def finish(self, source: str, *, reported: str = "", sets: str = "", **extra: str) -> str:
         """Attempts still in `source` at their attempt: their results (`results`, RESULT_COLUMNS
-        and `reported` columns, as JSON) stored."""
+        and `reported` columns, as JSON) stored. `retryable` false marks a failure that no
+        retry can fix (handlers.HandlerError): the engine kills it without a retry."""
         stored = (
             "status = v.status, output = v.output::jsonb, error = v.error, traceback = v.traceback,\n"
-            f"    started_at = v.started_at, finished_at = v.finished_at{sets}"
+            f"    started_at = v.started_at, finished_at = v.finished_at, retryable = coalesce(v.retryable, true){sets}"
         )
         given = f"json_to_recordset(%(results)s::json) AS v(\n    {RESULT_COLUMNS}{reported}\n)"
         guard = f" AND {self.alias}.attempt = v.attempt"
@@ -259,7 +260,7 @@ class Attempts:
         unreported counts like any failure.
         """
         t, free = self.alias, f"(v.free AND {self.alias}.lost < %(cap)s)::int"
-        sets = f"status = '{N.FAILED}', error = v.error, traceback = '',\n  tries = {t}.tries - {free}, lost = {t}.lost + {free}"
+        sets = f"status = '{N.FAILED}', error = v.error, traceback = '', retryable = true,\n  tries = {t}.tries - {free}, lost = {t}.lost + {free}"
         given = (
             "unnest(%(ids)s::bigint[], %(attempts)s::int[], %(errors)s::text[], %(free)s::bool[])\n"
             "  AS v(id, attempt, error, free)"

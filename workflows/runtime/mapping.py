@@ -164,10 +164,9 @@ def resolve_failed(node: MapNode, graph: Graph) -> None:
     if not failed:
         return
     retries, kills = [], []
-    for item_id, tries in failed:
-        decision = engine.resolve_failure(
-            graph, node.node_id, engine.NodeState(N.FAILED, tries), random.random()
-        )
+    for item_id, tries, retryable in failed:
+        state = engine.NodeState(N.FAILED, tries, retryable=retryable)
+        decision = engine.resolve_failure(graph, node.node_id, state, random.random())
         if isinstance(decision, engine.RetryNode):
             retries.append(Retry(item_id, tries, decision.delay))
         else:

@@ -20,18 +20,33 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 _executor: Executor | None = None  # None: asyncio's default pool (a loop outside a worker)
+_prepare: Callable[[], None] | None = None  # run in the thread before each function
 
 
-def use(executor: Executor | None) -> None:
-    """Run every later `run_sync` on `executor` (the worker's slots' sync thread)."""
-    global _executor
-    _executor = executor
+def use(executor: Executor | None, prepare: Callable[[], None] | None = None) -> None:
+    """Run every later `run_sync` on `executor` (the worker's slots' sync thread), and
+    `prepare()` in the thread before each function given to `run_sync` or `to_thread` (the
+    slots replace a connection a PostgreSQL restart cut there: slots.fresh_connection)."""
+    global _executor, _prepare
+    _executor, _prepare = executor, prepare
+
+
+def prepared(func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    if _prepare is not None:
+        _prepare()
+    return func(*args, **kwargs)
 
 
 async def run_sync(func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """Run `func(*args, **kwargs)` off the event loop, on the sync thread; return its result."""
     loop = asyncio.get_running_loop()
-    return await loop.run_in_executor(_executor, functools.partial(func, *args, **kwargs))
+    return await loop.run_in_executor(_executor, functools.partial(prepared, func, *args, **kwargs))
+
+
+async def to_thread(func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """`asyncio.to_thread` (a thread of the default pool, the context copied), prepared as
+    `run_sync`: for work that may block for long, such as an agent's tool call."""
+    return await asyncio.to_thread(prepared, func, *args, **kwargs)
 
 
 # Redis writes a slot's coroutine makes (streamed text), each a function that adds its

@@ -20,7 +20,7 @@ row, an LLM call's record, the flushes) runs on one dedicated sync thread (`offl
 PostgreSQL connection per worker whatever its slot count. Redis writes of streamed text go
 out in one pipeline per flush from the same thread (offload.OUTBOX). An agent's tool calls
 (plain handlers, which may block or use the ORM) run in asyncio's default thread pool
-(`asyncio.to_thread`: min(32, CPUs + 4) threads, each with its own connection once it uses
+(`offload.to_thread`: min(32, CPUs + 4) threads, each with its own connection once it uses
 the ORM); a workflow tool parks the attempt there as in the main thread (`kinds.Parked`).
 Each slot's attempt captures its own log records (attemptlog.captured_in_task).
 
@@ -55,8 +55,9 @@ from workflows.core.states import NodeStatus
 from workflows.handlers import registry
 from workflows.runtime import attemptlog, bus, execution, kinds, offload, tally
 from workflows.runtime.execution import Claim, Outcome, Result
+from workflows.runtime.outages import STORES_AWAY, Outage
 from workflows.store import redaction
-from workflows.store.errors import Invalid
+from workflows.store.errors import connection_lost
 from workflows.store.payloads import check_json_size
 
 log = logging.getLogger(__name__)
@@ -78,10 +79,11 @@ class Slots:
         self.outbox: list[Any] = []  # Redis commands of streamed text, not yet sent
         self.sync_thread = ThreadPoolExecutor(1, thread_name_prefix="sy-slots-sync")
         self.loop = asyncio.new_event_loop()
+        self.outage = Outage(f"the slots of worker {worker}", log)
 
     def start(self) -> None:
         global current
-        offload.use(self.sync_thread)
+        offload.use(self.sync_thread, prepare=fresh_connection)
         registry.use_sync_runner(offload.run_sync)
         attemptlog.capture_in_tasks()
         threading.Thread(target=self.loop.run_forever, name="sy-slots", daemon=True).start()
@@ -136,13 +138,21 @@ class Slots:
                 continue
             try:
                 await offload.run_sync(store, outbox, results, self.worker)
+            except STORES_AWAY as exc:
+                # Keep the results for the next flush once the store is back (the slots stay
+                # taken meanwhile, so a drain waits for them); the streamed text is dropped
+                # (the next whole text mends it, livetext.WHOLE_EVERY_SECONDS).
+                connections_cut()
+                self.results[:0] = results
+                await asyncio.sleep(self.outage.failed(exc))
+                continue
             except Exception:
-                # PostgreSQL or Redis failed under the flush: the attempts stay running under a
-                # live worker, and the reconciler fails them once their timeout is long past.
+                # A result that cannot be stored for another reason: the attempts stay running
+                # under a live worker, and the reconciler fails them once their timeout is past.
                 log.exception("slots of worker %s: %d results not stored", self.worker, len(results))
                 await offload.run_sync(close_old_connections)
-            finally:
-                self.give_back(len(results))
+            self.outage.ok()
+            self.give_back(len(results))
 
     def give_back(self, count: int) -> None:
         if count:
@@ -153,10 +163,6 @@ class Slots:
 
 def store(outbox: list[Any], results: list[Result], worker: str) -> None:
     """On the sync thread: send the streamed text, then store the results and notify."""
-    # A connection an attempt's error left broken (a PostgreSQL restart) is replaced here, at
-    # the flush that stores that failure, before the retry runs: `make chaos` saw an agent node
-    # end dead, its retries each failing at once with "the connection is closed".
-    replace_broken_connection()
     if outbox:
         pipe = bus.client().pipeline(transaction=False)
         for add_commands in outbox:
@@ -168,34 +174,86 @@ def store(outbox: list[Any], results: list[Result], worker: str) -> None:
         bus.notify(*execution.finish(results, worker))
 
 
-def replace_broken_connection() -> None:
-    """Close this thread's connection if an error left it unusable; keep a sound one, however old.
+# --- connections cut by a PostgreSQL restart -----------------------------------------------
+#
+# A restart cuts every connection of the process at once, but each thread learns it only
+# when its own next statement fails: the sync thread's, and that of every thread of the pool
+# an agent's tool calls ran in (`make chaos` saw agent nodes end failed, each retry dying on
+# another thread's dead connection). So the first cut any thread sees is counted here, and
+# each thread replaces its connection before its next offloaded call (`fresh_connection`,
+# offload's `prepare`) when it was opened before the latest cut.
 
-    Not close_old_connections: with CONN_MAX_AGE 0 it would reconnect at every attempt and
-    every flush, where the slots share one connection for hundreds of attempts a second.
+_cuts = 0  # connection cuts seen by this process
+_seen = threading.local()  # per thread: the count of cuts when its connection was last checked
+
+
+def connections_cut() -> None:
+    """Record that PostgreSQL cut this process's connections (every thread's is suspect)."""
+    global _cuts
+    _cuts += 1
+
+
+def fresh_connection() -> None:
+    """Replace this thread's connection if a cut or an error left it unusable; keep a sound one.
+
+    Not close_old_connections: with CONN_MAX_AGE 0 it would reconnect at every call, where
+    the slots share one connection for hundreds of attempts a second.
     """
-    if connection.errors_occurred:
-        if connection.is_usable():
-            connection.errors_occurred = False
+    cut = getattr(_seen, "cuts", _cuts) != _cuts
+    if cut or (connection.errors_occurred and not connection.is_usable()):
+        connection.close()
+    connection.errors_occurred = False
+    _seen.cuts = _cuts
+
+
+def answer() -> None:
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT 1")
+
+
+async def wait_for_postgres(what: str) -> None:
+    """Return once PostgreSQL answers again (on the sync thread, with a fresh connection)."""
+    outage = Outage(what, log)
+    while True:
+        try:
+            await offload.run_sync(answer)
+        except STORES_AWAY as exc:
+            connections_cut()
+            await asyncio.sleep(outage.failed(exc))
         else:
-            connection.close()
+            outage.ok()
+            return
 
 
 async def attempt_on_loop(node: Node, ctx: handlers.NodeContext, what: str) -> Outcome:
-    """`execution.run_attempt` for a slot: the node's timeout by asyncio, not SIGALRM; never raises."""
+    """`execution.run_attempt` for a slot: the node's timeout by asyncio, not SIGALRM; never raises.
+
+    An attempt whose PostgreSQL connection was cut under it (a restart: `connection_lost`)
+    is the platform's failure, not the node's: it waits for PostgreSQL and runs again within
+    the same attempt and timeout. What it recorded before the cut is not done again (an
+    agent's steps, a call's idempotency key); a call whose answer was not recorded is made
+    again, as after a worker's kill.
+    """
     try:
         async with asyncio.timeout(node.timeout_seconds):
-            output = redaction.redact_value(await kinds.execute_on_loop(node, ctx))
+            while True:
+                try:
+                    output = await kinds.execute_on_loop(node, ctx)
+                    break
+                except STORES_AWAY as exc:
+                    if not connection_lost(exc):
+                        raise
+                    connections_cut()
+                    await wait_for_postgres(what)
+            output = redaction.redact_value(output)
         limit = settings.SWITCHYARD["MAX_OUTPUT_BYTES"]
         return Outcome(NodeStatus.SUCCEEDED, check_json_size(output, limit, f"The output of {what}"))
     except kinds.Parked:
         return Outcome(NodeStatus.WAITING)
     except TimeoutError:
         return execution.timed_out(node, what)
-    except (handlers.HandlerError, Invalid) as exc:
-        return Outcome(NodeStatus.FAILED, error=str(exc))
     except Exception as exc:  # a slot's boundary, as run_attempt is the main thread's
-        return execution.crashed(exc)
+        return execution.failed(exc)
 
 
 def start(worker: str) -> Slots | None:

@@ -168,6 +168,7 @@ class NodeRow(NamedTuple):
     tries: int
     version_id: int
     epoch: int
+    retryable: bool = True  # a failed node's: False kills it without a retry (engine.resolve_failure)
 
 
 class Skip(NamedTuple):
@@ -393,7 +394,8 @@ FINISHED = NODE.finish(
     reported=", span json, from_status text",
     sets=", worker = %(worker)s",
     where=" AND n.id = ANY(%(ids)s::bigint[])",
-    returning="n.id, n.run_id, n.node_id, n.attempt, n.worker, n.started_at, n.finished_at, n.status, v.span",
+    returning="n.id, n.run_id, n.node_id, n.attempt, n.worker, n.started_at, n.finished_at, n.status, v.span, "
+    "n.retryable",
 )
 # The sole successors (%(follows)s: {after: a result's row id, node_id}) of attempts stored
 # succeeded here, still pending in a running run: their first attempt, queued in a job that
@@ -418,9 +420,7 @@ def render_finish(follow: bool) -> str:
     """FINISH_SQL, or with `follow` FINISH_FOLLOW_SQL: the same and FOLLOWED, whose queued
     successors count as queued in the NodeRows returned."""
     followed = f"), followed AS (\n{FOLLOWED}\n" if follow else ""
-    rows = (
-        "SELECT 'follow', id, run_id, node_id, input::text, attempt, version_id, 0 FROM followed\nUNION ALL\n"
-    )
+    rows = "SELECT 'follow', id, run_id, node_id, input::text, attempt, version_id, 0, true FROM followed\nUNION ALL\n"
     joined = f"\n     LEFT JOIN (SELECT id, tries, '{N.QUEUED}' AS status FROM followed) f ON f.id = n.id"
     status, tries = (
         ("coalesce(d.status, f.status, n.status)", "coalesce(f.tries, n.tries)")
@@ -437,9 +437,10 @@ WITH done AS (
     INSERT INTO {EVENTS} (run_id, kind, node_id, attempt, at, started_at, worker, data)
     SELECT run_id, 'node.attempt', node_id, attempt, finished_at, started_at, worker, span::jsonb FROM done
 {followed})
-SELECT DISTINCT 'run', run_id, 0::bigint, '', '', 0, 0::bigint, 0 FROM done
+SELECT DISTINCT 'run', run_id, 0::bigint, '', '', 0, 0::bigint, 0, true FROM done
 UNION ALL
-{rows if follow else ""}SELECT 'node', n.id, n.run_id, n.node_id, {status}, {tries}, r.version_id, r.epoch
+{rows if follow else ""}SELECT 'node', n.id, n.run_id, n.node_id, {status}, {tries}, r.version_id, r.epoch,
+       coalesce(d.retryable, n.retryable)
 FROM {RUNS} r JOIN {NODES} n ON n.run_id = r.id LEFT JOIN done d ON d.id = n.id{joined if follow else ""}
 WHERE r.id = ANY(%(small_runs)s::bigint[]) AND r.id IN (SELECT run_id FROM done) AND r.status || '' = '{R.RUNNING}'
   AND NOT EXISTS (
@@ -701,7 +702,7 @@ def replay_node(run: Run, noderun_id: int, resets: list[str], edits: dict[str, A
     Return whether the node was dead and the run could run again; nothing changes otherwise.
     """
     node = NodeRun.objects.filter(pk=noderun_id, status=N.DEAD)
-    if not node.update(status=N.PENDING, tries=0, finished_at=None, due_at=None, **edits):
+    if not node.update(status=N.PENDING, tries=0, retryable=True, finished_at=None, due_at=None, **edits):
         return False
     NodeRun.objects.filter(run=run, node_id__in=resets, status=N.UPSTREAM_FAILED).update(
         status=N.PENDING, finished_at=None
@@ -736,7 +737,14 @@ def rerun_nodes(run: Run, node_ids: list[str]) -> bool:
     ):
         return False
     changed = NodeRun.objects.filter(run=run, node_id__in=node_ids, status__in=RERUNNABLE).update(
-        status=N.PENDING, tries=0, output=None, error="", traceback="", finished_at=None, due_at=None
+        status=N.PENDING,
+        tries=0,
+        retryable=True,
+        output=None,
+        error="",
+        traceback="",
+        finished_at=None,
+        due_at=None,
     )
     if changed != len(node_ids):
         return False

@@ -173,13 +173,13 @@ def finish_items(results: list[dict[str, Any]]) -> set[tuple[int, int]]:
 
 
 FAILED_ITEMS_SQL = f"""
-SELECT i.id, i.tries FROM {ITEMS} i
+SELECT i.id, i.tries, i.retryable FROM {ITEMS} i
 WHERE i.node_run_id = %(id)s AND i.status = '{N.FAILED}'
 """
 
 
-def failed_items(noderun_id: int) -> list[tuple[int, int]]:
-    """(item id, tries) of the map node's failed items, awaiting a retry or death."""
+def failed_items(noderun_id: int) -> list[tuple[int, int, bool]]:
+    """(item id, tries, retryable) of the map node's failed items, awaiting a retry or death."""
     return execute(FAILED_ITEMS_SQL, {"id": noderun_id})
 
 
@@ -260,7 +260,7 @@ def replay_item(run: Run, item_id: int, resets: list[str], edits: dict[str, Any]
         return False
     # Due at once: the schedulers' housekeeping claims it as an item whose backoff expired.
     MapItem.objects.filter(pk=item_id, status=N.DEAD).update(
-        status=N.RETRYING, tries=0, finished_at=None, due_at=timezone.now(), **edits
+        status=N.RETRYING, tries=0, retryable=True, finished_at=None, due_at=timezone.now(), **edits
     )
     NodeRun.objects.filter(run=run, node_id__in=resets, status=N.UPSTREAM_FAILED).update(
         status=N.PENDING, finished_at=None

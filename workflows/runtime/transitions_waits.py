@@ -33,6 +33,7 @@ class Awake(NamedTuple):
     status: str
     output: str | None = None
     error: str = ""
+    retryable: bool = True  # a failure's: False kills the node without a retry
 
 
 ENTER_WAIT_SQL = f"""
@@ -50,8 +51,9 @@ SELECT id, run_id, node_id, attempt, started_at FROM moved
 LEAVE_WAIT_SQL = f"""
 WITH moved AS (
 UPDATE {NODES} n
-SET status = v.status, output = v.output::jsonb, error = v.error, finished_at = now(), due_at = NULL
-FROM json_to_recordset(%(rows)s::json) AS v(id bigint, attempt int, status text, output text, error text)
+SET status = v.status, output = v.output::jsonb, error = v.error, finished_at = now(), due_at = NULL,
+    retryable = coalesce(v.retryable, true)
+FROM json_to_recordset(%(rows)s::json) AS v(id bigint, attempt int, status text, output text, error text, retryable bool)
 WHERE n.id = v.id AND n.attempt = v.attempt AND n.status = '{N.WAITING}' {{guard}}
 RETURNING n.id, n.run_id, n.node_id, n.attempt, n.status, n.started_at, n.finished_at
 ), {COUNT_WAITS.format(sign="-")}

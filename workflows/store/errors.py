@@ -14,6 +14,21 @@ from django.db import InterfaceError, OperationalError
 STORES_AWAY = (redis.ConnectionError, redis.TimeoutError, OperationalError, InterfaceError)
 
 
+def connection_lost(exc: BaseException) -> bool:
+    """Whether a PostgreSQL error is its connection's end (a restart, a cut), not the statement's.
+
+    Connection-level failures carry no SQLSTATE (the socket closed), class 08 (connection
+    exception) or 57P0x (the server shutting down or terminating the backend). A deadlock
+    (40P01) or a statement timeout (57014) is the statement's and is not counted here.
+    """
+    if isinstance(exc, InterfaceError):
+        return True
+    if not isinstance(exc, OperationalError):
+        return False
+    sqlstate = getattr(exc.__cause__, "sqlstate", None)
+    return sqlstate is None or sqlstate.startswith(("08", "57P0"))
+
+
 class DomainError(Exception):
     """A refusal with a message that says what was wrong and what to do."""
 

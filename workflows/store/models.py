@@ -151,6 +151,8 @@ class NodeRun(models.Model):
     output = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True)
     traceback = models.TextField(blank=True)
+    # False: the last attempt failed in a way no retry can fix (handlers.HandlerError): dead at once.
+    retryable = models.BooleanField(db_default=True)  # db_default: raw INSERTs omit it
     # What this node is given as its run input instead of the run's: set by a replay with
     # edited input (runs.replay_dead_letter), kept for its retries and later replays.
     input_override = models.JSONField(null=True, blank=True)
@@ -713,6 +715,7 @@ class MapItem(models.Model):
     output = models.JSONField(null=True, blank=True)
     error = models.TextField(blank=True)
     traceback = models.TextField(blank=True)
+    retryable = models.BooleanField(db_default=True)  # as NodeRun.retryable
 
     class Meta:
         ordering = ["node_run", "index"]

@@ -12,6 +12,7 @@ from django.db import models
 from workflows.store.models import (
     AgentStep,
     BacklogSample,
+    ChildRun,
     DeadLetter,
     MapItem,
     NodeRun,
@@ -48,3 +49,4 @@ AGENT_STEPS = table(AgentStep)
 SUBSCRIPTIONS = table(WebhookSubscription)
 DELIVERIES = table(WebhookDelivery)
 BACKLOG_SAMPLES = table(BacklogSample)
+CHILD_RUNS = table(ChildRun)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import IntegrityError, transaction
+from django.db.models import Q, QuerySet
 from django.db.models.deletion import ProtectedError
 
 from workflows.core.states import RunStatus
@@ -104,3 +105,13 @@ def import_workflow(data: Any, publish: bool = False, actor: Any = None) -> Work
         version = versions.import_workflow(data, publish, user=person_of(actor))
         audit.record(actor, "workflow.import", version, slug=version.workflow.slug, publish=publish)
     return version
+
+
+def matching_workflows(text: str) -> QuerySet[Workflow]:
+    """The workflows whose slug, title or description holds `text` (any case); all when it is blank."""
+    text = text.strip()
+    if not text:
+        return Workflow.objects.all()
+    return Workflow.objects.filter(
+        Q(slug__icontains=text) | Q(title__icontains=text) | Q(description__icontains=text)
+    )

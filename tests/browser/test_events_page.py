@@ -24,7 +24,9 @@ def test_an_editor_subscribes_a_workflow_and_events_show_with_their_runs(
     page.fill("input[name=filter]", "output.total > 100")
     page.fill("textarea[name=input_mapping]", '{"order": "output.id"}')
     page.click("#subscribe-form button[type=submit]")
-    expect(page.locator("#subscription-orders\\.created")).to_contain_text("output.total > 100")
+    row = page.locator("#subscription-orders\\.created")
+    expect(row).to_contain_text("output.total > 100")
+    expect(row).to_contain_text('{"order": "output.id"}')
     screenshot(page, "topics")
 
     events = [

@@ -79,7 +79,10 @@ def replay_event(request: HttpRequest, event_id: int) -> HttpResponse:
 def topics_context(workflow: Workflow, **extra: Any) -> dict[str, Any]:
     subs = subscriptions.subscriptions_of(workflow)
     recent = TopicEvent.objects.filter(topic__in=[s.topic_id for s in subs]).select_related("topic")[:20]
-    return {"nav": "workflows", "workflow": workflow, "subscriptions": subs, "recent": recent, **extra}
+    rows = [
+        {"sub": sub, "mapping": json.dumps(sub.input_mapping) if sub.input_mapping else ""} for sub in subs
+    ]
+    return {"nav": "workflows", "workflow": workflow, "rows": rows, "recent": recent, **extra}
 
 
 @require_http_methods(["GET", "POST"])

@@ -5,14 +5,14 @@ admins); roles are ordered, each includes the ones before it. API keys carry sco
 instead. Every action names the least role and the scope it needs.
 
     viewer    see workflows, runs, traces, dead letters, metrics
-    operator  + start, cancel runs; re-run from a node; replay and discard dead letters; post events
+    operator  + start, cancel runs; re-run from a node; fork a run; replay and discard dead letters; post events
     (anyone with a role may decide the approvals their node names them for: approvals.can_decide)
     editor    + create and change versions, publish, activate (roll back)
     admin     + API keys, users, workflow deletion, webhook triggers and subscriptions,
               LLM providers and prices
     editor    + create and change versions, publish, activate (roll back); schedules
     admin     + API keys, users, workflow deletion, webhook triggers and subscriptions
-              draining and pausing workers; secrets (set and delete; never read back)
+              draining and pausing workers; spend budgets (and a held call let over one); secrets (set and delete; never read back)
 
 An API key acts for its owner: it may do what its scopes allow *and* its owner's role allows
 (`api_key_can`), so a key never outlives a demotion or does more than the person holding it.
@@ -36,6 +36,8 @@ ACTIONS: dict[str, tuple[str, str]] = {
     "replay": (OPERATOR, "operate"),
     "discard": (OPERATOR, "operate"),
     "rerun_node": (OPERATOR, "operate"),
+    # A fork starts a run (workflows/forks/); onto a draft it also needs "publish" (a snapshot).
+    "fork_run": (OPERATOR, "run"),
     "pause_workflow": (OPERATOR, "operate"),
     "edit": (EDITOR, "edit"),
     "publish": (EDITOR, "edit"),
@@ -47,6 +49,7 @@ ACTIONS: dict[str, tuple[str, str]] = {
     "manage_retention": (ADMIN, "admin"),
     "manage_llm": (ADMIN, "admin"),  # LLM providers (their keys) and the price table
     "manage_workers": (ADMIN, "admin"),
+    "manage_budgets": (ADMIN, "admin"),  # spend budgets, and allowing a held call over one
     "manage_secrets": (ADMIN, "admin"),  # set (write-only), delete, read the history of secrets
 }
 SCOPES = ("read", "run", "edit", "operate", "admin")

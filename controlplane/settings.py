@@ -276,6 +276,7 @@ class SwitchyardSettings(TypedDict):
     WEBHOOK_MAX_ATTEMPTS: int
     CHILD_DEPTH_LIMIT: int
     WEBHOOK_BACKOFF_SECONDS: float
+    BUDGET_OUTPUT_TOKENS: int
     SECRETS_KEY: str
 
 
@@ -314,6 +315,9 @@ SWITCHYARD: SwitchyardSettings = {
     "LLM_BASE_URL": env_str("LLM_BASE_URL", "http://127.0.0.1:11434/v1"),
     "LLM_API_KEY": env_str("LLM_API_KEY", ""),
     "LLM_MODEL": env_str("LLM_MODEL", "gpt-4o-mini"),
+    # Under a spend budget, the answer's bound of an LLM call whose node sets no max_tokens:
+    # the call reserves it as its worst case and is sent with it (workflows/budgets).
+    "BUDGET_OUTPUT_TOKENS": env_int("SWITCHYARD_BUDGET_OUTPUT_TOKENS", 4096),
     # Set by `make run` when it runs the scripted demo provider: bootstrap registers it as "demo".
     "DEMO_LLM_URL": env_str("SWITCHYARD_DEMO_LLM_URL", ""),
     # Egress: what http.request, webhooks and LLM providers may reach beyond the public internet

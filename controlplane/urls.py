@@ -13,6 +13,7 @@ urlpatterns = [
     path("api/v1/", include("workflows.api.urls")),
     path("workflows/", include("workflows.pages.urls")),
     path("llm/", include("workflows.pages.urls_llm")),
+    path("budgets/", include("workflows.pages.urls_budgets")),
     path("secrets/", include("workflows.pages.urls_secrets")),
     path("", include("workflows.pages.urls_events")),
     path("healthz", monitoring_views.liveness, name="liveness"),

@@ -4,6 +4,7 @@ from django.urls import path
 from django.views.generic import RedirectView
 
 from monitoring.views import charts as views_charts
+from monitoring.views import forks as views_forks
 from monitoring.views import inbox as views_inbox
 from monitoring.views import letters as views_letters
 from monitoring.views import manage as views_manage
@@ -36,6 +37,9 @@ urlpatterns = [
     path("runs/<int:run_id>/nodes/<str:node_id>/items/", views.run_node_items, name="run_node_items"),
     path("runs/<int:run_id>/cancel/", views.run_cancel, name="run_cancel"),
     path("runs/<int:run_id>/rerun/", views_runs.run_rerun, name="run_rerun"),
+    path("runs/<int:run_id>/fork/", views_forks.run_fork, name="run_fork"),
+    path("runs/<int:run_id>/nodes/<str:node_id>/calls/", views_forks.run_node_calls, name="run_node_calls"),
+    path("runs/<int:run_id>/compare/<int:other_id>/", views_forks.runs_compare, name="runs_compare"),
     path("dead-letters/", views_letters.deadletters_list, name="deadletters"),
     path("deadletters/", RedirectView.as_view(pattern_name="deadletters", query_string=True)),
     path("dead-letters/bulk/", views_letters.deadletters_bulk, name="deadletters_bulk"),

@@ -5,6 +5,7 @@ import contextlib
 import importlib.util
 import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
@@ -88,3 +89,14 @@ def lone_starts(settings) -> None:
 def default_egress(settings) -> None:
     """The egress policy as shipped, nothing allow-listed (the session allows 127.0.0.1)."""
     settings.SWITCHYARD = {**settings.SWITCHYARD, "EGRESS_ALLOW": []}
+
+
+@pytest.fixture(autouse=True)
+def fresh_start_budgets() -> Iterator[None]:
+    """Each test's starts read the budgets afresh: a test's database is rolled back after it,
+    but this process's one-second read of the budgets (budgets/manage.py) would outlive it."""
+    from workflows.budgets import manage
+
+    manage.forget_start_budgets()
+    yield
+    manage.forget_start_budgets()

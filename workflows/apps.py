@@ -26,13 +26,16 @@ class WorkflowsConfig(AppConfig):
 
 
 def wire_runtime() -> None:
-    """Plug the domain's node kinds and periodic duties into the runtime's two seams."""
+    """Plug the domain's node kinds, periodic duties and call gates into the runtime's seams."""
     from workflows.agents.kind import AgentLoop
+    from workflows.budgets import holds as budget_holds
+    from workflows.budgets import ledger as budget_ledger
+    from workflows.budgets.gate import BudgetGate
     from workflows.children.kind import ChildRunKind
     from workflows.core.graph import WAIT_KINDS
     from workflows.integrations import webhooks
     from workflows.operations import retention
-    from workflows.runtime import duties, kinds
+    from workflows.runtime import admission, duties, kinds
     from workflows.schedules import timetable
     from workflows.waits import waiting
     from workflows.waits.kind import Waiting
@@ -48,3 +51,7 @@ def wire_runtime() -> None:
     duties.register(duties.Duty("schedules", timetable.FIRE_SECONDS, timetable.fire_due))
     duties.register(duties.Duty("retention", retention.PRUNE_EVERY_SECONDS, retention.prune_and_report))
     duties.register(duties.Duty("webhooks", 0.0, webhooks.dispatch_round, exclusive=True))
+    duties.register(duties.Duty("budget holds", budget_holds.OFFER_SECONDS, budget_holds.offer_held))
+    duties.register(duties.Duty("lost reservations", 5.0, budget_ledger.settle_lost, exclusive=True))
+    if not any(isinstance(gate, BudgetGate) for gate in admission.GATES):
+        admission.register(BudgetGate())

@@ -24,6 +24,7 @@ from controlplane import access
 from monitoring.views import HtmxRequest, decision_form
 from monitoring.views.filters import AGES, InboxFilter
 from monitoring.views.guards import requires
+from workflows.budgets import holds as budget_holds
 from workflows.core.definition import Issue
 from workflows.store.errors import DomainError, Forbidden, Invalid
 from workflows.store.models import Wait, Workflow
@@ -66,6 +67,8 @@ def list_context(request: HtmxRequest, flt: InboxFilter) -> dict[str, Any]:
 def inbox(request: HtmxRequest) -> HttpResponse:
     flt = InboxFilter.parse(request.GET)
     context = {**list_context(request, flt), "nav": "inbox"}
+    if access.can(request.user, "manage_budgets"):  # calls held by a budget that asks a person
+        context["budget_holds"] = budget_holds.asking()
     if request.htmx and request.GET.get("fragment") == "list":
         return render(request, "monitoring/fragments/inbox_list.html", context)
     return render(request, "monitoring/inbox.html", context)

@@ -22,6 +22,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 
 from controlplane import access
 from monitoring.services import counters, snapshots, sources
+from workflows.budgets import manage as budgets
 from workflows.llm import usage
 from workflows.store.models import Workflow
 
@@ -55,6 +56,7 @@ class SwitchyardCollector:
         yield from self.gauges(slugs)
         yield from self.totals(slugs, counters.read_totals())
         yield from llm_metrics(usage.read_counters())
+        yield from budget_metrics(budgets.figures())
 
     def gauges(self, slugs: dict[int, str]) -> Iterator[Metric]:
         runs = GaugeMetricFamily(
@@ -181,6 +183,30 @@ def llm_metrics(found: dict[tuple[str, str], dict[str, float]]) -> Iterator[Metr
         cost.add_metric([provider, model], values.get("cost", 0))
         unpriced.add_metric([provider, model], values.get("unpriced", 0))
     yield from (calls, tokens, cost, unpriced)
+
+
+def budget_metrics(found: list[budgets.Figures]) -> Iterator[Metric]:
+    """Each spend budget in its current window (PostgreSQL, read at scrape time)."""
+    labels = ["budget", "unit", "window"]
+    amount = GaugeMetricFamily(
+        "switchyard_budget_amount", "A spend budget's amount per window.", labels=labels
+    )
+    spent = GaugeMetricFamily(
+        "switchyard_budget_spent",
+        "Spent in the budget's current window (all its runs or tenants).",
+        labels=labels,
+    )
+    reserved = GaugeMetricFamily(
+        "switchyard_budget_reserved", "Reserved by LLM calls in flight under the budget.", labels=labels
+    )
+    held = GaugeMetricFamily("switchyard_budget_held", "Node attempts the budget holds now.", labels=labels)
+    for f in found:
+        names = [f.budget.name, f.budget.unit, f.budget.window]
+        amount.add_metric(names, float(f.budget.amount))
+        spent.add_metric(names, float(f.spent))
+        reserved.add_metric(names, float(f.reserved))
+        held.add_metric(names, f.held)
+    yield from (amount, spent, reserved, held)
 
 
 def worker_slots(beats: dict[str, dict[str, Any]]) -> GaugeMetricFamily:

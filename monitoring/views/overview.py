@@ -16,7 +16,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
 from monitoring.services import charts, runstate, snapshots
-from monitoring.views import HtmxRequest
+from monitoring.views import HtmxRequest, forks
 from monitoring.views.guards import requires
 from workflows.llm import usage
 from workflows.runs import actions as runs
@@ -128,6 +128,7 @@ def run_detail(request: HtmxRequest, run_id: int) -> HttpResponse:
         "graph": graph_of(run.version.definition),
         "live": runstate.live_data(ctx),
         "audit": audit,
+        "forking": forks.fork_context(run, request.user),
         "nav": "runs",
     }
     return render(request, "monitoring/run.html", context)

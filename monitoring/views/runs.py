@@ -19,6 +19,7 @@ from monitoring.views import HtmxRequest
 from monitoring.views.filters import RunFilter
 from monitoring.views.guards import requires
 from workflows.core.states import RunStatus
+from workflows.forks import forking
 from workflows.runs import bulk as runbulk
 from workflows.runs import rerun as reruns
 from workflows.runs import search as runsearch
@@ -44,6 +45,7 @@ def runs_list(request: HtmxRequest) -> HttpResponse:
         "page": page,
         "runs": page.runs,
         "failures": runsearch.failures([r.pk for r in page.runs]),
+        "forked": forking.origins_of([r.pk for r in page.runs]),
         "waiting": waiting.waiting_for(page.runs),
         "problem": problem,
         "filter": flt,

@@ -37,10 +37,12 @@ from workflows.agents import steps as agents
 from workflows.agents import tools as agenttools
 from workflows.children import start as children
 from workflows.core import agent as core
+from workflows.core import callhash
 from workflows.core.graph import Node
 from workflows.handlers.builtin import time_budget
-from workflows.llm import client, providers, streams
-from workflows.llm.handler import acall_recorded, call_recorded, chat_messages, resolve_for
+from workflows.llm import client, providers, replays, streams
+from workflows.llm.handler import acall_recorded, admit_call, call_recorded, chat_messages, resolve_for
+from workflows.runtime import admission
 from workflows.runtime.kinds import Parked
 from workflows.runtime.limits import ToolTimeout, time_limit
 from workflows.runtime.offload import run_sync, to_thread
@@ -147,12 +149,21 @@ class Turn:
     request: dict[str, Any]
     started: datetime
     budget: float
+    admitted: admission.Admitted = admission.NOTHING  # what the gate reserved for it (budgets)
+
+    def call_request(self, loop: Loop) -> dict[str, Any]:
+        """What identifies this turn's call (core/callhash.py): provider, model, messages, tools, options."""
+        endpoint = loop.endpoint
+        options = call_options(loop.ctx.config)
+        return callhash.llm_request(
+            endpoint.provider, endpoint.model, self.messages, loop.offer.specs, options
+        )
 
     def call_arguments(self, loop: Loop) -> dict[str, Any]:
         """What `client.complete` (or `acomplete`) is given for this turn."""
         return {
             "tools": loop.offer.specs or None,
-            "options": call_options(loop.ctx.config),
+            "options": self.admitted.options(call_options(loop.ctx.config)),
             "idempotency_key": self.key,
             "timeout_seconds": self.budget,
             "where": loop.where,
@@ -167,13 +178,15 @@ def take_turn(loop: Loop) -> core.Step:
     The stream marks the turn `recorded` only after its step is in Postgres: a turn cut
     short (a kill, a malformed answer) is never a step, and the next attempt asks again.
     """
-    turn = begin_turn(loop)
+    turn = begin_turn(loop, admit_turn(loop))
     try:
         completion = call_recorded(
             loop.ctx,
             loop.endpoint,
             lambda: client.complete(loop.endpoint, turn.messages, **turn.call_arguments(loop)),
             step=f"turn {turn.seq}",
+            admitted=turn.admitted,
+            request=turn.call_request(loop),
         )
     except BaseException as exc:  # recorded, then re-raised: the attempt fails with it
         failed_turn(
@@ -187,7 +200,17 @@ def take_turn(loop: Loop) -> core.Step:
     return step
 
 
-def begin_turn(loop: Loop) -> Turn:
+def admit_turn(loop: Loop) -> admission.Admitted:
+    """Pass the turn's call through the runtime's gate (spend budgets) before anything of it
+    is recorded: a held turn (kinds.Parked) leaves no step and no mark in the stream, and
+    the attempt asks it again when it is released."""
+    messages = core.conversation(loop.opening, loop.steps)
+    return admit_call(
+        loop.ctx, loop.endpoint, messages, loop.offer.specs or None, call_options(loop.ctx.config)
+    )
+
+
+def begin_turn(loop: Loop, admitted: admission.Admitted = admission.NOTHING) -> Turn:
     """Take the turn's step number and build its request; mark its start in the stream."""
     seq = loop.take_seq()
     messages = core.conversation(loop.opening, loop.steps)
@@ -197,7 +220,13 @@ def begin_turn(loop: Loop) -> Turn:
         loop.ctx, loop.ctx.config.get("timeout_seconds") or loop.endpoint.timeout_seconds, loop.where
     )
     turn = Turn(
-        seq, f"{loop.ctx.run_id}:{loop.ctx.node_id}:turn:{seq}", messages, request, timezone.now(), budget
+        seq,
+        f"{loop.ctx.run_id}:{loop.ctx.node_id}:turn:{seq}",
+        messages,
+        request,
+        timezone.now(),
+        budget,
+        admitted,
     )
     if loop.writer:
         loop.writer.begin_turn(seq, 1 + sum(1 for s in loop.steps if s.kind == core.TURN))
@@ -289,13 +318,15 @@ async def run_loop_on_loop(loop: Loop) -> dict[str, Any]:
 
 async def take_turn_on_loop(loop: Loop) -> core.Step:
     """`take_turn`, awaited: the stream's markers are written from the loop, in order with its text."""
-    turn = begin_turn(loop)
+    turn = begin_turn(loop, await run_sync(admit_turn, loop))
     try:
         completion = await acall_recorded(
             loop.ctx,
             loop.endpoint,
             lambda: client.acomplete(loop.endpoint, turn.messages, **turn.call_arguments(loop)),
             step=f"turn {turn.seq}",
+            admitted=turn.admitted,
+            request=turn.call_request(loop),
         )
     except BaseException as exc:  # recorded, then re-raised: the attempt fails with it
         error = await run_sync(
@@ -343,9 +374,18 @@ def call_tool(loop: Loop, move: core.CallTool) -> core.Step:
     if name.startswith(core.WORKFLOW_PREFIX):
         return call_workflows(loop, move, workflow_call(loop, move, seq, started, name, arguments))
     handler = handlers.get_handler(name)
+    request, label = callhash.tool_request(name, arguments), f"tool {name}"
     try:
-        result = run_tool(loop, handler, arguments, key)
+        recorded = replays.recorded_answer(loop.ctx, request, label)
+        answer: dict[str, Any] = (recorded.response or {}) if recorded is not None else {}
+        if "error" in answer:
+            return told_error(loop, seq, key, started, str(answer["error"]), fields)
+        result = answer.get("result") if recorded is not None else run_tool(loop, handler, arguments, key)
+    except replays.ReplayMiss as exc:
+        record_failure(loop, seq, core.TOOL, key, started, exc, **fields)
+        raise
     except handlers.HandlerError as exc:
+        replays.record_live(loop.ctx, request, {"error": str(exc)}, label)
         return told_error(loop, seq, key, started, str(exc), fields)
     except ToolFailed as exc:
         record_failure(loop, seq, core.TOOL, key, started, exc, **fields)
@@ -353,6 +393,8 @@ def call_tool(loop: Loop, move: core.CallTool) -> core.Step:
     except BaseException as exc:  # recorded, then re-raised: the attempt fails with it
         record_failure(loop, seq, core.TOOL, key, started, exc, **fields)
         raise
+    if recorded is None:
+        replays.record_live(loop.ctx, request, {"result": result}, label)
     agents.record_step(
         loop.at, seq, core.TOOL, core.OK, key, started, timezone.now(), result=result, **fields
     )

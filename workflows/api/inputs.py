@@ -427,6 +427,29 @@ class RerunIn(Body):
     node_id: str = Field(min_length=1, max_length=64, description="The node to re-run from.")
 
 
+class ForkIn(Body):
+    node_id: str = Field(
+        min_length=1, max_length=64, description="The fork point: this node and every node below it run."
+    )
+    version: int | None = Field(
+        None,
+        ge=1,
+        le=MAX_ID,
+        description="The version number to run the fork on: a published version or a draft (frozen first "
+        "into a test-run snapshot); default: the run's own version.",
+    )
+    input: dict[str, Any] | None = Field(
+        None,
+        description="Edited input: what the fork point is given as its run input. Without it, the run's input.",
+    )
+    calls: Literal["live", "recorded", "recorded-then-live"] = Field(
+        "live",
+        description="How the fork's LLM calls, agent tool calls and http.request calls are made: live; recorded (a call whose "
+        "request hashes like one this run made is answered from its record, any other fails the node naming "
+        "the difference); recorded-then-live (identical calls replayed, new ones made live).",
+    )
+
+
 class GroupQuery(Query):
     status: LetterStatus | None = "open"
     workflow: Slug | None = None

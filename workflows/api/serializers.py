@@ -20,6 +20,7 @@ from workflows.core.definition import Issue
 from workflows.handlers.registry import Handler
 from workflows.runs.waiting import WaitingFor
 from workflows.runtime.parents import Family
+from workflows.store.forks import RunFork
 from workflows.store.models import (
     ApiKey,
     ChildRun,
@@ -152,6 +153,30 @@ class RunLinkOut(TypedDict):
     url: str
 
 
+class ForkOriginOut(TypedDict):
+    """What a fork was forked from: the run (null once deleted), its id, the node, what was carried over."""
+
+    run: int | None
+    origin_id: int
+    node_id: str
+    carried: list[str]
+    edited_input: dict[str, Any] | None
+    calls: str  # live | recorded | recorded-then-live
+    url: str | None
+    comparison_url: str | None
+
+
+class ForkLinkOut(TypedDict):
+    """A fork of a run: the new run, its fork point, version and status."""
+
+    run: int
+    node_id: str
+    version: int
+    status: str
+    url: str
+    comparison_url: str
+
+
 class WaitingForOut(TypedDict):
     """One thing a run waits for (workflows/runs/waiting.py)."""
 
@@ -170,6 +195,8 @@ class RunOut(RunSummary):
     # What the run waits for (empty: it does not wait). A running run that waits is found by
     # the list's status=waiting; its `status` stays running (workflows/runs/waiting.py).
     waiting_for: list[WaitingForOut]
+    forked_from: ForkOriginOut | None
+    forks: list[ForkLinkOut]
 
 
 class EventOut(TypedDict):
@@ -388,8 +415,12 @@ class VersionList(TypedDict):
     items: list[VersionSummary]
 
 
+class ListedRun(RunSummary):
+    forked_from: int | None  # the run it was forked from (workflows/forks), or null
+
+
 class RunPage(TypedDict):
-    items: list[RunSummary]
+    items: list[ListedRun]
     next_cursor: str | None
 
 
@@ -483,6 +514,15 @@ def run_summary(r: Run) -> RunSummary:
     }
 
 
+def listed_run(r: Run) -> ListedRun:
+    """A run of a list, read with select_related("fork"): its summary and what it was forked from."""
+    try:
+        origin: int | None = r.fork.origin_number
+    except RunFork.DoesNotExist:
+        origin = None
+    return {**run_summary(r), "forked_from": origin}
+
+
 def node(n: NodeRun, items: dict[str, int] | None = None) -> NodeOut:
     return {
         "node_id": n.node_id,
@@ -510,10 +550,12 @@ def run(
     llm: dict[str, Any] | None = None,
     progress: dict[int, dict[str, int]] | None = None,
     waiting_for: list[WaitingFor] | None = None,
+    fork: RunFork | None = None,
+    forks: list[RunFork] | None = None,
 ) -> RunOut:
     """A run with its parent and children (`family`); `llm` (usage.run_usage) adds the LLM
     usage of the run and of each LLM node, `progress` (mapitems.progress) each map node's
-    item counts."""
+    item counts; `fork` what it was forked from, `forks` its own forks."""
     progress = progress or {}
     out = {
         **run_summary(r),
@@ -525,6 +567,8 @@ def run(
         "waiting_for": [
             {"what": w.what, "node_id": w.node_id, "child_run_id": w.child_run_id} for w in waiting_for or []
         ],
+        "forked_from": fork_origin(fork) if fork else None,
+        "forks": [fork_link(f) for f in forks or []],
     }
     if llm is not None:
         out["llm_usage"] = llm["run"]
@@ -532,6 +576,34 @@ def run(
             if item["node_id"] in llm["nodes"]:
                 item["llm_usage"] = llm["nodes"][item["node_id"]]
     return out  # type: ignore[return-value]  # built as a dict, then given the optional llm_usage keys: a RunOut
+
+
+def comparison_url(a: int, b: int) -> str:
+    return f"{API}/runs/{a}/comparison/{b}"
+
+
+def fork_origin(f: RunFork) -> ForkOriginOut:
+    return {
+        "run": f.origin_id,
+        "origin_id": f.origin_number,
+        "node_id": f.node_id,
+        "carried": list(f.carried),
+        "edited_input": f.edited_input,
+        "calls": f.calls,
+        "url": f"{API}/runs/{f.origin_id}" if f.origin_id else None,
+        "comparison_url": comparison_url(f.origin_id, f.run_id) if f.origin_id else None,
+    }
+
+
+def fork_link(f: RunFork) -> ForkLinkOut:
+    return {
+        "run": f.run_id,
+        "node_id": f.node_id,
+        "version": f.run.version.number,
+        "status": f.run.status,
+        "url": f"{API}/runs/{f.run_id}",
+        "comparison_url": comparison_url(f.origin_number, f.run_id),
+    }
 
 
 def run_link(link: ChildRun, other: Run) -> RunLinkOut:

@@ -14,13 +14,14 @@ from workflows.api.errors import ApiError, FieldError
 from workflows.api.pagination import paginate
 from workflows.api.parsing import MAX_ID
 from workflows.api.schema import refuses
+from workflows.forks import forking
 from workflows.llm import usage
 from workflows.runs import actions as runs
 from workflows.runs import mapitems, tracecontext, waiting
 from workflows.runs import search as runsearch
 from workflows.runtime import parents as childlinks
 from workflows.store.errors import Invalid
-from workflows.store.models import DeadLetter, NodeRun, Run, RunEvent
+from workflows.store.models import ApiKey, DeadLetter, NodeRun, Run, RunEvent
 from workflows.versions import editing
 from workflows.versions import publish as versions
 
@@ -48,7 +49,12 @@ def start_run(
     the run made the first time (200) and the same key with another input is refused (409).
     A W3C `traceparent` header makes the run's trace a part of the caller's."""
     traceparent = request.headers.get("traceparent")
-    options = {"idempotency_key": idempotency_key, "priority": body.priority, "as_read": True}
+    options = {
+        "idempotency_key": idempotency_key,
+        "priority": body.priority,
+        "as_read": True,
+        "api_key_id": key_of(request),
+    }
     try:
         workflow = versions.get_workflow_to_start(slug, cached=True)
         run, created = tracecontext.start_run(workflow, body.input, traceparent, **options)
@@ -113,11 +119,11 @@ def list_runs(request: HttpRequest, q: Query[i.RunQuery]) -> Any:
         )
     except Invalid as exc:
         raise ApiError(400, exc.message, [FieldError("query", "input", exc.message)]) from None
-    rows = search.apply(Run.objects.select_related("workflow", "version"))
+    rows = search.apply(Run.objects.select_related("workflow", "version", "fork"))
     # created_after is exclusive in the API (inclusive on the page): keep the API's meaning.
     if q.created_after is not None:
         rows = rows.exclude(created_at=q.created_after)
-    return paginate(rows, q, "id", s.run_summary)
+    return paginate(rows, q, "id", s.listed_run)
 
 
 @router.get(
@@ -135,7 +141,9 @@ def read_run(run_id: int) -> s.RunOut:
     letters = list(DeadLetter.objects.filter(run_id=run_id).order_by("id").values_list("id", flat=True))
     progress = mapitems.progress(n.pk for n in nodes)
     waits = waiting.waiting_for([run]).get(run.pk, [])
-    return s.run(run, nodes, letters, childlinks.family(run_id), usage.run_usage(run_id), progress, waits)
+    family, llm = childlinks.family(run_id), usage.run_usage(run_id)
+    fork, forks = forking.origin_of(run_id), forking.forks_of(run_id)
+    return s.run(run, nodes, letters, family, llm, progress, waits, fork, forks)
 
 
 @router.post(
@@ -189,5 +197,13 @@ def start_runs(request: HttpRequest, slug: SlugPath, body: i.StartBatchIn) -> An
     each new run's trace a part of the caller's."""
     workflow = versions.get_workflow_to_start(slug)
     items = [runs.StartItem(item.input, item.idempotency_key, item.priority) for item in body.items]
-    started = tracecontext.start_runs(workflow, items, request.headers.get("traceparent"))
+    started = tracecontext.start_runs(
+        workflow, items, request.headers.get("traceparent"), api_key_id=key_of(request)
+    )
     return s.batch(started)
+
+
+def key_of(request: HttpRequest) -> int | None:
+    """The API key a request came with (its runs count against the key's budgets), or None."""
+    auth = getattr(request, "auth", None)
+    return auth.pk if isinstance(auth, ApiKey) else None

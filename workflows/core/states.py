@@ -69,6 +69,8 @@ class Cause(StrEnum):
     COMPENSATE = "compensate"  # a failed or cancelled run starts undoing its nodes; its undoing ends
     RERUN = "rerun"  # an operator re-runs a finished run from a node: it and all below it
     CALL = "call"  # an agent's attempt calls a workflow as a tool: it waits for the child run, no worker held
+    HOLD = "hold"  # a running attempt's LLM call does not fit a spend budget: it waits, no worker held
+    RELEASE = "release"  # a held attempt is offered again (budget raised, window reset, overspend allowed)
 
 
 N = NodeStatus
@@ -82,7 +84,9 @@ RunMoves = Mapping[Cause, Mapping[R | None, frozenset[R]]]
 
 # The node table: cause -> from-status -> the statuses it may lead to.
 NODE_MOVES: Moves = {
-    Cause.CREATE: {None: frozenset({N.PENDING, N.QUEUED})},  # queued: a root with a direct job
+    # queued: a root with a direct job; succeeded or skipped: a fork's node carried over from
+    # its origin with the origin's status and output (core/forks.py), never executed in the fork.
+    Cause.CREATE: {None: frozenset({N.PENDING, N.QUEUED, N.SUCCEEDED, N.SKIPPED})},
     Cause.CLAIM: {N.PENDING: frozenset({N.QUEUED}), N.RETRYING: frozenset({N.QUEUED})},
     Cause.REQUEUE: {N.QUEUED: frozenset({N.QUEUED})},  # same attempt, another job
     Cause.START: {N.QUEUED: frozenset({N.RUNNING})},
@@ -127,6 +131,11 @@ NODE_MOVES: Moves = {
     # the same attempt again (waiting -> queued, a new job), to go on from its recorded steps.
     Cause.CHILD: {N.WAITING: frozenset({N.SUCCEEDED, N.FAILED, N.QUEUED})},
     Cause.CALL: {N.RUNNING: frozenset({N.WAITING})},
+    # Spend budgets (workflows/budgets): an LLM call that would go over a budget holds its
+    # attempt (running -> waiting, no attempt spent, no worker held); when the reason clears
+    # the same attempt is queued again with a new job (waiting -> queued), and calls again.
+    Cause.HOLD: {N.RUNNING: frozenset({N.WAITING})},
+    Cause.RELEASE: {N.WAITING: frozenset({N.QUEUED})},
     # Re-run from a node (a finished run): the node and every node below it start over.
     Cause.RERUN: {s: frozenset({N.PENDING}) for s in (N.SUCCEEDED, N.DEAD, N.SKIPPED, N.UPSTREAM_FAILED)},
 }

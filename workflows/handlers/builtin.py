@@ -34,10 +34,11 @@ from urllib.parse import quote, urlsplit
 import httpx
 import jsonschema
 
-from workflows.core import secretrefs
+from workflows.core import callhash, secretrefs
 from workflows.core.egress import EgressRefused, literal_refusal
-from workflows.handlers import egress
+from workflows.handlers import egress, recordings
 from workflows.handlers.registry import HandlerError, NodeContext, node, on_loop, run_sync
+from workflows.store import redaction
 
 log = logging.getLogger(__name__)
 
@@ -526,7 +527,11 @@ def http_request(ctx: NodeContext) -> dict[str, Any]:
     """Send an HTTP request and return its status, content type and JSON or text body.
 
     Sends `Idempotency-Key: run:node:attempt` and a W3C `traceparent` (the run's trace, the
-    attempt's span: the server's spans join the run's trace). Redirects are not followed; any status
+    attempt's span: the server's spans join the run's trace). In a fork that replays its
+    origin's calls, a request recorded there (same method, URL and body) is answered from the
+    record (handlers/recordings.py); requests and answers are recorded with secrets redacted
+    (`[secret:NAME]`), so a record holds no value and a rotated secret still replays.
+    Redirects are not followed; any status
     outside 2xx fails the attempt. The body is capped at `max_bytes`. The connection goes
     only to addresses the egress policy allows (SWITCHYARD_EGRESS_ALLOW; loopback, private,
     link-local and metadata addresses are refused by default).
@@ -539,16 +544,23 @@ def http_request(ctx: NodeContext) -> dict[str, Any]:
         raise HandlerError(
             f"{where}: config.method must be one of {', '.join(HTTP_METHODS)}, not {method!r}."
         )
+    body = request_body(ctx, where, sources)
+    request = recorded_request(method, url, body)
+    recorded = recordings.recorded_answer(ctx, request, "")
+    if recorded is not None:
+        return dict(recorded.response or {})
     reply = send(
         method,
         url,
         headers=request_headers(ctx, sources, outbound_traceparent(ctx)),
-        body=request_body(ctx, where, sources),
+        body=body,
         timeout=time_budget(ctx, ctx.config.get("timeout_seconds"), where),
         max_bytes=int(ctx.config.get("max_bytes") or switchyard_settings()["HTTP_MAX_RESPONSE_BYTES"]),
         where=where,
     )
-    return http_output(checked(reply, method, url, where))
+    output = http_output(checked(reply, method, url, where))
+    recordings.record_live(ctx, request, redaction.redact_value(output), "")
+    return output
 
 
 @on_loop("http.request")
@@ -563,16 +575,28 @@ async def http_request_on_loop(ctx: NodeContext) -> dict[str, Any]:
         raise HandlerError(
             f"{where}: config.method must be one of {', '.join(HTTP_METHODS)}, not {method!r}."
         )
+    body = request_body(ctx, where, sources)
+    request = recorded_request(method, url, body)
+    recorded = await recordings.arecorded_answer(ctx, request, "")
+    if recorded is not None:
+        return dict(recorded.response or {})
     reply = await asend(
         method,
         url,
         headers=request_headers(ctx, sources, traceparent),
-        body=request_body(ctx, where, sources),
+        body=body,
         timeout=time_budget(ctx, ctx.config.get("timeout_seconds"), where),
         max_bytes=int(ctx.config.get("max_bytes") or switchyard_settings()["HTTP_MAX_RESPONSE_BYTES"]),
         where=where,
     )
-    return http_output(checked(reply, method, url, where))
+    output = http_output(checked(reply, method, url, where))
+    await recordings.arecord_live(ctx, request, redaction.redact_value(output), "")
+    return output
+
+
+def recorded_request(method: str, url: str, body: dict[str, Any]) -> dict[str, Any]:
+    """The request as recorded and hashed for replay: secret values replaced by their names."""
+    return callhash.http_request(method, redaction.redact(url), redaction.redact_value(body))
 
 
 def checked(reply: Reply, method: str, url: str, where: str) -> Reply:

@@ -6,12 +6,15 @@ definition cannot send the key elsewhere. Output: the text, finish reason, model
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from typing import Any
 
+from workflows.core import callhash
 from workflows.handlers.builtin import render_template, template_sources, time_budget
 from workflows.handlers.registry import HandlerError, NodeContext, node, on_loop
-from workflows.llm import client, providers, streams, usage
+from workflows.llm import client, providers, replays, streams, usage
+from workflows.runtime import admission
 from workflows.runtime.offload import run_sync
 
 NAME_FIELD: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": 200}
@@ -52,6 +55,11 @@ def llm_chat(ctx: NodeContext) -> dict[str, Any]:
     endpoint = resolve_for(ctx, where)
     timeout = time_budget(ctx, ctx.config.get("timeout_seconds") or endpoint.timeout_seconds, where)
     options = {k: ctx.config[k] for k in OPTION_KEYS if k in ctx.config}
+    request = callhash.llm_request(
+        endpoint.provider, endpoint.model, messages, None, options
+    )  # as configured: a budget's max_tokens is no part of it
+    admitted = admit_call(ctx, endpoint, messages, None, options)
+    options = admitted.options(options)
     writer = streams.writer_for(ctx)
 
     def call() -> client.Completion:
@@ -65,7 +73,9 @@ def llm_chat(ctx: NodeContext) -> dict[str, Any]:
             on_delta=writer.on_delta if writer else None,
         )
 
-    return streams.streamed(writer, lambda: chat_output(call_recorded(ctx, endpoint, call)))
+    return streams.streamed(
+        writer, lambda: chat_output(call_recorded(ctx, endpoint, call, admitted=admitted, request=request))
+    )
 
 
 @on_loop("llm.chat")
@@ -76,6 +86,9 @@ async def llm_chat_on_loop(ctx: NodeContext) -> dict[str, Any]:
     endpoint = await run_sync(resolve_for, ctx, where)
     timeout = time_budget(ctx, ctx.config.get("timeout_seconds") or endpoint.timeout_seconds, where)
     options = {k: ctx.config[k] for k in OPTION_KEYS if k in ctx.config}
+    request = callhash.llm_request(endpoint.provider, endpoint.model, messages, None, options)
+    admitted = await run_sync(admit_call, ctx, endpoint, messages, None, options)
+    options = admitted.options(options)
     writer = await run_sync(streams.writer_for, ctx)
 
     async def call() -> client.Completion:
@@ -90,7 +103,7 @@ async def llm_chat_on_loop(ctx: NodeContext) -> dict[str, Any]:
         )
 
     async def produce() -> dict[str, Any]:
-        return chat_output(await acall_recorded(ctx, endpoint, call))
+        return chat_output(await acall_recorded(ctx, endpoint, call, admitted=admitted, request=request))
 
     return await streams.astreamed(writer, produce)
 
@@ -103,31 +116,97 @@ def resolve_for(ctx: NodeContext, where: str) -> providers.Endpoint:
         raise HandlerError(f"{where}: {exc}", retryable=exc.retryable) from None
 
 
+def admit_call(
+    ctx: NodeContext,
+    endpoint: providers.Endpoint,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None,
+    options: dict[str, Any],
+) -> admission.Admitted:
+    """Pass a call through the runtime's gate (spend budgets) before it is made: it may hold
+    the attempt (kinds.Parked) or fail it; a context without an attempt row passes."""
+    if not ctx.node_run_id:
+        return admission.NOTHING
+    call = admission.Call(
+        ctx.node_run_id,
+        ctx.run_id,
+        ctx.node_id,
+        ctx.attempt,
+        endpoint.provider,
+        endpoint.model,
+        messages,
+        tools,
+        options.get("max_tokens"),
+    )
+    return admission.admit(call)
+
+
+def settle_call(admitted: admission.Admitted, completion: client.Completion | None) -> None:
+    """Settle what the gate admitted with the call's usage (None: the call failed)."""
+    if completion is None:
+        admission.settle(admitted, None, None, ok=False)
+    else:
+        admission.settle(admitted, completion.input_tokens, completion.output_tokens, ok=True)
+
+
 def call_recorded(
-    ctx: NodeContext, endpoint: providers.Endpoint, call: Callable[[], client.Completion], step: str = ""
+    ctx: NodeContext,
+    endpoint: providers.Endpoint,
+    call: Callable[[], client.Completion],
+    step: str = "",
+    admitted: admission.Admitted = admission.NOTHING,
+    request: dict[str, Any] | None = None,
 ) -> client.Completion:
-    """Make a call and record it (a failed one too); a context without an attempt row records nothing."""
+    """Make a call and record it (a failed one too), settling what the gate admitted; a
+    context without an attempt row records nothing.
+
+    With its `request` (callhash.llm_request), a fork that replays its origin's calls may
+    answer it from the record instead (llm/replays.py; what the gate reserved is given back:
+    a replayed call costs nothing), and a live call is recorded by its hash.
+    """
+    if request is not None:
+        replayed = replays.replayed_completion(ctx, endpoint, request, step)
+        if replayed is not None:
+            settle_call(admitted, None)
+            return replayed
     try:
         completion = call()
-    except HandlerError as exc:
-        if ctx.node_run_id:
+    except BaseException as exc:
+        settle_call(admitted, None)
+        if ctx.node_run_id and isinstance(exc, HandlerError):
             usage.record_call(
                 node_run_id=ctx.node_run_id, endpoint=endpoint, completion=None, error=str(exc), step=step
             )
         raise
+    settle_call(admitted, completion)
     if ctx.node_run_id:
         usage.record_call(node_run_id=ctx.node_run_id, endpoint=endpoint, completion=completion, step=step)
+    if request is not None:
+        replays.record_live(ctx, request, replays.completion_json(completion), step)
     return completion
 
 
 async def acall_recorded(
-    ctx: NodeContext, endpoint: providers.Endpoint, call: Any, step: str = ""
+    ctx: NodeContext,
+    endpoint: providers.Endpoint,
+    call: Any,
+    step: str = "",
+    admitted: admission.Admitted = admission.NOTHING,
+    request: dict[str, Any] | None = None,
 ) -> client.Completion:
-    """`call_recorded` for a coroutine: the call awaited, its row written on the sync thread."""
+    """`call_recorded` for a coroutine: the call awaited, its rows written on the sync thread."""
+    if request is not None:
+        replayed = await run_sync(replays.replayed_completion, ctx, endpoint, request, step)
+        if replayed is not None:
+            if admitted.tickets:
+                await run_sync(settle_call, admitted, None)
+            return replayed
     try:
         completion: client.Completion = await call()
-    except HandlerError as exc:
-        if ctx.node_run_id:
+    except BaseException as exc:
+        if admitted.tickets:  # a cancelled task settles too: the sync thread does not need the loop
+            await asyncio.shield(run_sync(settle_call, admitted, None))
+        if ctx.node_run_id and isinstance(exc, HandlerError):
             await run_sync(
                 usage.record_call,
                 node_run_id=ctx.node_run_id,
@@ -137,6 +216,8 @@ async def acall_recorded(
                 step=step,
             )
         raise
+    if admitted.tickets:
+        await run_sync(settle_call, admitted, completion)
     if ctx.node_run_id:
         await run_sync(
             usage.record_call,
@@ -145,6 +226,8 @@ async def acall_recorded(
             completion=completion,
             step=step,
         )
+    if request is not None:
+        await run_sync(replays.record_live, ctx, request, replays.completion_json(completion), step)
     return completion
 
 

@@ -36,8 +36,12 @@ def record_call(
     completion: Completion | None,
     error: str = "",
     step: str = "",
+    cost: Decimal | None = None,
 ) -> LLMCall:
-    """Write one row for one call (a failed call too: it may have been paid for)."""
+    """Write one row for one call (a failed call too: it may have been paid for).
+
+    With `cost`, the call is not priced: a replayed call (llm/replays.py) costs 0, and is not
+    counted in the provider's counters (it never reached the provider)."""
     row = (
         NodeRun.objects.select_related("run")
         .only("run__workflow_id", "node_id", "attempt")
@@ -59,12 +63,13 @@ def record_call(
         response_model=(completion.model if completion else "")[:200],
         demo=endpoint.demo,
         latency_ms=completion.latency_ms if completion else 0.0,
-        cost=cost_of(endpoint.provider, model, **tokens),
+        cost=cost_of(endpoint.provider, model, **tokens) if cost is None else cost,
         finish_reason=(completion.finish_reason or "")[:40] if completion else "",
         error=(error or "")[:2000],
         **tokens,
     )
-    count_call(call)
+    if cost is None:
+        count_call(call)
     return call
 
 

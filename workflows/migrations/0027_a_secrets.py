@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('workflows', '0024_a_attempt_retryable'),
+        ('workflows', '0026_budgets'),
     ]
 
     operations = [

@@ -11,6 +11,7 @@ import json
 import logging
 import time
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -19,6 +20,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from workflows.budgets import manage as budgets
 from workflows.core import engine, priorities
 from workflows.core.definition import Issue, canonical_json, check_run_input
 from workflows.core.states import NodeStatus, RunStatus
@@ -68,6 +70,7 @@ def start_run(
     version: WorkflowVersion | None = None,
     priority: int | None = None,
     as_read: bool = False,
+    api_key_id: int | None = None,
 ) -> tuple[Run, bool]:
     """Create a run pinned to the active version (or to `version`, published); return (run, created).
 
@@ -78,6 +81,8 @@ def start_run(
     and nothing is written (the check is part of the INSERT: no extra round trip).
     """
     check_input(run_input)
+    budgets.check_start(workflow, run_input, api_key_id)
+    api_key_id = budgets.key_to_record(api_key_id)
     priority = workflow.default_priority if priority is None else priority
     if (problem := priorities.check_priority(priority)) is not None:
         raise Invalid(problem)
@@ -102,7 +107,12 @@ def start_run(
         raise
     request_hash = hashlib.sha256(canonical_json(run_input).encode()).hexdigest()
     expect = (version_id, workflow.default_priority) if as_read and version is None else None
-    run = create_run(workflow, version_id, run_input, idempotency_key or None, request_hash, priority, expect)
+    with transaction.atomic() if api_key_id else nullcontext():  # the key is recorded with the run
+        run = create_run(
+            workflow, version_id, run_input, idempotency_key or None, request_hash, priority, expect
+        )
+        if run is not None:
+            budgets.remember_key([run.pk], api_key_id)
     if run is not None:
         return run, True
     # The key was taken (first, or by a concurrent request): answer with that run.
@@ -246,7 +256,10 @@ class StartItem:
 
 
 def start_runs(
-    workflow: Workflow, items: Sequence[StartItem], version: WorkflowVersion | None = None
+    workflow: Workflow,
+    items: Sequence[StartItem],
+    version: WorkflowVersion | None = None,
+    api_key_id: int | None = None,
 ) -> list[tuple[Run, bool]]:
     """Start many runs in one transaction; return (run, created) per item, in item order.
 
@@ -264,6 +277,8 @@ def start_runs(
         raise Invalid(f"items: {len(items)} runs in one batch; the limit is {MAX_BATCH}.")
     version_id = start_version_id(workflow, version)
     graph = load_graph(version_id)
+    budgets.check_starts(workflow, [item.input for item in items], api_key_id)
+    api_key_id = budgets.key_to_record(api_key_id)
     hashes, firsts, issues = check_items(workflow, graph.input_schema, items)
     if issues:
         raise Invalid(f"{len({i.path.split('.')[0] for i in issues})} items are invalid; see errors.", issues)
@@ -281,6 +296,7 @@ def start_runs(
     }
     with transaction.atomic():
         written = {row[0]: row[1:] for row in transitions.create_runs(params)}
+        budgets.remember_key([run_id for run_id, _, _ in written.values()], api_key_id)
         existing = existing_runs(workflow, items, [i for i in fresh if i not in written], hashes)
         running = [run_id for run_id, status, _ in written.values() if status == RunStatus.RUNNING]
         transaction.on_commit(lambda: notify_in_chunks(running))

@@ -42,13 +42,13 @@ def start_run(workflow: Any, run_input: Any, traceparent: str | None, **options:
     return run, created
 
 
-def start_runs(workflow: Any, items: Any, traceparent: str | None) -> list[tuple[Run, bool]]:
+def start_runs(workflow: Any, items: Any, traceparent: str | None, **options: Any) -> list[tuple[Run, bool]]:
     """`runs.start_runs`, remembering the caller's trace context with every new run."""
     parent = parse(traceparent)
     if parent is None:
-        return runs.start_runs(workflow, items)
+        return runs.start_runs(workflow, items, **options)
     with transaction.atomic():
-        started = runs.start_runs(workflow, items)
+        started = runs.start_runs(workflow, items, **options)
         RunTraceParent.objects.bulk_create(
             RunTraceParent(run=run, trace_id=parent[0], parent_span_id=parent[1])
             for run, created in started

@@ -72,7 +72,12 @@ class WaitingFor:
 
 
 PAUSED = WaitingFor("its workflow to be resumed (started while paused)")
-KINDS = {"human.approval": "a decision", "wait.event": "an event", "wait.timer": "a timer"}
+KINDS = {
+    "human.approval": "a decision",
+    "wait.event": "an event",
+    "wait.timer": "a timer",
+    "budget": "a spend budget",
+}
 
 
 def waiting_for(runs: Iterable[Run]) -> dict[int, list[WaitingFor]]:

@@ -1,5 +1,6 @@
-"""The one module family that changes the status of a node or a run: this module, and
-transitions_maps.py for map nodes and their items (re-exported here).
+"""The one module family that changes the status of a node or a run: this module,
+transitions_maps.py for map nodes and their items, transitions_waits.py for waiting nodes and
+transitions_forks.py for forked runs (re-exported here).
 
 Every statement that writes a status is in these two modules, and nowhere else
 (tests/unit/test_transitions.py scans the tree for any other): the start of a run, the
@@ -74,6 +75,12 @@ from workflows.runtime.lifecycle import (
 from workflows.runtime.lifecycle import (
     rows_of as rows_of,
 )
+from workflows.runtime.transitions_forks import (  # re-exported (`x as x`): transitions.<name> for the whole family
+    ForkNode as ForkNode,
+)
+from workflows.runtime.transitions_forks import (
+    create_fork as create_fork,
+)
 from workflows.runtime.transitions_maps import (  # re-exported (`x as x`): transitions.<name> for the whole family
     ItemRow as ItemRow,
 )
@@ -138,7 +145,13 @@ from workflows.runtime.transitions_waits import (
     expire_waits as expire_waits,
 )
 from workflows.runtime.transitions_waits import (
+    hold_attempt as hold_attempt,
+)
+from workflows.runtime.transitions_waits import (
     park_agent as park_agent,
+)
+from workflows.runtime.transitions_waits import (
+    release_held as release_held,
 )
 from workflows.runtime.transitions_waits import (
     resume_agents as resume_agents,

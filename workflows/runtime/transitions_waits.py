@@ -149,3 +149,23 @@ def resume_agents(params: dict[str, Any]) -> list[InputRow]:
     """Queue waiting agent attempts (ids, attempts; same attempt) in new jobs (job_ids)
     once their tool call's child run has ended; return a 'claim' row per attempt moved."""
     return rows_of(InputRow, execute(RESUME_SQL, params))
+
+
+# --------------------------------------------------------------------------- budget holds
+# An LLM call that does not fit a spend budget (workflows/budgets) holds its running attempt:
+# the same statement as an agent's workflow call (no attempt spent, no worker held), in the
+# transaction that records the hold; the hold's release queues the same attempt again with a
+# new job, to make its call again (an agent goes on from its recorded steps).
+
+
+@performs(Cause.HOLD, nodes={N.RUNNING: [N.WAITING]})
+def hold_attempt(noderun_id: int, attempt: int) -> bool:
+    """Make a running attempt wait on a budget; return whether it was still running at that attempt."""
+    return bool(execute(PARK_SQL, {"id": noderun_id, "attempt": attempt}))
+
+
+@performs(Cause.RELEASE, nodes={N.WAITING: [N.QUEUED]})
+def release_held(params: dict[str, Any]) -> list[InputRow]:
+    """Queue held attempts (ids, attempts; same attempt) in new jobs (job_ids); return a
+    'claim' row per attempt moved."""
+    return rows_of(InputRow, execute(RESUME_SQL, params))

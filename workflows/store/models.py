@@ -821,6 +821,15 @@ class BacklogSample(models.Model):
         return f"backlog {self.queue or self.workflow_id} {self.depth} at {self.at}"
 
 
-# Models kept in modules of their own (imported here so Django finds them).
-from workflows.store.secrets import Secret  # noqa: E402, F401
-from workflows.store.topics import Topic, TopicEvent, TopicSubscription  # noqa: E402, F401
+# Models of their own modules, defined once the models above exist (re-exported here).
+from workflows.store.budgets import Budget as Budget  # noqa: E402
+from workflows.store.budgets import BudgetHold as BudgetHold  # noqa: E402
+from workflows.store.budgets import BudgetLedger as BudgetLedger  # noqa: E402
+from workflows.store.budgets import BudgetReservation as BudgetReservation  # noqa: E402
+from workflows.store.budgets import RunApiKey as RunApiKey  # noqa: E402
+from workflows.store.forks import RunFork as RunFork  # noqa: E402
+from workflows.store.recordings import RecordedCall as RecordedCall  # noqa: E402
+from workflows.store.secrets import Secret as Secret  # noqa: E402
+from workflows.store.topics import Topic as Topic  # noqa: E402
+from workflows.store.topics import TopicEvent as TopicEvent  # noqa: E402
+from workflows.store.topics import TopicSubscription as TopicSubscription  # noqa: E402

@@ -1,0 +1,279 @@
+"""Spend budgets end to end: real workers and scheduler, agent runs against a fake provider
+that counts every call it is asked, budgets reserved in PostgreSQL before each call."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fakes.llm_server import FakeLLMServer
+from tests.integration import agent_tools  # noqa: F401  (registers the test tools here too)
+from tests.integration.conftest import publish, two_workers_and_a_scheduler, wait_finished
+from tests.integration.runtime import Runtime, wait_for
+from tests.integration.test_agent import MODULES as TOOL_MODULES
+from tests.integration.test_agent import completion, scripted
+from workflows.agents.loop import offer_tools
+from workflows.budgets import holds, manage
+from workflows.core import budgets as core
+from workflows.core.states import NodeStatus as N
+from workflows.llm import catalog
+from workflows.runs import actions as runs
+from workflows.runtime import bus
+from workflows.store.models import (
+    AgentStep,
+    Budget,
+    BudgetHold,
+    BudgetLedger,
+    LLMCall,
+    NodeRun,
+    Run,
+    Wait,
+    Workflow,
+)
+
+PROMPT = "Do the task for {input.who}."
+MAX_TOKENS = 20
+USED = 13  # the fake's answer: 10 prompt tokens and 3 completion tokens
+
+
+def answer(request: Any) -> dict[str, Any]:
+    return {
+        "id": "chatcmpl-budget",
+        "model": "fake-model",
+        "choices": [
+            {"index": 0, "message": {"role": "assistant", "content": "done"}, "finish_reason": "stop"}
+        ],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13},
+    }
+
+
+def worst_case(who: str) -> int:
+    """What one agent turn of these runs reserves: its prompt's bound plus max_tokens."""
+    messages = [{"role": "user", "content": PROMPT.replace("{input.who}", who)}]
+    return core.prompt_bound(messages, None) + MAX_TOKENS
+
+
+def agent_flow() -> dict[str, Any]:
+    config = {"prompt": PROMPT, "tools": [], "max_tokens": MAX_TOKENS}
+    return {"nodes": [{"id": "agent", "handler": "llm.agent", "config": config}], "edges": []}
+
+
+@pytest.fixture
+def llm() -> Iterator[FakeLLMServer]:
+    with FakeLLMServer() as fake:
+        fake.reply = answer
+        yield fake
+
+
+@pytest.fixture
+def budget_runtime(transactional_db: Any, redis_clean: None, llm: FakeLLMServer) -> Iterator[Runtime]:
+    yield from two_workers_and_a_scheduler(LLM_BASE_URL=llm.base_url, LLM_MODEL="fake-model")
+
+
+@pytest.fixture
+def one_at_a_time(transactional_db: Any, redis_clean: None, llm: FakeLLMServer) -> Iterator[Runtime]:
+    """Two workers without slots: each makes its calls on its main thread, one at a time."""
+    yield from two_workers_and_a_scheduler(
+        LLM_BASE_URL=llm.base_url, LLM_MODEL="fake-model", SWITCHYARD_WORKER_SLOTS="0"
+    )
+
+
+def tokens_budget(name: str, amount: int, workflow: Workflow | None = None) -> Any:
+    scope = {"scope": "workflow", "workflow": workflow.slug} if workflow else {"scope": "global"}
+    return manage.save_budget(
+        {"name": name, "unit": "tokens", "amount": amount, "window": "day", "policy": "wait", **scope}
+    )
+
+
+def statuses(workflow: Workflow) -> dict[str, int]:
+    found: dict[str, int] = {}
+    for status in NodeRun.objects.filter(run__workflow=workflow).values_list("status", flat=True):
+        found[status] = found.get(status, 0) + 1
+    return found
+
+
+def open_holds() -> int:
+    return BudgetHold.objects.filter(closed_at__isnull=True).count()
+
+
+def test_runs_stop_at_the_budget_with_no_call_beyond_it_then_resume_when_it_is_raised(
+    budget_runtime: Runtime, llm: FakeLLMServer
+) -> None:
+    runs_count, covered = 200, 50
+    workflow = publish("budgeted", agent_flow())
+    # A call goes when its worst case fits what is left: after k settled calls, k * USED + W
+    # <= amount. So this amount lets exactly `covered` calls through, whatever their order.
+    amount = (covered - 1) * USED + worst_case("ana")
+    budget = tokens_budget("daily tokens", amount, workflow)
+    started = [run for run, _ in runs.start_runs(workflow, [runs.StartItem({"who": "ana"})] * runs_count)]
+
+    wait_for(
+        lambda: statuses(workflow) == {"succeeded": covered, "waiting": runs_count - covered}
+        and open_holds() == runs_count - covered,
+        90,
+        "the budget's runs to finish and the rest to be held",
+    )
+    assert len(llm.requests) == covered  # the provider was asked for no call beyond the budget
+    row = BudgetLedger.objects.get(budget=budget)
+    assert (row.spent, row.reserved, row.calls) == (covered * USED, 0, covered)
+    assert row.spent <= budget.amount
+    held = NodeRun.objects.filter(run__workflow=workflow, status=N.WAITING)
+    assert set(held.values_list("attempt", flat=True)) == {1}  # held, no attempt spent
+    assert Wait.objects.filter(kind="budget", closed_at__isnull=True).count() == runs_count - covered
+    assert LLMCall.objects.filter(workflow=workflow).count() == covered
+
+    manage.save_budget({**manage.as_dict(budget), "workflow": workflow.slug, "amount": 10_000}, budget.pk)
+    for run in started:
+        assert wait_finished(run, 90).status == "succeeded"
+    assert len(llm.requests) == runs_count
+    assert open_holds() == 0
+    row.refresh_from_db()
+    assert (row.spent, row.reserved) == (runs_count * USED, 0)
+
+
+def test_two_workers_racing_for_the_last_of_a_budget_never_overspend(
+    one_at_a_time: Runtime, llm: FakeLLMServer
+) -> None:
+    workflow = publish("raced", agent_flow())
+    budget = tokens_budget("room for one", worst_case("ana"))  # one call's worst case: one call
+    runs.start_runs(workflow, [runs.StartItem({"who": "ana"}) for _ in range(12)])
+
+    wait_for(
+        lambda: statuses(workflow) == {"succeeded": 1, "waiting": 11} and open_holds() == 11,
+        90,
+        "one run to finish and the others to be held",
+    )
+    assert len(llm.requests) == 1
+    row = BudgetLedger.objects.get(budget=budget)
+    assert (row.spent, row.reserved) == (USED, 0)
+    assert Run.objects.filter(workflow=workflow, status="running").count() == 11
+
+
+def test_a_run_is_refused_at_start_when_its_workflows_budget_is_spent(transactional_db: Any) -> None:
+    workflow = publish("spent", agent_flow())
+    budget = tokens_budget("spent budget", 100, workflow)
+    BudgetLedger.objects.create(
+        budget=budget, period=core.period_of("day", 0, budget.created_at), subject="", spent=Decimal(100)
+    )
+
+    with pytest.raises(runs.Conflict, match="Budget 'spent budget'"):
+        runs.start_run(workflow, {"who": "ana"})
+    assert not Run.objects.filter(workflow=workflow).exists()
+
+
+def test_a_cost_budget_holds_calls_to_a_model_without_a_price_until_one_is_set(
+    budget_runtime: Runtime, llm: FakeLLMServer
+) -> None:
+    workflow = publish("unpriced", agent_flow())
+    budget = manage.save_budget(
+        {"name": "dollars", "unit": "cost", "amount": "1", "window": "month", "scope": "global"}
+    )
+    run, _ = runs.start_run(workflow, {"who": "ana"})
+
+    hold = wait_for(lambda: BudgetHold.objects.filter(closed_at__isnull=True).first(), 60, "the hold")
+    assert (hold.reason, hold.model, hold.need) == ("price", "fake-model", None)
+    assert len(llm.requests) == 0  # never treated as free
+    with pytest.raises(runs.Conflict, match="waits for a price"):
+        holds.allow_once(hold.pk)  # not even once
+
+    catalog.save_price("fake-model", "1000", "2000")  # per million: 10 in + 3 out = 0.016
+    assert wait_finished(run, 60).status == "succeeded"
+    assert len(llm.requests) == 1
+    row = BudgetLedger.objects.get(budget=budget)
+    assert (row.spent, row.reserved) == (Decimal("0.016"), 0)
+    assert LLMCall.objects.get(run=run).cost == row.spent
+
+
+def test_a_budget_whose_policy_is_fail_fails_the_attempt_naming_it_without_a_call(
+    budget_runtime: Runtime, llm: FakeLLMServer
+) -> None:
+    workflow = publish("strict", agent_flow())
+    tokens_budget("tight", 5, workflow)
+    Budget.objects.filter(name="tight").update(policy="fail")
+    run, _ = runs.start_run(workflow, {"who": "ana"})
+
+    assert wait_finished(run, 60).status == "failed"
+    node = NodeRun.objects.get(run=run)
+    assert node.status == "dead" and "budget 'tight'" in node.error and "policy is fail" in node.error
+    assert len(llm.requests) == 0
+    assert open_holds() == 0
+
+
+def test_held_runs_survive_a_redis_flush_and_a_cancel_closes_a_hold(
+    budget_runtime: Runtime, llm: FakeLLMServer
+) -> None:
+    workflow = publish("flushed", agent_flow())
+    budget = tokens_budget("too small", 5, workflow)  # left, but less than a call's worst case
+    first, _ = runs.start_run(workflow, {"who": "ana"})
+    second, _ = runs.start_run(workflow, {"who": "ana"})
+    wait_for(lambda: open_holds() == 2, 60, "both runs held")
+
+    bus.client().flushdb()  # Redis restarted empty: the holds are all in PostgreSQL
+    bus.ensure_group()
+    runs.cancel_run(second.pk, "not needed")
+    wait_for(lambda: open_holds() == 1, 30, "the cancelled run's hold closed")
+    assert BudgetHold.objects.get(run=second).outcome == "gone"
+
+    manage.save_budget({**manage.as_dict(budget), "workflow": workflow.slug, "amount": 1000}, budget.pk)
+    assert wait_finished(first, 60).status == "succeeded"
+    assert len(llm.requests) == 1
+
+
+@pytest.fixture
+def tools_runtime(transactional_db: Any, redis_clean: None, llm: FakeLLMServer) -> Iterator[Runtime]:
+    yield from two_workers_and_a_scheduler(
+        LLM_BASE_URL=llm.base_url, LLM_MODEL="fake-model", SWITCHYARD_HANDLER_MODULES=TOOL_MODULES
+    )
+
+
+def test_an_agent_held_between_turns_goes_on_from_its_recorded_steps(
+    tools_runtime: Runtime, llm: FakeLLMServer, tmp_path: Path
+) -> None:
+    llm.reply = scripted(completion(None, ("test__record", {"note": "first"})), completion("All noted."))
+    config = {"prompt": PROMPT, "tools": ["test.record"], "max_tokens": MAX_TOKENS}
+    workflow = publish(
+        "toolful", {"nodes": [{"id": "agent", "handler": "llm.agent", "config": config}], "edges": []}
+    )
+    opening = [{"role": "user", "content": "Do the task for ana."}]
+    first_turn = core.prompt_bound(opening, offer_tools(["test.record"]).specs) + MAX_TOKENS
+    budget = tokens_budget("one turn", first_turn, workflow)  # the second turn's worst case is larger
+    log = tmp_path / "tools.log"
+    run, _ = runs.start_run(workflow, {"who": "ana", "log": str(log)})
+
+    wait_for(lambda: open_holds() == 1, 60, "the second turn held")
+    assert len(llm.requests) == 1
+    node = NodeRun.objects.get(run=run)
+    assert (node.status, node.attempt) == ("waiting", 1)
+    assert [(s.kind, s.status) for s in AgentStep.objects.filter(node_run=node).order_by("seq")] == [
+        ("turn", "ok"),
+        ("tool", "ok"),
+    ]
+
+    manage.save_budget({**manage.as_dict(budget), "workflow": workflow.slug, "amount": 10_000}, budget.pk)
+    assert wait_finished(run, 60).status == "succeeded"
+    assert len(llm.requests) == 2  # the first turn was not asked again
+    assert len(log.read_text().splitlines()) == 1  # nor the tool called again
+    node.refresh_from_db()
+    assert node.attempt == 1 and node.output["turns"] == 2
+
+
+def test_when_a_raise_covers_one_held_call_the_highest_priority_run_goes_first(
+    budget_runtime: Runtime, llm: FakeLLMServer
+) -> None:
+    workflow = publish("ranked", agent_flow())
+    budget = tokens_budget("ranked", 5, workflow)  # left, but less than any call's worst case
+    low, _ = runs.start_run(workflow, {"who": "ana"}, priority=-5)
+    high, _ = runs.start_run(workflow, {"who": "ana"}, priority=5)
+    middle, _ = runs.start_run(workflow, {"who": "ana"}, priority=0)
+    wait_for(lambda: open_holds() == 3, 60, "all three held")
+
+    amount = worst_case("ana") + 5  # room for one call's worst case, not two
+    manage.save_budget({**manage.as_dict(budget), "workflow": workflow.slug, "amount": amount}, budget.pk)
+    assert wait_finished(high, 60).status == "succeeded"
+    wait_for(lambda: open_holds() == 2, 30, "the other two still held")
+    assert len(llm.requests) == 1
+    assert {Run.objects.get(pk=r.pk).status for r in (low, middle)} == {"running"}

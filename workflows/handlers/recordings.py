@@ -1,0 +1,151 @@
+"""Recorded calls and their replay, for any node that calls out (LLM calls and agent tool calls
+through workflows/llm/replays.py).
+
+Every call with an attempt row is recorded with the canonical hash of its request
+(core/callhash.py, store/recordings.py). A fork made with a calls mode other than `live`
+replays its origin's:
+
+- `recorded`: a call whose request hashes like one the origin made is answered with that
+  call's recorded response; any other call fails the attempt (`ReplayMiss`), naming its hash
+  and the JSON paths where it differs from the nearest call the origin made at that node.
+  Nothing new is sent.
+- `recorded-then-live`: identical calls are replayed, new ones are made live (and recorded).
+
+The mode and origin of a run are read once per process (a fork's row never changes after
+it is written). Beside the handlers, so that a built-in handler (`http.request`) uses it too.
+A handler's slot variant reaches it through `arecorded_answer` and `arecord_live`, run on the
+executor the worker's slots install (`use`, called with runtime/offload.py's: the handlers may
+not import the runtime package, which imports them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable
+from concurrent.futures import Executor
+from typing import Any, TypeVar
+
+from workflows.core import callhash
+from workflows.handlers.registry import HandlerError, NodeContext
+from workflows.store.forks import RunFork
+from workflows.store.recordings import RecordedCall
+
+T = TypeVar("T")
+
+
+class ReplayMiss(HandlerError):
+    """A call a fork in `recorded` mode makes that its origin never made: the attempt fails."""
+
+
+NEAREST_SCANNED = 50  # recorded calls of the node compared with a missed request, newest first
+
+
+@functools.lru_cache(maxsize=4096)
+def replay_of(run_id: int) -> tuple[str, int | None] | None:
+    """(mode, origin run id) of a fork that replays its origin's calls; None for a live run."""
+    row = RunFork.objects.filter(run_id=run_id).values_list("calls", "origin_id").first()
+    if row is None or row[0] == callhash.LIVE:
+        return None
+    return row[0], row[1]
+
+
+def recorded_answer(ctx: NodeContext, request: dict[str, Any], step: str) -> RecordedCall | None:
+    """The recorded call that answers `request` in a replaying fork (recorded as replayed here);
+    None to make the call live. Raise HandlerError in `recorded` mode when the origin made no such call."""
+    replay = replay_of(ctx.run_id) if ctx.node_run_id else None
+    if replay is None:
+        return None
+    mode, origin = replay
+    digest = callhash.request_hash(request)
+    found = None
+    if origin is not None:
+        calls = RecordedCall.objects.filter(run_id=origin, kind=request["kind"], request_hash=digest)
+        found = calls.exclude(outcome=RecordedCall.MISSING).order_by("id").first()
+    if found is not None:
+        return write(ctx, request, digest, step, found.response, RecordedCall.REPLAYED, found)
+    if mode == callhash.RECORDED:
+        write(ctx, request, digest, step, None, RecordedCall.MISSING)
+        raise ReplayMiss(miss(ctx, request, digest, step, origin))
+    return None
+
+
+def miss(ctx: NodeContext, request: dict[str, Any], digest: str, step: str, origin: int | None) -> str:
+    """Why a call was not replayed: its hash, and where it differs from the nearest recorded call."""
+    where = f"node {ctx.node_id!r}" + (f" {step}" if step else "")
+    head = f"{where}: recorded mode: run {origin} made no {request['kind']} call with this request (hash {digest[:12]})"
+    if origin is None:
+        return f"{where}: recorded mode: the run this fork replays was deleted; nothing can be replayed."
+    wanted = callhash.summary(request)
+    rows = RecordedCall.objects.filter(run_id=origin, kind=request["kind"], node_id=ctx.node_id).order_by(
+        "-id"
+    )
+    nearest = [(callhash.differences(wanted, r.request), r) for r in rows[:NEAREST_SCANNED]]
+    if not nearest:
+        return f"{head}, nor any call at this node. Fork with recorded-then-live to make new calls live."
+    paths, row = min(nearest, key=lambda pair: len(pair[0]))
+    return (
+        f"{head}; the nearest it made here (hash {row.request_hash[:12]}) differs at {', '.join(paths)}. "
+        "Fork with recorded-then-live to make new calls live."
+    )
+
+
+def write(
+    ctx: NodeContext,
+    request: dict[str, Any],
+    digest: str,
+    step: str,
+    response: Any,
+    outcome: str,
+    source: RecordedCall | None = None,
+) -> RecordedCall:
+    return RecordedCall.objects.create(
+        run_id=ctx.run_id,
+        node_run_id=ctx.node_run_id,
+        node_id=ctx.node_id,
+        attempt=ctx.attempt,
+        kind=request["kind"],
+        step=step[:100],
+        request_hash=digest,
+        request=callhash.summary(request),
+        response=response,
+        outcome=outcome,
+        replayed_from=source,
+    )
+
+
+def record_live(ctx: NodeContext, request: dict[str, Any], response: Any, step: str) -> None:
+    """Record a call made live (nothing without an attempt row)."""
+    if ctx.node_run_id:
+        write(ctx, request, callhash.request_hash(request), step, response, RecordedCall.LIVE)
+
+
+# --------------------------------------------------------------------------- from a slot's coroutine
+
+_executor: Executor | None = None  # the worker's slots' sync thread; None: asyncio's default pool
+_prepare: Callable[[], None] | None = None  # run in the thread before each function (as offload's)
+
+
+def use(executor: Executor | None, prepare: Callable[[], None] | None = None) -> None:
+    """Run the ORM work of `arecorded_answer` and `arecord_live` on `executor`, `prepare()` first
+    (runtime/slots.py gives what it gives runtime/offload.py)."""
+    global _executor, _prepare
+    _executor, _prepare = executor, prepare
+
+
+def prepared(func: Callable[..., T], *args: Any) -> T:
+    if _prepare is not None:
+        _prepare()
+    return func(*args)
+
+
+async def arecorded_answer(ctx: NodeContext, request: dict[str, Any], step: str) -> RecordedCall | None:
+    """`recorded_answer`, awaited from a slot's coroutine."""
+    work = functools.partial(prepared, recorded_answer, ctx, request, step)
+    return await asyncio.get_running_loop().run_in_executor(_executor, work)
+
+
+async def arecord_live(ctx: NodeContext, request: dict[str, Any], response: Any, step: str) -> None:
+    """`record_live`, awaited from a slot's coroutine."""
+    work = functools.partial(prepared, record_live, ctx, request, response, step)
+    await asyncio.get_running_loop().run_in_executor(_executor, work)

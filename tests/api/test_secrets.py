@@ -25,7 +25,7 @@ from workflows.runs import actions as runs
 from workflows.runtime import bus
 from workflows.secrets import catalog
 from workflows.store import secrets
-from workflows.store.models import Secret
+from workflows.store.models import RecordedCall, Secret
 
 VALUE = "sk-live-7f3a9c1e-never-shown"
 
@@ -147,6 +147,8 @@ def test_a_secret_is_resolved_at_call_time_and_found_nowhere_after(
     missing = run.nodes.get(node_id="missing")
     assert "[secret:API_TOKEN]" in missing.error
 
+    recorded = RecordedCall.objects.filter(run=run, node_id="echo").get()  # the call as forks replay it
+    assert "[secret:API_TOKEN]" in recorded.request["url"] and VALUE not in str(recorded.response)
     assert VALUE not in everything_stored()
     logs = "".join(p.read_text(errors="replace") for p in LOGS.glob("*.log"))
     assert VALUE not in logs

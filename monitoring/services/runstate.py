@@ -12,17 +12,28 @@ from django.template.loader import render_to_string
 
 from controlplane import access
 from workflows.agents import steps as agents
+from workflows.agents import tree as agenttree
 from workflows.core.agent import AGENT
 from workflows.core.compensation import given_by, is_step, step_node, steps_to_run, undone_by
 from workflows.core.states import NODE_TERMINAL, NodeStatus, RunStatus
 from workflows.llm import usage
 from workflows.runs import actions as runs
-from workflows.runs import mapitems
+from workflows.runs import edits, mapitems
 from workflows.runtime import parents as childlinks
 from workflows.store.graphs import load_graph
-from workflows.store.models import DeadLetter, LLMCall, NodeRun, Run, RunEvent, Wait
+from workflows.store.models import ChildRun, DeadLetter, LLMCall, NodeRun, Run, RunEvent, Wait
 
-TRACE_KINDS = ("node.attempt", "node.retry_scheduled", "node.replayed", "run.rerun", "node.child_finished")
+# A waiting node's wait opens with `node.waiting` and is closed by one of WAIT_ENDS.
+WAIT_ENDS = ("approval.decided", "node.woken", "node.expired")
+TRACE_KINDS = (
+    "node.attempt",
+    "node.retry_scheduled",
+    "node.replayed",
+    "run.rerun",
+    "node.child_finished",
+    "node.waiting",
+    *WAIT_ENDS,
+)
 FRAGMENTS = {
     "run-header": "monitoring/fragments/run_header.html",
     "run-nodes": "monitoring/fragments/run_nodes.html",
@@ -59,7 +70,13 @@ def load(run: Run, user: Any, after_span: int = 0) -> dict[str, Any]:
         "llm": usage.run_totals(run.pk),
         "output": runs.run_output(run),
         "family": childlinks.family(run.pk),
+        "agents": agent_nodes(run),
     }
+
+
+def agent_nodes(run: Run) -> set[str]:
+    """The ids of the run's agent nodes: a parked agent's attempt is drawn running under its waits."""
+    return {n.id for n in load_graph(run.version_id).nodes.values() if n.kind == AGENT}
 
 
 def compensation_steps(run: Run, nodes: list[NodeRun]) -> list[NodeRun]:
@@ -93,9 +110,22 @@ def attach_progress(nodes: list[NodeRun]) -> None:
         n.progress = progress.get(n.pk)  # type: ignore[attr-defined]  # shown by the template beside the node
 
 
+def open_child_waits(run: Run, nodes: list[NodeRun]) -> dict[str, list[dict[str, Any]]]:
+    """node id -> the child runs a waiting node waits for now (a workflow.run node's, an
+    agent's workflow tool calls'), each with its start: the trace draws them until they end."""
+    if not any(n.status == NodeStatus.WAITING for n in nodes):
+        return {}
+    found: dict[str, list[dict[str, Any]]] = {}
+    links = ChildRun.objects.filter(parent_run=run, settled_at__isnull=True).order_by("id")
+    for node_id, attempt, created, child in links.values_list("node_id", "attempt", "created_at", "child_id"):
+        found.setdefault(node_id, []).append({"attempt": attempt, "start": epoch(created), "child": child})
+    return found
+
+
 def live_data(ctx: dict[str, Any]) -> dict[str, Any]:
     """The part of the context the page's scripts draw: node states, spans, run timing."""
     run = ctx["run"]
+    children = open_child_waits(run, ctx["nodes"])
     return {
         "run": {
             "id": run.pk,
@@ -113,6 +143,8 @@ def live_data(ctx: dict[str, Any]) -> dict[str, Any]:
                 "items": getattr(n, "progress", None),
                 "queued": epoch(n.queued_at) if n.status in (NodeStatus.QUEUED, NodeStatus.RUNNING) else None,
                 "due": epoch(n.due_at) if n.status == NodeStatus.RETRYING else None,
+                "children": children.get(n.node_id, []),
+                "agent": n.node_id in ctx.get("agents", ()),
             }
             for n in ctx["nodes"]
         },
@@ -125,8 +157,11 @@ def trace_item(s: dict[str, Any]) -> dict[str, Any]:
     (a workflow.run node's, an agent's workflow tool call's), or a reset (replay, re-run).
 
     A retry's backoff runs from the failed attempt's end to when the retry is available
-    (scheduled at + delay); the queue wait before an attempt is drawn by the page from the
-    moment the node became ready (its predecessors' ends, the backoff's end, a reset).
+    (scheduled at + delay); the queue wait before an attempt runs from when it was queued
+    (recorded in its span) to its start, and is not drawn when that is unknown. A waiting
+    node's wait (an approval, an event, a timer) opens with `node.waiting` and ends with the
+    decision, the event or the deadline (`wait_end`): the page pairs them by node and
+    attempt, and draws a wait still open up to now. A map's wait is its attempt.
     """
     data = s["data"] or {}
     item = {"id": s["id"], "node": s["node_id"], "attempt": s["attempt"], "end": epoch(s["at"])}
@@ -135,10 +170,21 @@ def trace_item(s: dict[str, Any]) -> dict[str, Any]:
             **item,
             "kind": "attempt",
             "start": epoch(s["started_at"]),
+            "queued": data.get("queued_at"),
             "status": data.get("status", ""),
             "worker": s["worker"],
             "log": bool(data.get("log")),
         }
+    if s["kind"] == "node.waiting":
+        what = data.get("kind") or "wait"
+        return {
+            **item,
+            "kind": "wait_start" if what != "map" else "note",
+            "start": epoch(s["at"]),
+            "what": what,
+        }
+    if s["kind"] in WAIT_ENDS:
+        return {**item, "kind": "wait_end", "start": epoch(s["at"]), "how": s["kind"]}
     if s["kind"] == "node.retry_scheduled":
         at = epoch(s["at"]) or 0.0
         return {**item, "kind": "backoff", "start": at, "end": at + float(data.get("delay_seconds") or 0)}
@@ -171,6 +217,7 @@ def node_detail(run: Run, node_id: str) -> dict[str, Any]:
         "llm": usage.node_totals(node.pk) if calls else None,
         "is_llm": node_is_llm(run, node_id),
         "items": mapitems.progress([node.pk]).get(node.pk),
+        "edits": edits.input_edits(run.pk, node_id),
         **agent_steps(run, node),
     }
 
@@ -186,7 +233,15 @@ def agent_steps(run: Run, node: NodeRun) -> dict[str, Any]:
     if not steps and step_node(load_graph(run.version_id), node.node_id).kind != AGENT:
         return {"is_agent": False}
     polling = node.status not in NODE_TERMINAL  # opened before its first attempt: it polls too
-    return {"is_agent": True, "rows": agents.timeline(steps), "polling": polling, "run": run, "node": node}
+    turns = agenttree.build(steps, LLMCall.objects.filter(node_run=node))
+    return {
+        "is_agent": True,
+        "turns": turns,
+        "step_count": len(steps),
+        "polling": polling,
+        "run": run,
+        "node": node,
+    }
 
 
 ITEMS_PAGE = 50

@@ -70,6 +70,8 @@ def genai_attributes(call: LLMCall) -> dict[str, Any]:
         attributes["switchyard.llm.step"] = call.step
     if call.cost is not None:
         attributes["switchyard.llm.cost"] = float(call.cost)
+    if call.first_token_ms is not None:
+        attributes["switchyard.llm.time_to_first_token_ms"] = call.first_token_ms
     return attributes
 
 

@@ -66,6 +66,13 @@ def span_ms(start: datetime | None, end: datetime | None) -> str:
 
 
 @register.filter
+def epoch(value: datetime | None) -> str:
+    """A moment as epoch seconds, for `data-live-since` (static/monitoring/src/durations.js):
+    the page makes the duration since then grow."""
+    return "" if value is None else f"{value.timestamp():.3f}"
+
+
+@register.filter
 def pretty_json(value: Any) -> str:
     return json.dumps(value, indent=2, sort_keys=True, default=str)
 
@@ -166,9 +173,11 @@ def relative(moment: datetime, now: datetime) -> str:
 
 @register.filter
 def when(value: datetime | None) -> str:
-    """One date format everywhere: relative text, the absolute UTC time in the title.
+    """One date format everywhere: relative text, the absolute time in the title.
 
-    static/monitoring/src/time.js keeps the relative text fresh from the `datetime` attribute.
+    The title is UTC as rendered; static/shared/time.js (on every page) rewrites it in the
+    reader's own time zone, with milliseconds, and keeps the relative text fresh from the
+    `datetime` attribute. A page that needs its own text keeps it with `data-keep-text`.
     """
     if isinstance(value, str):
         value = parse_datetime(value)

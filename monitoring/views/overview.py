@@ -24,6 +24,7 @@ from workflows.runs import mapitems
 from workflows.schedules import timetable as schedules
 from workflows.store.errors import DomainError, NotFound
 from workflows.store.models import AuditEntry, NodeRun, Run, RunEvent, Workflow
+from workflows.versions import editing
 
 OVERVIEW_FRAGMENTS = {
     "workflows": "monitoring/fragments/overview_workflows.html",
@@ -127,6 +128,7 @@ def run_detail(request: HtmxRequest, run_id: int) -> HttpResponse:
         **ctx,
         "graph": graph_of(run.version.definition),
         "live": runstate.live_data(ctx),
+        "test_run": editing.is_snapshot(run.version),
         "audit": audit,
         "forking": forks.fork_context(run, request.user),
         "nav": "runs",

@@ -57,6 +57,10 @@ def test_the_timeline_links_a_workflow_call_to_its_child_run_and_the_child_links
     expect(child_row.locator(".badge")).to_have_text("running")
     trace = page.locator("#run-timeline")
     expect(trace.locator("[data-segment=wait][data-node=agent]")).to_have_count(1)  # waiting now
+    # The wait starts with the child run; the parked attempt is drawn going on under it.
+    wait_start = float(trace.locator("[data-segment=wait][data-node=agent]").get_attribute("data-start") or 0)
+    assert abs(wait_start - link.created_at.timestamp()) < 0.002
+    expect(trace.locator("[data-segment=attempt][data-node=agent]")).to_have_count(1)
     screenshot(page, "agent-workflow-call-waiting")
 
     waits.post_event("A-5", {"eta": "Monday"})

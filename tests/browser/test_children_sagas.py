@@ -52,6 +52,18 @@ def test_parent_and_child_runs_link_both_ways_and_the_child_shows_its_compensati
     expect(step.locator('[data-field="status"]')).to_have_text("succeeded")
     step.click()
     expect(page.locator("#node-detail")).to_contain_text("released")
+    # The trace: the compensation is a row of its own, whose queue wait (if any) starts when
+    # it was queued, after the step that failed, never at the run's start.
+    undo = "reserve_inventory~compensate"
+    expect(page.locator(f'#run-timeline [data-node-label="{undo}"]')).to_have_count(1)
+    segments = page.locator(f'#run-timeline rect[data-node="{undo}"]').evaluate_all(
+        "rs => rs.map(r => ({kind: r.dataset.segment, start: +r.dataset.start}))"
+    )
+    failed = page.locator('#run-timeline rect[data-segment="attempt"].failed').evaluate_all(
+        "rs => rs.map(r => +r.dataset.end)"
+    )
+    assert [s["kind"] for s in segments if s["kind"] == "attempt"] == ["attempt"] and failed
+    assert all(s["start"] >= max(failed) - 0.002 for s in segments)
     screenshot(page, "child-compensated")
 
 

@@ -217,3 +217,16 @@ def test_options_cannot_override_what_the_client_owns(fake: FakeLLMServer) -> No
     sent = fake.requests[0].json
     assert sent["model"] == "tiny-1" and sent["temperature"] == 0.1 and "stream" not in sent
     assert json.loads(fake.requests[0].body)["messages"][0]["content"] == "tell me a short story"
+
+
+def test_a_streamed_answer_records_its_time_to_first_token_before_the_rest_came(fake: FakeLLMServer) -> None:
+    fake.chunk_delay = 0.1  # six words: the last arrives at least 0.5 s after the first
+    done = ask(fake, [])
+    assert done.first_token_ms is not None
+    assert 0 < done.first_token_ms <= done.latency_ms - 500
+
+
+def test_an_answer_read_as_one_body_has_no_time_to_first_token(fake: FakeLLMServer) -> None:
+    assert ask(fake).first_token_ms is None  # not streamed
+    fake.streaming = False
+    assert ask(fake, []).first_token_ms is None  # asked to stream, answered in one body

@@ -229,7 +229,8 @@ def begin_turn(loop: Loop, admitted: admission.Admitted = admission.NOTHING) -> 
         admitted,
     )
     if loop.writer:
-        loop.writer.begin_turn(seq, 1 + sum(1 for s in loop.steps if s.kind == core.TURN))
+        # The turn's number as the run page counts it (workflows/agents/tree.py): finished turns + 1.
+        loop.writer.begin_turn(seq, 1 + sum(1 for s in core.counted(loop.steps) if s.kind == core.TURN))
     return turn
 
 

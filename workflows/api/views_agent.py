@@ -10,6 +10,7 @@ from ninja import Path, Router
 from typing_extensions import TypedDict
 
 from workflows.agents import steps as agents
+from workflows.agents import tree as agenttree
 from workflows.api.auth import allowed
 from workflows.api.parsing import MAX_ID
 from workflows.api.schema import refuses
@@ -24,6 +25,7 @@ NodeIdPath = Annotated[str, Path(min_length=1, max_length=64)]
 
 class AgentStepOut(TypedDict):
     seq: int
+    number: str  # the run page's numbering: "2" a turn, "2.1" its first tool call (agents/tree.py)
     attempt: int
     kind: str
     status: str
@@ -61,7 +63,8 @@ class AgentStepsOut(TypedDict):
 @refuses(404)
 def node_steps(request: HttpRequest, run_id: RunId, node_id: NodeIdPath) -> Any:
     """Read the model turns and tool calls of an `llm.agent` node, over all its attempts, in
-    order: `turn` steps carry the messages added, the answer, model, tokens and finish reason;
+    order, each with its `number` as the run page shows it (turns 1, 2, 3; a turn's tool calls
+    2.1, 2.2): `turn` steps carry the messages added, the answer, model, tokens and finish reason;
     `tool` steps the tool, arguments, result or error, and the turn that asked (`turn_seq`).
     `status` is ok, error (told to the model as the tool's result), failed (the attempt
     failed with it) or waiting (a workflow tool's child run, `child_run`, has not ended).
@@ -70,8 +73,10 @@ def node_steps(request: HttpRequest, run_id: RunId, node_id: NodeIdPath) -> Any:
     node = NodeRun.objects.filter(run=run, node_id=node_id).first()
     if node is None:
         raise NotFound(f"Run {run_id} has no node {node_id!r}.")
+    steps = agents.steps_of(node.pk)
+    named = agenttree.numbers(steps)
     return {
         "run": run.pk,
         "node_id": node_id,
-        "steps": [agents.step_json(s) for s in agents.steps_of(node.pk)],
+        "steps": [{**agents.step_json(s), "number": named.get(s.seq, "")} for s in steps],
     }

@@ -95,6 +95,11 @@ def diff_definitions(old: Mapping[str, Any], new: Mapping[str, Any]) -> GraphDif
     )
 
 
+def diff_values(old: Mapping[str, Any], new: Mapping[str, Any]) -> tuple[FieldChange, ...]:
+    """Compare two JSON objects (a run input and its edit) field by field, dotted paths."""
+    return _field_changes(old, new)
+
+
 def _nodes_by_id(definition: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """Index nodes by id, dropping the id itself; the first of duplicate ids wins."""
     nodes: dict[str, dict[str, Any]] = {}

@@ -24,12 +24,13 @@ import asyncio
 import functools
 from collections.abc import Callable
 from concurrent.futures import Executor
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from workflows.core import callhash
 from workflows.handlers.registry import HandlerError, NodeContext
-from workflows.store.forks import RunFork
-from workflows.store.recordings import RecordedCall
+
+if TYPE_CHECKING:  # the models are imported where used: the handlers import without Django set up
+    from workflows.store.recordings import RecordedCall
 
 T = TypeVar("T")
 
@@ -44,6 +45,8 @@ NEAREST_SCANNED = 50  # recorded calls of the node compared with a missed reques
 @functools.lru_cache(maxsize=4096)
 def replay_of(run_id: int) -> tuple[str, int | None] | None:
     """(mode, origin run id) of a fork that replays its origin's calls; None for a live run."""
+    from workflows.store.forks import RunFork
+
     row = RunFork.objects.filter(run_id=run_id).values_list("calls", "origin_id").first()
     if row is None or row[0] == callhash.LIVE:
         return None
@@ -56,6 +59,8 @@ def recorded_answer(ctx: NodeContext, request: dict[str, Any], step: str) -> Rec
     replay = replay_of(ctx.run_id) if ctx.node_run_id else None
     if replay is None:
         return None
+    from workflows.store.recordings import RecordedCall
+
     mode, origin = replay
     digest = callhash.request_hash(request)
     found = None
@@ -76,6 +81,8 @@ def miss(ctx: NodeContext, request: dict[str, Any], digest: str, step: str, orig
     head = f"{where}: recorded mode: run {origin} made no {request['kind']} call with this request (hash {digest[:12]})"
     if origin is None:
         return f"{where}: recorded mode: the run this fork replays was deleted; nothing can be replayed."
+    from workflows.store.recordings import RecordedCall
+
     wanted = callhash.summary(request)
     rows = RecordedCall.objects.filter(run_id=origin, kind=request["kind"], node_id=ctx.node_id).order_by(
         "-id"
@@ -99,6 +106,8 @@ def write(
     outcome: str,
     source: RecordedCall | None = None,
 ) -> RecordedCall:
+    from workflows.store.recordings import RecordedCall
+
     return RecordedCall.objects.create(
         run_id=ctx.run_id,
         node_run_id=ctx.node_run_id,
@@ -116,6 +125,8 @@ def write(
 
 def record_live(ctx: NodeContext, request: dict[str, Any], response: Any, step: str) -> None:
     """Record a call made live (nothing without an attempt row)."""
+    from workflows.store.recordings import RecordedCall
+
     if ctx.node_run_id:
         write(ctx, request, callhash.request_hash(request), step, response, RecordedCall.LIVE)
 

@@ -51,6 +51,9 @@ class Completion:
     input_tokens: int | None
     output_tokens: int | None
     latency_ms: float
+    # Time to first token: from sending the request to the first piece of the answer (text or
+    # tool call) in a stream; None for an answer that came as one body (nothing came first).
+    first_token_ms: float | None = None
 
 
 class CallFailed(HandlerError):
@@ -62,6 +65,12 @@ class _Call:
     endpoint: Endpoint
     where: str
     deadline: float
+    started: float = 0.0  # time.monotonic() when the request was sent
+    first_token_ms: float | None = None  # set by the first piece of a streamed answer
+
+    def mark_first_token(self) -> None:
+        if self.first_token_ms is None:
+            self.first_token_ms = round((time.monotonic() - self.started) * 1000, 3)
 
     @property
     def url(self) -> str:
@@ -113,7 +122,7 @@ def complete(
     of a tool call, the calls so far to `on_calls` (assembled, not copied: joining their
     arguments on every piece would cost the square of their length)."""
     started = time.monotonic()
-    call = _Call(endpoint, where, started + timeout_seconds)
+    call = _Call(endpoint, where, started + timeout_seconds, started)
     payload = request_payload(endpoint, messages, tools, options, stream=on_delta is not None)
     headers = request_headers(endpoint, idempotency_key)
     with (
@@ -147,7 +156,7 @@ async def acomplete(
 ) -> Completion:
     """`complete` as a coroutine: the same request, answer and errors, awaited on httpx's AsyncClient."""
     started = time.monotonic()
-    call = _Call(endpoint, where, started + timeout_seconds)
+    call = _Call(endpoint, where, started + timeout_seconds, started)
     payload = request_payload(endpoint, messages, tools, options, stream=on_delta is not None)
     headers = request_headers(endpoint, idempotency_key)
     with call.told_as_failures(timeout_seconds):
@@ -320,6 +329,7 @@ class Parts:
             input_tokens=self.input_tokens,
             output_tokens=self.output_tokens,
             latency_ms=round(latency_ms, 3),
+            first_token_ms=call.first_token_ms,
         )
 
 
@@ -426,6 +436,8 @@ def add_chunk(
         if not isinstance(delta, dict):
             raise call.fail(f"a stream chunk has no choices[0].delta: {snippet(data)!r}")
         text = delta.get("content")
+        if (isinstance(text, str) and text) or delta.get("tool_calls"):
+            call.mark_first_token()
         if isinstance(text, str) and text:
             parts.text.append(text)
             if on_delta is not None:

@@ -401,14 +401,16 @@ UNION ALL
 """
 
 # Each result also carries its span (the history event) and the status it leaves
-# (`from_status`: running, or queued for a direct job's attempt).
+# (`from_status`: running, or queued for a direct job's attempt). The span stored adds when
+# the attempt was queued (`queued_at`, epoch seconds): the trace draws its queue wait from
+# it, never from a guess of when the node became ready.
 FINISHED = NODE.finish(
     "n.status || '' = v.from_status",
     reported=", span json, from_status text",
     sets=", worker = %(worker)s",
     where=" AND n.id = ANY(%(ids)s::bigint[])",
     returning="n.id, n.run_id, n.node_id, n.attempt, n.worker, n.started_at, n.finished_at, n.status, v.span, "
-    "n.retryable",
+    "n.retryable, n.queued_at",
 )
 # The sole successors (%(follows)s: {after: a result's row id, node_id}) of attempts stored
 # succeeded here, still pending in a running run: their first attempt, queued in a job that
@@ -448,7 +450,8 @@ WITH done AS (
 {FINISHED}
 ), history AS (
     INSERT INTO {EVENTS} (run_id, kind, node_id, attempt, at, started_at, worker, data)
-    SELECT run_id, 'node.attempt', node_id, attempt, finished_at, started_at, worker, span::jsonb FROM done
+    SELECT run_id, 'node.attempt', node_id, attempt, finished_at, started_at, worker,
+           span::jsonb || jsonb_build_object('queued_at', extract(epoch FROM queued_at)) FROM done
 {followed})
 SELECT DISTINCT 'run', run_id, 0::bigint, '', '', 0, 0::bigint, 0, true FROM done
 UNION ALL

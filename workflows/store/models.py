@@ -555,6 +555,7 @@ class LLMCall(models.Model):
     input_tokens = models.PositiveIntegerField(null=True, blank=True)
     output_tokens = models.PositiveIntegerField(null=True, blank=True)
     latency_ms = models.FloatField(default=0.0)
+    first_token_ms = models.FloatField(null=True, blank=True)  # streamed calls: time to first token
     cost = models.DecimalField(max_digits=16, decimal_places=8, null=True, blank=True)
     finish_reason = models.CharField(max_length=40, blank=True)
     error = models.TextField(blank=True)

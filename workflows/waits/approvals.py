@@ -73,7 +73,8 @@ def decide(
         if not changed:
             raise Conflict(f"Approval {wait.pk} ({wait.node_id} of run {wait.run_id}) is no longer waiting.")
         close([wait], "decided", output)
-        RunEvent.objects.create(**history_fields("approval.decided", wait, output))
+        # At the node's own end (the statement's clock), so the trace and the API agree.
+        RunEvent.objects.create(**history_fields("approval.decided", wait, output) | {"at": changed[0][6]})
         audit.record(user, "approval.decide", wait, run=wait.run_id, node=wait.node_id, decision=output)
     transaction.on_commit(lambda: bus.notify([wait.run_id]))
     return wait

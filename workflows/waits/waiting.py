@@ -240,12 +240,12 @@ def wake(waits: list[Wait], posted: PostedEvent) -> list[int]:
         return []
     output = json.dumps(posted.payload)
     changed = transitions.wake_waits([Awake(w.node_run_id, w.attempt, N.SUCCEEDED, output) for w in waits])
-    done = {row[0] for row in changed}
-    woken = [w for w in waits if w.node_run_id in done]
+    ended = {row[0]: row[6] for row in changed}  # each node's end, by the statement's clock
+    woken = [w for w in waits if w.node_run_id in ended]
     close(woken, "event", posted.payload)
+    data = {"event": posted.pk, "key": posted.key, "source": posted.source}
     RunEvent.objects.bulk_create(
-        history("node.woken", w, {"event": posted.pk, "key": posted.key, "source": posted.source})
-        for w in woken
+        RunEvent(**history_fields("node.woken", w, data) | {"at": ended[w.node_run_id]}) for w in woken
     )
     return [w.run_id for w in woken]
 
@@ -327,12 +327,13 @@ def expire(waits: list[Wait], now: datetime) -> int:
         rows.append(row)
         outputs[wait.pk] = output
     with transaction.atomic():
-        changed = {row[0] for row in transitions.expire_waits(rows)}
+        changed = {row[0]: row[6] for row in transitions.expire_waits(rows)}  # node -> its end
         done = [w for w in waits if w.node_run_id in changed]
         for wait in done:
             close([wait], "expired", outputs[wait.pk])
             kind = "approval.decided" if wait.kind == APPROVAL and outputs[wait.pk] else "node.expired"
-            RunEvent.objects.create(**history_fields(kind, wait, outputs[wait.pk] or {"timed_out": True}))
+            fields = history_fields(kind, wait, outputs[wait.pk] or {"timed_out": True})
+            RunEvent.objects.create(**fields | {"at": changed[wait.node_run_id]})
     run_ids = [w.run_id for w in done]
     if run_ids:
         transaction.on_commit(lambda: bus.notify(run_ids))

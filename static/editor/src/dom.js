@@ -84,9 +84,3 @@ export function download(filename, text) {
   link.remove();
   setTimeout(() => URL.revokeObjectURL(url), 1000);
 }
-
-export function formatTime(iso) {
-  if (!iso) return "";
-  const date = new Date(iso);
-  return Number.isNaN(date.getTime()) ? iso : date.toLocaleString();
-}

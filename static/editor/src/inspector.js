@@ -4,6 +4,7 @@
 import { h, replaceChildren } from "./dom.js";
 import { getPath } from "./model.js";
 import { configFields, field, nextFieldId, numberInput } from "./schemaform.js";
+import { DataMap } from "./datamap.js";
 
 const RETRY_FIELDS = [
   ["max_attempts", "max attempts", true, 1, "Attempts in all, the first included (1 = no retry)."],
@@ -29,6 +30,8 @@ export class Inspector {
     this.root = root;
     this.app = app;
     this.nodeUid = null;
+    this.dataMap = new DataMap(app);
+    this.dataMap.watch(root);
   }
 
   render() {
@@ -172,6 +175,7 @@ export class Inspector {
       field("id", idInput, { key: "id", help: "Letters, digits, '_' and '-'; starts with a letter or '_'." }),
       field("handler", handlerSelect, { key: "handler", help: handler ? handler.doc : "" }),
       configSection,
+      h("section", { class: "ed-upstream", dataset: { area: "data" } }),
       mapping,
       compensate,
       retry,
@@ -193,6 +197,17 @@ export class Inspector {
     );
     this.showIssues();
     this.showRun();
+  }
+
+  // The data the selected node's templates can name: the run input and its upstream outputs.
+  showData() {
+    const section = this.root.querySelector(".ed-upstream");
+    if (!section || !this.nodeUid) return;
+    const upstream = [];
+    for (const edge of this.app.doc.edges.values()) {
+      if (edge.target === this.nodeUid) upstream.push(String(this.app.doc.nodes.get(edge.source)?.data.id ?? ""));
+    }
+    this.dataMap.show(section, upstream.filter(Boolean));
   }
 
   // The map settings: the list expression, how many items at once, what a failed item does.
@@ -306,8 +321,9 @@ export class Inspector {
     }
   }
 
-  // Show the last test run's result for the selected node.
+  // Show the last test run's result for the selected node, and the data it gives.
   showRun() {
+    this.showData();
     const section = this.root.querySelector(".ed-node-run");
     if (!section || !this.nodeUid) return;
     const node = this.app.doc.nodes.get(this.nodeUid);

@@ -16,7 +16,8 @@ export function overlay(run) {
   for (const node of run.nodes) {
     nodes[node.node_id] = { status: node.status, attempt: node.attempt, error: node.error.slice(0, ERROR_CHARS), output: preview(node.output) };
   }
-  return { id: run.id, status: run.status, version: run.version, finished: FINISHED.has(run.status), nodes };
+  // `raw`: the run's input and nodes as the API gave them, for the inspector's data trees (datamap.js).
+  return { id: run.id, status: run.status, version: run.version, finished: FINISHED.has(run.status), nodes, raw: run };
 }
 
 function preview(output) {
@@ -115,13 +116,14 @@ export class TestRunPanel {
         { dataset: { node: id } },
         h("span", { class: `ed-status-pill run-${node.status}`, text: node.status }),
         " ",
-        h("code", { text: id }),
+        h("a", { href: `/runs/${state.id}/?node=${encodeURIComponent(id)}#node-panel`, title: "this node on the run page" }, h("code", { text: id })),
         node.error ? h("div", { class: "ed-error-text", text: node.error }) : null,
+        node.output !== null ? h("div", { class: "ed-muted ed-run-output", text: node.output }) : null,
       ),
     );
     replaceChildren(
       this.result,
-      h("p", {}, `Run ${state.id} on v${state.version}: `, h("strong", { class: `ed-run-status run-${state.status}`, text: state.status })),
+      h("p", {}, h("a", { href: `/runs/${state.id}/`, dataset: { link: "test-run" }, text: `Run ${state.id}` }), ` on v${state.version}: `, h("strong", { class: `ed-run-status run-${state.status}`, text: state.status })),
       h("ul", { class: "ed-run-nodes" }, items),
     );
     this.app.root.dataset.run = state.status;

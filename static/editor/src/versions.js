@@ -1,6 +1,7 @@
 // The side panel's Versions tab: history (who, when, comment, status), open, compare,
 // publish and roll back.
-import { formatTime, h, replaceChildren } from "./dom.js";
+import { h, replaceChildren } from "./dom.js";
+import { timeElement } from "../../shared/time.js";
 
 export const PUBLISH_NOTE =
   "Publishing or activating a version takes effect for new runs at once: running schedulers " +
@@ -43,7 +44,7 @@ export class VersionsPanel {
         "li",
         { class: `ed-version${v.number === current ? " ed-current" : ""}`, dataset: { number: String(v.number) } },
         h("div", { class: "ed-version-head" }, h("strong", { text: `v${v.number}` }), ...badges),
-        h("div", { class: "ed-muted", text: `${v.created_by || "unknown"} · ${formatTime(v.created_at)} · ${v.nodes} nodes` }),
+        h("div", { class: "ed-muted" }, `${v.created_by || "unknown"} · `, timeElement(v.created_at), ` · ${v.nodes} nodes`),
         v.comment ? h("div", { class: "ed-version-comment", text: v.comment }) : null,
         h("div", { class: "ed-version-actions" }, actions),
       );

@@ -2,6 +2,7 @@
 // grows while the run is in flight. State comes with the page, then from the websocket.
 import { loadDetail, render } from "./dag.js";
 import { draw as drawTrace } from "./trace.js";
+import { tickDurations } from "./durations.js";
 
 function startRunPage() {
   const box = document.getElementById("run-graph");
@@ -11,7 +12,11 @@ function startRunPage() {
   const graph = JSON.parse(document.getElementById("graph-data").textContent);
   const topic = live.dataset.topics;
   let state = JSON.parse(document.getElementById("run-data").textContent);
-  const dag = render(box, graph, (id) => loadDetail(box.dataset.nodeUrl, id));
+  const panel = document.getElementById("node-panel");
+  const dag = render(box, graph, (id) => {
+    loadDetail(box.dataset.nodeUrl, id);
+    panel.scrollIntoView({ block: "nearest" });
+  });
   const rowOrder = dag.layers.flat();
 
   function drawGraph() {
@@ -31,7 +36,7 @@ function startRunPage() {
     const scroll = timeline.scrollLeft;
     // Compensation steps (`<node>~compensate`) are not in the graph: their rows come last.
     const rows = rowOrder.concat(Object.keys(state.nodes).filter((id) => !rowOrder.includes(id)));
-    scale = drawTrace(timeline, state, graph, rows, zoom);
+    scale = drawTrace(timeline, state, rows, zoom);
     timeline.scrollLeft = scale && anchorTime !== undefined ? scale.x(anchorTime) - anchorPx : scroll;
   }
 
@@ -95,9 +100,11 @@ function startRunPage() {
     draw();
     refreshPanel();
   });
-  // Running and queued bars grow between messages.
+  // Open bars (queued, running, waiting) and the durations of what is still going on grow
+  // between messages.
   setInterval(() => {
-    if (Object.values(state.nodes).some((n) => n.status === "running" || n.status === "queued")) drawTimeline();
+    if (Object.values(state.nodes).some((n) => ["running", "queued", "waiting"].includes(n.status))) drawTimeline();
+    tickDurations();
   }, 250);
   // A link to a node (?node=ID, from a dead letter's attempts) opens its panel.
   const wanted = new URLSearchParams(location.search).get("node");

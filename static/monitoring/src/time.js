@@ -1,27 +1,11 @@
-// Keeps "3 min ago" true: rewrites every <time datetime> rendered by the `when` filter
-// (and those added later by htmx or the live updates) every 15 seconds.
-const UNITS = [["d", 86400], ["h", 3600], ["min", 60], ["s", 1]];
+// Keeps "3 min ago" true and every absolute time in the reader's zone (static/shared/time.js):
+// rewrites each <time datetime> (from the `when` filter, and those added later by htmx or
+// the live updates) at load, after each swap, and every 15 seconds.
+import { refreshTimes } from "../../shared/time.js";
 
-function relative(then, now) {
-  const seconds = Math.round((now - then) / 1000);
-  const size = Math.abs(seconds);
-  if (size < 10) return "just now";
-  for (const [unit, span] of UNITS) {
-    if (size >= span) {
-      const amount = `${Math.floor(size / span)} ${unit}`;
-      return seconds > 0 ? `${amount} ago` : `in ${amount}`;
-    }
-  }
-  return "just now";
-}
-
-function refresh() {
-  const now = Date.now();
-  for (const node of document.querySelectorAll("time[datetime][title]")) {
-    const then = Date.parse(node.getAttribute("datetime"));
-    if (!Number.isNaN(then)) node.textContent = relative(then, now);
-  }
-}
-
+const refresh = () => refreshTimes();
 window.setInterval(refresh, 15000);
 document.addEventListener("htmx:afterSettle", refresh);
+document.addEventListener("sy:message", () => window.setTimeout(refresh, 0));
+if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", refresh);
+else refresh();

@@ -1,14 +1,16 @@
-// A run's trace: per node, the queue wait before each attempt, the attempt itself, the
-// backoff after a failed one and the waits within an attempt (for a child run: a
-// workflow.run node's, an agent's workflow tool call's; a waiting node's until now), as
-// distinct segments on one time axis.
+// A run's trace: one row per node of the run, and on it the queue wait before each attempt,
+// the attempt itself, the backoff after a failed one, and the waits (an approval, an event,
+// a timer, a child run: a workflow.run node's, an agent's workflow tool call's), as distinct
+// segments on one time axis. Compensation steps (`<node>~compensate`) are rows of their own.
 //
-// Where each segment comes from (all from the run's history, see monitoring/services/runstate.py):
-// an attempt runs from its start to its end; a backoff from the failed attempt's retry
-// being scheduled to when the retry is available (scheduled at + delay); the queue wait
-// before an attempt from the moment the node became ready (its last predecessor's end, the
-// backoff's end, a replay or re-run, or the run's creation) to the attempt's start. A
-// queued or running node's current wait starts at its queued time.
+// Where each segment comes from (the run's history, see monitoring/services/runstate.py):
+// an attempt runs from its start to its end; its queue wait from when it was queued (stored
+// with the attempt) to its start, and only then: never from a guess of when the node became
+// ready, which would draw a person's 18 s of deciding as a worker's queue; a backoff from the
+// failed attempt's end to when the retry is available; a wait from `node.waiting` to the
+// decision, event or deadline that ended it (`wait_end`), or to now while it is open. A
+// queued or running node's current wait starts at its queued time. Open segments end at now
+// and grow while the page is open.
 //
 // Readable for runs of milliseconds and of hours: every segment is at least MIN_PX wide,
 // ticks choose their unit from the visible span, and the zoom (buttons, or the wheel with
@@ -33,32 +35,18 @@ export function duration(seconds) {
   return `${(seconds / 3600).toFixed(1)} h`;
 }
 
-function predecessors(graph) {
-  const preds = {};
-  for (const e of graph.edges) (preds[e.target] = preds[e.target] || []).push(e.source);
-  return preds;
-}
+const WAIT_NAMES = { approval: "waiting for a decision", event: "waiting for an event", timer: "waiting for its timer" };
 
-// The segments of every node: [{node, kind: queue|backoff|attempt, start, end, status, label}].
-export function segments(state, graph, now) {
-  const preds = predecessors(graph);
+// The segments of every node: [{node, kind: queue|backoff|attempt|wait, start, end, status, label}].
+export function segments(state, now) {
   const attempts = state.spans.filter((s) => s.kind === "attempt" && s.start);
   const backoffs = state.spans.filter((s) => s.kind === "backoff");
-  const resets = state.spans.filter((s) => s.kind === "reset");
-  const waits = state.spans.filter((s) => s.kind === "wait" && s.start);
+  const childWaits = state.spans.filter((s) => s.kind === "wait" && s.start);
+  const waitStarts = state.spans.filter((s) => s.kind === "wait_start");
+  const waitEnds = state.spans.filter((s) => s.kind === "wait_end");
   const out = [];
-  const readyAt = (node, before) => {
-    let t = state.run.created;
-    for (const p of preds[node] || []) {
-      for (const a of attempts) if (a.node === p && a.status === "succeeded" && a.end <= before) t = Math.max(t, a.end);
-    }
-    for (const b of backoffs) if (b.node === node && b.end <= before + 0.001) t = Math.max(t, Math.min(b.end, before));
-    for (const r of resets) if ((r.nodes || []).includes(node) && r.start <= before) t = Math.max(t, r.start);
-    return t;
-  };
   for (const a of attempts) {
-    const ready = readyAt(a.node, a.start);
-    if (a.start > ready) out.push({ node: a.node, kind: "queue", start: ready, end: a.start, label: `${a.node} #${a.attempt} waited in the queue` });
+    if (a.queued && a.queued < a.start) out.push({ node: a.node, kind: "queue", start: a.queued, end: a.start, label: `${a.node} #${a.attempt} waited in the queue` });
     out.push({ node: a.node, kind: "attempt", start: a.start, end: a.end, status: a.status, label: `${a.node} #${a.attempt} ${a.status}` });
   }
   for (const b of backoffs) {
@@ -67,13 +55,32 @@ export function segments(state, graph, now) {
     const start = failed ? Math.min(failed.end, b.start) : b.start;
     out.push({ node: b.node, kind: "backoff", start, end: Math.min(b.end, now), label: `${b.node} backoff after #${b.attempt}` });
   }
-  // Drawn over their attempt (an agent's attempt spans its tool's child run).
-  for (const w of waits) {
+  // Child runs' waits, drawn over their attempt (an agent's attempt spans its tool's child run).
+  for (const w of childWaits) {
     out.push({ node: w.node, kind: "wait", start: w.start, end: w.end, label: `${w.node} #${w.attempt} waited for child run ${w.child}` });
   }
+  const opened = new Set();
+  for (const w of waitStarts) {
+    opened.add(`${w.node}:${w.attempt}`);
+    const closed = waitEnds.find((e) => e.node === w.node && e.attempt === w.attempt);
+    const n = state.nodes[w.node];
+    const open = !closed && n && n.status === "waiting" && n.attempt === w.attempt;
+    const end = closed ? closed.start : open ? now : state.run.finished || now;
+    const what = WAIT_NAMES[w.what] || "waiting";
+    out.push({ node: w.node, kind: "wait", start: w.start, end, label: `${w.node} #${w.attempt} ${open ? what : what.replace("waiting", "waited")}` });
+  }
   for (const [id, n] of Object.entries(state.nodes)) {
-    if (n.status === "waiting" && n.started) {
-      out.push({ node: id, kind: "wait", start: n.started, end: now, label: `${id} #${n.attempt} waiting` });
+    if (n.status === "waiting" && n.started && !opened.has(`${id}:${n.attempt}`)) {
+      // A child run's wait: a workflow.run node waits from its start; a parked agent's
+      // attempt goes on under the waits of its workflow tool calls.
+      const kids = (n.children || []).filter((c) => c.attempt === n.attempt);
+      const named = kids.map((c) => c.child).join(", ");
+      if (n.agent) {
+        out.push({ node: id, kind: "attempt", start: n.started, end: now, status: "running", label: `${id} #${n.attempt} running, waiting for its tools` });
+        for (const c of kids) out.push({ node: id, kind: "wait", start: c.start, end: now, label: `${id} #${n.attempt} waiting for child run ${c.child}` });
+      } else {
+        out.push({ node: id, kind: "wait", start: n.started, end: now, label: `${id} #${n.attempt} waiting${named ? ` for child run ${named}` : ""}` });
+      }
     } else if (n.status === "running" && n.started) {
       if (n.queued && n.started > n.queued) out.push({ node: id, kind: "queue", start: n.queued, end: n.started, label: `${id} #${n.attempt} waited in the queue` });
       out.push({ node: id, kind: "attempt", start: n.started, end: now, status: "running", label: `${id} #${n.attempt} running` });
@@ -97,13 +104,14 @@ function ticks(start, end, width) {
 // Draw into `box` (replacing what it held); `zoom` multiplies the drawing's width.
 // The node names stay in a column of their own (sticky) while the plot scrolls under them;
 // positions returned by the scale are in the scrolling box's coordinates.
-export function draw(box, state, graph, order, zoom) {
+export function draw(box, state, order, zoom) {
   const now = Date.now() / 1000;
-  const segs = segments(state, graph, now);
+  const segs = segments(state, now);
   box.replaceChildren();
-  const rows = order.filter((id) => segs.some((s) => s.node === id));
+  // Every node of the run has its row, those that never ran too (their status in the row).
+  const rows = order.filter((id) => state.nodes[id] || segs.some((s) => s.node === id));
   if (!rows.length) {
-    box.textContent = "No attempt has started yet.";
+    box.textContent = "No node has started yet.";
     return null;
   }
   const start = Math.min(state.run.created, ...segs.map((s) => s.start));
@@ -123,11 +131,16 @@ export function draw(box, state, graph, order, zoom) {
     const label = el("text", { x: 4, y: y + 14, class: "tl-label", "data-node-label": id }, names);
     label.textContent = id.length > 22 ? id.slice(0, 21) + "…" : id;
     el("title", {}, label).textContent = `${id}: click to zoom to this node`;
-    for (const s of segs.filter((s) => s.node === id)) {
+    const mine = segs.filter((s) => s.node === id);
+    if (!mine.length) {
+      const status = (state.nodes[id] || { status: "pending" }).status.replace("_", " ");
+      el("text", { x: 8, y: y + 14, class: "tl-tick", "data-node-status": id }, svg).textContent = status;
+    }
+    for (const s of mine) {
       const w = Math.max(MIN_PX, x(s.end) - x(s.start));
       const h = s.kind === "attempt" ? ROW - 8 : ROW - 16;
       const cls = s.kind === "attempt" ? `tl-bar ${s.status}` : `tl-bar ${s.kind}`;
-      const r = el("rect", { x: x(s.start), y: s.kind === "attempt" ? y : y + 4, width: w, height: h, rx: 2, class: cls, "data-segment": s.kind, "data-node": id }, svg);
+      const r = el("rect", { x: x(s.start), y: s.kind === "attempt" ? y : y + 4, width: w, height: h, rx: 2, class: cls, "data-segment": s.kind, "data-node": id, "data-start": s.start.toFixed(3), "data-end": s.end.toFixed(3) }, svg);
       el("title", {}, r).textContent = `${s.label}: ${duration(s.end - s.start)}`;
     }
   });

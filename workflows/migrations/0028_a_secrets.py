@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('workflows', '0026_budgets'),
+        ('workflows', '0027_llm_first_token'),
     ]
 
     operations = [

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('workflows', '0027_a_secrets'),
+        ('workflows', '0028_a_secrets'),
     ]
 
     operations = [

@@ -277,6 +277,7 @@ class SwitchyardSettings(TypedDict):
     CHILD_DEPTH_LIMIT: int
     WEBHOOK_BACKOFF_SECONDS: float
     BUDGET_OUTPUT_TOKENS: int
+    SECRETS_KEY: str
 
 
 SWITCHYARD: SwitchyardSettings = {
@@ -339,6 +340,9 @@ SWITCHYARD: SwitchyardSettings = {
     # workflow.run: how deep child runs may nest (a top-level run's children are at depth 1).
     "CHILD_DEPTH_LIMIT": env_int("SWITCHYARD_CHILD_DEPTH_LIMIT", 10),
     "WEBHOOK_BACKOFF_SECONDS": env_float("SWITCHYARD_WEBHOOK_BACKOFF_SECONDS", 10.0),
+    # The keys that seal secrets at rest (Fernet, comma-separated, the first seals; see
+    # workflows/store/secrets.py). `make run` generates one into .data/dev/secrets.key.
+    "SECRETS_KEY": env_str("SWITCHYARD_SECRETS_KEY", ""),
 }
 
 AUTH_PASSWORD_VALIDATORS = [
@@ -427,7 +431,10 @@ LOGGING = {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
         "json": {"()": "workflows.runtime.logcontext.JsonFormatter"},
     },
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
+    "filters": {"redact_secrets": {"()": "workflows.store.redaction.RedactingFilter"}},
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT, "filters": ["redact_secrets"]}
+    },
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     # RQ's worker log level comes from `rqworker -v` (0: warnings only, as make run starts it).
 }

@@ -14,6 +14,8 @@ urlpatterns = [
     path("workflows/", include("workflows.pages.urls")),
     path("llm/", include("workflows.pages.urls_llm")),
     path("budgets/", include("workflows.pages.urls_budgets")),
+    path("secrets/", include("workflows.pages.urls_secrets")),
+    path("", include("workflows.pages.urls_events")),
     path("healthz", monitoring_views.liveness, name="liveness"),
     # Browsers and pages without a <link rel="icon"> (the admin) ask for /favicon.ico.
     path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True), name="favicon"),

@@ -21,6 +21,9 @@ Without LLM_BASE_URL it also runs the scripted demo LLM provider (workflows/llm/
 on DEMO_LLM_PORT or a free port), which bootstrap registers as the provider "demo", so the
 demo workflows' LLM nodes answer on a machine with no network and no key.
 
+It also generates the key that seals secrets into .data/dev/secrets.key (mode 0600) unless
+SWITCHYARD_SECRETS_KEY is set, and hands it to every child.
+
 Environment: PORT (web server, default 8000), WORKERS (RQ workers, default 2), DEMO_LLM_PORT,
 and anything the settings read. Variables from a `.env` file in the checkout apply unless already set.
 """
@@ -340,6 +343,23 @@ def load_dotenv(path: Path) -> None:
             os.environ.setdefault(key.removeprefix("export ").strip(), value.strip().strip("'\""))
 
 
+def secrets_key(data_dir: Path) -> str:
+    """The key that seals secrets: SWITCHYARD_SECRETS_KEY if set, else the one in the data folder,
+    generated there (owner-only: 0600, written through a file created with that mode) if absent."""
+    if os.environ.get("SWITCHYARD_SECRETS_KEY"):
+        return os.environ["SWITCHYARD_SECRETS_KEY"]
+    path = data_dir / "secrets.key"
+    if not path.exists():
+        from cryptography.fernet import Fernet
+
+        data_dir.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(Fernet.generate_key().decode() + "\n")
+        say("run", f"generated the secrets key in {path} (keep it with the backups, apart from them)")
+    return path.read_text().strip()
+
+
 def env_int(name: str, default: int) -> int:
     raw = os.environ.get(name, "")
     try:
@@ -514,6 +534,7 @@ def main() -> int:
             return 1
         say("run", f"PostgreSQL and Valkey are up ({', '.join(urls.values())})")
     env = {**os.environ, **urls, "DJANGO_SETTINGS_MODULE": "controlplane.settings", "PYTHONUNBUFFERED": "1"}
+    env["SWITCHYARD_SECRETS_KEY"] = secrets_key(DATA_DIR)
     demo_port = demo_llm_port()
     if demo_port is not None:
         env["SWITCHYARD_DEMO_LLM_URL"] = f"http://{HOST}:{demo_port}/v1"

@@ -60,6 +60,8 @@ if (xdist_worker := os.environ.get("PYTEST_XDIST_WORKER", "")).startswith("gw"):
 # refusals take it back with the `default_egress` fixture (or SWITCHYARD_EGRESS_ALLOW="").
 TEST_EGRESS_ALLOW = "127.0.0.1"
 os.environ["SWITCHYARD_EGRESS_ALLOW"] = TEST_EGRESS_ALLOW
+# The tests' own key that seals secrets (a fixed Fernet key; workers the tests start inherit it).
+os.environ["SWITCHYARD_SECRETS_KEY"] = "dGVzdC1rZXktdGhhdC1zZWFscy1zZWNyZXRzLTMyYiE="
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
 django.setup()
 # Not inherited: pytest-django in a pytest-xdist worker would import the settings before this

@@ -16,6 +16,7 @@ class WorkflowsConfig(AppConfig):
             [
                 "workflows.handlers.waits",
                 "workflows.llm.handler",
+                "workflows.events.handler",
                 "workflows.handlers.agent",
                 "workflows.handlers.children",
                 *settings.SWITCHYARD["HANDLER_MODULES"],

@@ -18,14 +18,21 @@ gen_ai.response.finish_reasons).
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from typing import Any, Protocol
 
 from django.conf import settings
 
 from workflows.core.agent import FAILED, TOOL
-from workflows.store.models import AgentStep, ChildRun, LLMCall, Run, RunTraceParent
+from workflows.store.models import AgentStep, LLMCall, Run
+from workflows.store.traceids import (  # noqa: F401 - the id scheme lives in the store, for the workers too
+    attempt_span_id,
+    id_from,
+    run_span_id,
+    step_span_id,
+    trace_id,
+    trace_parents,
+)
 
 log = logging.getLogger(__name__)
 RUN_FINISHED = {"run.succeeded", "run.failed", "run.cancelled"}
@@ -40,51 +47,8 @@ class NoExport:
         """Tracing is off: nothing to do."""
 
 
-def id_from(text: str, bits: int) -> int:
-    return int.from_bytes(hashlib.sha256(text.encode()).digest()[: bits // 8], "big") or 1
-
-
-def trace_id(run_id: int, parents: dict[int, tuple[int, int]] | None = None) -> int:
-    """The run's trace: the caller's when it sent a traceparent, else derived from the run id."""
-    if parents and run_id in parents:
-        return parents[run_id][0]
-    return id_from(f"switchyard:run:{run_id}", 128)
-
-
 def llm_span_id(call_id: int) -> int:
     return id_from(f"switchyard:llm-call:{call_id}", 64)
-
-
-def trace_parents(run_ids: set[int]) -> dict[int, tuple[int, int]]:
-    """run id -> (trace id, parent span id) of the runs whose trace is not their own.
-
-    A run started with a traceparent joins the caller's trace under the caller's span. A
-    child run (a workflow.run node's, or an agent's workflow tool call's) joins its parent
-    run's trace, under the attempt or the tool call that started it: one query per level
-    of nesting, and only for runs that are children.
-    """
-    parents: dict[int, tuple[int, int]] = {}
-    links: dict[int, tuple[int, int]] = {}  # child run -> (parent run, span it starts under)
-    todo = set(run_ids)
-    while todo:
-        rows = RunTraceParent.objects.filter(run_id__in=todo).values_list(
-            "run_id", "trace_id", "parent_span_id"
-        )
-        parents.update({run_id: (int(t, 16), int(s, 16)) for run_id, t, s in rows})
-        children = ChildRun.objects.filter(child_id__in=todo - set(parents)).values_list(
-            "child_id", "parent_run_id", "node_id", "attempt", "agent_step_id"
-        )
-        for child, parent, node_id, attempt, step in children:
-            links[child] = (parent, step_span_id(step) if step else attempt_span_id(parent, node_id, attempt))
-        todo = {parent for parent, _ in links.values()} - set(parents) - set(links)
-
-    def root_trace(run_id: int) -> int:
-        while run_id in links:
-            run_id = links[run_id][0]
-        return parents[run_id][0] if run_id in parents else trace_id(run_id)
-
-    parents.update({child: (root_trace(parent), span) for child, (parent, span) in links.items()})
-    return parents
 
 
 def genai_attributes(call: LLMCall) -> dict[str, Any]:
@@ -109,16 +73,6 @@ def genai_attributes(call: LLMCall) -> dict[str, Any]:
     if call.first_token_ms is not None:
         attributes["switchyard.llm.time_to_first_token_ms"] = call.first_token_ms
     return attributes
-
-
-def run_span_id(run_id: int) -> int:
-    return id_from(f"switchyard:run-span:{run_id}", 64)
-
-
-def attempt_span_id(run_id: int, node_id: str, attempt: int) -> int:
-    """A node attempt's span: known before the attempt ends, so a child run started by it
-    can name it as its parent span."""
-    return id_from(f"switchyard:attempt:{run_id}:{node_id}:{attempt}", 64)
 
 
 def nanos(seconds: float) -> int:
@@ -257,10 +211,6 @@ class OtlpExport:
             attributes,
             end,
         )
-
-
-def step_span_id(step_id: int) -> int:
-    return id_from(f"switchyard:agent-step:{step_id}", 64)
 
 
 def tool_attributes(step: AgentStep) -> dict[str, Any]:

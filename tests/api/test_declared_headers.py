@@ -37,6 +37,8 @@ from tests.api.test_approvals import waiting_run
 from tests.api.test_outages import dead_port
 from tests.api.test_webhooks import signed
 from workflows.api.api import document
+from workflows.core.cloudevents import from_structured
+from workflows.events import publishing, subscriptions
 from workflows.integrations import keys
 from workflows.runtime import bus
 from workflows.store.models import DeadLetter, Workflow
@@ -115,6 +117,8 @@ BODIES: dict[str, Any] = {
     "update_schedule": {"cron": "0 10 * * 1-5"},
     "create_budget": BUDGET,
     "update_budget": {**BUDGET, "name": "world", "amount": 2_000_000},
+    "set_secret": {"value": "walked"},
+    "subscribe_to_topic": {"filter": "output.n > 0"},
 }
 
 
@@ -180,6 +184,9 @@ def walk(
         "workflows/chain/schedules", {**BODIES["create_schedule"], "name": "mornings"}
     ).json()
     budget = admin.post("budgets", {**BUDGET, "name": "world"}).json()
+    topic_subscription = subscriptions.subscribe(chain, "walked.topic")
+    event = {"specversion": "1.0", "id": "e-1", "source": "/walk", "type": "walked.topic", "data": {}}
+    (published,) = publishing.publish_events([("walked.topic", from_structured(event))])
     alive()
     over, over_plain = keys.create_key(person(access.ADMIN), "over", ("admin",))
     window = int(time.time() // 60)
@@ -191,6 +198,7 @@ def walk(
         "short": Api(key_for(access.VIEWER, ("read",))),
         "over": Api(over_plain),
         "trigger": trigger,
+        "topic_subscription": topic_subscription.pk,
         "etag": draft["etag"],
         "values": {
             "slug": "chain",
@@ -208,6 +216,8 @@ def walk(
             "model": "acme-large",
             "schedule_id": schedule["id"],
             "id": budget["id"],  # a budget's (and, naming no hold, allow_hold's)
+            "topic": "walked.topic",
+            "event_id": published.row_id,
         },
     }
 
@@ -227,6 +237,8 @@ def meant_to_succeed(method: str, path: str, op: dict[str, Any], walk: dict[str,
     query = {"from": 1, "to": 2} if op_id == "diff_versions" else {}
     if op_id == "start_run":
         headers["Idempotency-Key"] = "walked-start"
+    if op_id == "replay_event":
+        return walk["admin"].call(method, url, {"subscription": walk["topic_subscription"]})
     if op_id == "receive":
         raw = json.dumps({"n": 1}).encode()
         return Api(None).call(method, url, raw=raw, headers=signed(walk["trigger"]["secret"], raw))

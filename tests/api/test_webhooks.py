@@ -21,6 +21,7 @@ from tests.integration.runtime import wait_for
 from workflows.integrations import webhooks
 from workflows.runs import actions as runs
 from workflows.runtime import advancing
+from workflows.store import traceids
 from workflows.store.models import AuditEntry, Run, RunEvent, WebhookDelivery, WebhookSubscription
 
 pytestmark = pytest.mark.django_db
@@ -221,6 +222,11 @@ def test_finished_runs_and_dead_letters_are_delivered_signed(chain, subscription
         expected = webhooks.sign(subscription["secret"], stamp, delivery_id, body)
         assert headers["x-switchyard-signature"] == expected
         assert headers["x-switchyard-delivery"].isdigit() and headers["x-switchyard-event"]
+    # The receiver's spans join the run's trace, under the run's span.
+    assert h1["traceparent"] == f"00-{traceids.trace_id(ok.pk):032x}-{traceids.run_span_id(ok.pk):016x}-01"
+    assert (
+        h2["traceparent"] == f"00-{traceids.trace_id(dead.pk):032x}-{traceids.run_span_id(dead.pk):016x}-01"
+    )
 
 
 def test_a_failing_endpoint_is_retried_with_backoff_then_given_up(

@@ -41,7 +41,9 @@ from workflows.api import (
     views_ops,
     views_runs,
     views_schedules,
+    views_secrets,
     views_streams,
+    views_topics,
     views_versions,
     views_workflows,
 )
@@ -92,6 +94,8 @@ for module in (
     views_streams,
     views_schedules,
     views_budgets,
+    views_secrets,
+    views_topics,
 ):
     api.add_router("", module.router)
 

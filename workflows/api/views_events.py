@@ -1,24 +1,136 @@
-"""Events: post one on a key; it wakes the wait.event nodes waiting on it, or is kept for them."""
+"""Events: post one on a key (it wakes the wait.event nodes waiting on it, or is kept for
+them), or publish CloudEvents to a topic (each starts a run of every subscribed workflow its
+filter admits, once per event); list, read and replay the published ones.
+
+`POST /events` reads its body by its form, decided here from the headers:
+- a `ce-specversion` header: one CloudEvent in binary HTTP mode (attributes in `ce-` headers,
+  the body is its data);
+- Content-Type `application/cloudevents+json`, or a JSON object with `specversion`: one
+  CloudEvent in structured mode;
+- Content-Type `application/cloudevents-batch+json`: a JSON array of CloudEvents;
+- otherwise the JSON `{"key", "payload", "source"}` of a wake-up, as before.
+A CloudEvent's topic is the `topic` query parameter, else its `topic` extension attribute,
+else its `type`. A CloudEvent that lacks required attributes is a 400 naming each of them.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from ninja import Router, Status
+from django.http import HttpRequest, HttpResponse
+from ninja import Path, Query, Router, Status
+from pydantic import Field, ValidationError
+from typing_extensions import TypedDict
 
 from workflows.api import inputs as i
 from workflows.api import serializers as s
 from workflows.api.auth import ApiRequest, allowed
+from workflows.api.errors import ApiError, FieldError, from_validation
+from workflows.api.pagination import paginate
+from workflows.api.parsing import MAX_ID, decode_body
+from workflows.api.schema import refuses
+from workflows.core import cloudevents as ce
+from workflows.core.topics import topic_problem
+from workflows.events import archive, publishing
+from workflows.store.texts import first_bad_text
+from workflows.store.topics import TopicEvent
 from workflows.waits import waiting as waits
 
 router = Router(tags=["events"])
+EventId = Annotated[int, Path(ge=1, le=MAX_ID)]
+
+BODY_DOC = {
+    "required": True,
+    "content": {
+        "application/json": {"schema": i.EventIn.model_json_schema()},
+        ce.STRUCTURED_TYPE: {"schema": {"type": "object", "required": list(ce.REQUIRED)}},
+        ce.BATCH_TYPE: {"schema": {"type": "array", "items": {"type": "object"}}},
+        "*/*": {"schema": {}, "description": "binary mode: the data, with ce- headers"},
+    },
+}
 
 
-@router.post("/events", response={202: s.PostedEventOut}, auth=allowed("post_event"), summary="Post an event")
-def post_event(request: ApiRequest, body: i.EventIn) -> Any:
-    """Post an event: every node waiting on its key wakes with the payload as its output (only the
-    oldest of `first_only` ones). Nobody waiting: it is kept for the retention time, still a 202."""
-    posted = waits.post_event(body.key, body.payload, body.source, actor=request.auth)
+class PublishedOut(TypedDict):
+    topic: str
+    id: str
+    source: str
+    event: int
+    duplicate: bool
+    runs: list[int]
+
+
+class PublishedBatchOut(TypedDict):
+    events: list[PublishedOut]
+
+
+class KeptEventOut(TypedDict):
+    id: int
+    topic: str
+    event_id: str
+    source: str
+    type: str
+    subject: str
+    time: str | None
+    datacontenttype: str
+    data: Any
+    extensions: dict[str, Any]
+    received_at: str
+    deliveries: list[dict[str, Any]]
+
+
+class KeptEventPage(TypedDict):
+    items: list[KeptEventOut]
+    next_cursor: str | None
+
+
+class EventQuery(i.Page):
+    topic: str = Field("", max_length=200)
+    type: str = Field("", max_length=200)
+    source: str = Field("", max_length=500)
+    q: str = Field("", max_length=200, description="Text in the event's id, subject or type.")
+
+
+class ReplayIn(i.Body):
+    subscription: int = Field(ge=1, le=MAX_ID, description="The subscription to deliver the event to.")
+
+
+class ReplayOut(TypedDict):
+    run: int
+
+
+@router.post(
+    "/events",
+    response={202: s.PostedEventOut | PublishedOut | PublishedBatchOut},
+    auth=allowed("post_event"),
+    summary="Post an event (a key's wake-up, or CloudEvents to a topic)",
+    openapi_extra={"requestBody": BODY_DOC},
+)
+def post_event(request: ApiRequest) -> Any:
+    """Post an event. On a key: every node waiting on it wakes with the payload as its output
+    (only the oldest of `first_only` ones); nobody waiting: it is kept for the retention time.
+    CloudEvents (structured, batch or binary mode) are published to a topic: each starts one
+    run per subscribed workflow whose filter admits it, once per (source, id)."""
+    content_type = request.headers.get("Content-Type", "")
+    if "ce-specversion" in request.headers:
+        return published_one(
+            request, read(lambda: ce.from_binary(request.headers, request.body, content_type))
+        )
+    body = decode_body(request, request.body) if request.body.strip() else None
+    if ce.is_batch(content_type):
+        events = read(lambda: ce.from_batch(body))
+        results = publish(request, events)
+        return Status(202, {"events": [published_out(r) for r in results]})
+    if ce.is_structured(content_type) or (isinstance(body, dict) and "specversion" in body):
+        return published_one(request, read(lambda: ce.from_structured(body)))
+    return post_on_key(request, body)
+
+
+def post_on_key(request: ApiRequest, body: Any) -> Any:
+    try:
+        event = i.EventIn.model_validate({} if body is None else body)
+    except ValidationError as exc:
+        raise from_validation([{**e, "loc": ("body", "body", *e["loc"])} for e in exc.errors()], {}) from None
+    posted = waits.post_event(event.key, event.payload, event.source, actor=request.auth)
     data = {
         "id": posted.event_id,
         "key": posted.key,
@@ -26,3 +138,97 @@ def post_event(request: ApiRequest, body: i.EventIn) -> Any:
         "retained": posted.retained,
     }
     return Status(202, data)
+
+
+def read(parse: Any) -> Any:
+    """Run a CloudEvents reader; its refusal is a 400 naming each missing attribute."""
+    try:
+        found = parse()
+    except ce.BadEvent as exc:
+        fields = [
+            FieldError("body", f"{exc.where}.{m}" if exc.where else m, "is required") for m in exc.missing
+        ]
+        raise ApiError(400, exc.message, fields or [FieldError("body", exc.where, exc.message)]) from None
+    for event in found if isinstance(found, list) else [found]:
+        if first_bad_text(event.data) is not None:
+            raise ApiError(422, "data must not contain NUL characters or unpaired surrogates.")
+    return found
+
+
+def topic_of(request: HttpRequest, event: ce.CloudEvent) -> str:
+    name = request.GET.get("topic") or str(event.extensions.get("topic") or "") or event.type
+    problem = topic_problem(name)
+    if problem:
+        raise ApiError(400, problem, [FieldError("query", "topic", problem)])
+    return name
+
+
+def publish(request: ApiRequest, events: list[ce.CloudEvent]) -> list[publishing.Published]:
+    pairs = [(topic_of(request, e), e) for e in events]
+    return publishing.publish_events(
+        pairs, actor=request.auth, traceparent=request.headers.get("traceparent")
+    )
+
+
+def published_one(request: ApiRequest, event: ce.CloudEvent) -> Any:
+    (result,) = publish(request, [event])
+    return Status(202, published_out(result))
+
+
+def published_out(result: publishing.Published) -> PublishedOut:
+    return {
+        "topic": result.topic,
+        "id": result.event.id,
+        "source": result.event.source,
+        "event": result.row_id,
+        "duplicate": result.duplicate,
+        "runs": result.runs,
+    }
+
+
+def kept_event(row: TopicEvent) -> KeptEventOut:
+    return {
+        "id": row.pk,
+        "topic": row.topic.name,
+        "event_id": row.event_id,
+        "source": row.source,
+        "type": row.type,
+        "subject": row.subject,
+        "time": row.time.isoformat() if row.time else None,
+        "datacontenttype": row.datacontenttype,
+        "data": row.data,
+        "extensions": row.extensions,
+        "received_at": row.received_at.isoformat(),
+        "deliveries": row.deliveries,
+    }
+
+
+@router.get("/events", response=KeptEventPage, auth=allowed("view"), summary="List published events")
+def list_events(request: HttpRequest, q: Query[EventQuery]) -> Any:
+    """List the events published to topics, newest first; filter by topic, type, source or text."""
+    found = archive.EventSearch(topic=q.topic, type=q.type, source=q.source, q=q.q)
+    return paginate(archive.search(found), q, "id", kept_event)
+
+
+@router.get(
+    "/events/{id:event_id}", response=KeptEventOut, auth=allowed("view"), summary="Read a published event"
+)
+@refuses(404)
+def read_event(request: HttpRequest, event_id: EventId) -> Any:
+    """Read a published event: its attributes, data, and the runs it started (deliveries)."""
+    return kept_event(archive.get_event(event_id))
+
+
+@router.post(
+    "/events/{id:event_id}/replay",
+    response={201: ReplayOut},
+    auth=allowed("replay"),
+    summary="Replay a published event to a subscription",
+)
+@refuses(404)
+def replay_event(request: ApiRequest, response: HttpResponse, event_id: EventId, body: ReplayIn) -> Any:
+    """Deliver a kept event to one of its topic's subscriptions again: a new run (its Location),
+    the subscription's filter not consulted."""
+    run_id = publishing.replay(event_id, body.subscription, actor=request.auth)
+    response["Location"] = f"/api/v1/runs/{run_id}"
+    return Status(201, {"run": run_id})

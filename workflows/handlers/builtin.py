@@ -10,6 +10,12 @@ Templates: string values in `http.request`'s `url` and `json` (and `llm.chat`'s 
 objects and list indexes; nothing else is evaluated). In a URL the substituted text is
 percent-encoded, so run input can fill path segments and query values but never choose the
 host. In `json` a string that is exactly one placeholder takes the value with its JSON type.
+
+`http.request` also resolves `{secret.NAME}` in its `url`, `headers` and `json`, here, at call
+time, from the secrets store (`workflows/store/secrets.py`); every placeholder is replaced in
+one pass, so text that run input or an upstream output brings in is never read as a
+reference (an input of `"{secret.TOKEN}"` stays that text). A placeholder whose root a
+handler does not offer (a secret in an LLM prompt) is left as it is.
 """
 
 from __future__ import annotations
@@ -28,10 +34,11 @@ from urllib.parse import quote, urlsplit
 import httpx
 import jsonschema
 
-from workflows.core import callhash
+from workflows.core import callhash, secretrefs
 from workflows.core.egress import EgressRefused, literal_refusal
 from workflows.handlers import egress, recordings
-from workflows.handlers.registry import HandlerError, NodeContext, node, on_loop
+from workflows.handlers.registry import HandlerError, NodeContext, node, on_loop, run_sync
+from workflows.store import redaction
 
 log = logging.getLogger(__name__)
 
@@ -178,12 +185,75 @@ def flaky(ctx: NodeContext) -> dict[str, Any]:
 
 # --- templates ------------------------------------------------------------------------------
 
-_PLACEHOLDER = re.compile(r"\{(input|upstream)((?:\.[A-Za-z0-9_-]+)*)\}")
+_PLACEHOLDER = re.compile(r"\{(input|upstream|secret)((?:\.[A-Za-z0-9_-]+)*)\}")
+
+
+class SecretValues(Mapping[str, str]):
+    """The `secret` root of `request_sources`: a lookup reveals one secret from the store (once
+    per request). Made by `prefetched_secrets`, it holds the values already and reads nothing
+    (a slot's coroutine may not touch the ORM: runtime/offload.py)."""
+
+    def __init__(self, found: dict[str, str | None] | None = None) -> None:
+        self.fetch = found is None
+        self.found: dict[str, str | None] = found or {}
+
+    def __getitem__(self, name: str) -> str:
+        if self.fetch and name not in self.found:
+            from workflows.store import secrets  # lazy: this module imports without Django set up
+
+            self.found[name] = secrets.reveal(name)
+        value = self.found.get(name)
+        if value is None:
+            raise KeyError(name)
+        return value
+
+    def __contains__(self, name: object) -> bool:
+        try:
+            self[str(name)]
+        except KeyError:
+            return False
+        return True
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(())
+
+    def __len__(self) -> int:
+        return 0
+
+
+def prefetched_secrets(ctx: NodeContext) -> SecretValues:
+    """Reveal every secret `http.request`'s config references (sync: call it off the loop)."""
+    values = SecretValues()
+    for field in secretrefs.RESOLVED_IN["http.request"]:
+        for _, text in secretrefs.strings_in(ctx.config.get(field), field):
+            for name in secretrefs.names_in(text):
+                values.get(name)  # reveals it, or records that it is missing
+    return SecretValues(values.found)
+
+
+def outbound_traceparent(ctx: NodeContext) -> str | None:
+    """The W3C `traceparent` the attempt's call carries: the run's trace, the attempt's span
+    (store/traceids.py); None for a context made outside a worker (no attempt row)."""
+    if not ctx.node_run_id:
+        return None
+    from workflows.store import traceids  # lazy: this module imports without Django set up
+
+    return traceids.traceparent_of(ctx.run_id, ctx.node_id, ctx.attempt)
+
+
+def prepared_call(ctx: NodeContext) -> tuple[SecretValues, str | None]:
+    """What a slot's `http.request` reads from PostgreSQL before its call, in one hop off the loop."""
+    return prefetched_secrets(ctx), outbound_traceparent(ctx)
 
 
 def template_sources(ctx: NodeContext) -> dict[str, Any]:
     """Return what placeholders may look up: the run input and the upstream outputs."""
     return {"input": ctx.input, "upstream": ctx.upstream}
+
+
+def request_sources(ctx: NodeContext, secrets: SecretValues | None = None) -> dict[str, Any]:
+    """`template_sources` and the secrets store: what `http.request`'s placeholders may look up."""
+    return {**template_sources(ctx), "secret": secrets if secrets is not None else SecretValues()}
 
 
 def lookup(sources: Mapping[str, Any], root: str, path: str, where: str) -> Any:
@@ -192,6 +262,8 @@ def lookup(sources: Mapping[str, Any], root: str, path: str, where: str) -> Any:
     The run's input and its upstream outputs are fixed for the attempt's every retry, so an
     absent value is not retryable: the error says what to start (or replay) the run with.
     """
+    if root == "secret" and path.count(".") != 1:
+        raise HandlerError(f"{where}: {{secret{path}}} must name one secret, as {{secret.NAME}}.")
     value = sources[root]
     segments = path.split(".")[1:]
     for depth, segment in enumerate(segments):
@@ -207,6 +279,8 @@ def lookup(sources: Mapping[str, Any], root: str, path: str, where: str) -> Any:
 
 def absent_value(root: str, segments: list[str], depth: int) -> str:
     """Say which value a placeholder lacks and how a person provides it."""
+    if root == "secret":
+        return f"there is no secret `{segments[0]}`; an admin adds it on the secrets page."
     if root == "input":
         field = ".".join(segments[: depth + 1])
         example = json.dumps(nested_example(segments[: depth + 1]))
@@ -245,6 +319,8 @@ def render_template(
     """Substitute every `{input...}` / `{upstream...}` placeholder; leave other braces alone."""
 
     def replace(match: re.Match[str]) -> str:
+        if match[1] not in sources:
+            return match[0]
         return escape(as_text(lookup(sources, match[1], match[2], where)))
 
     return _PLACEHOLDER.sub(replace, template)
@@ -254,7 +330,7 @@ def render_value(value: Any, sources: Mapping[str, Any], where: str) -> Any:
     """Render placeholders in every string of a JSON value; a lone placeholder keeps its type."""
     if isinstance(value, str):
         whole = _PLACEHOLDER.fullmatch(value)
-        if whole:
+        if whole and whole[1] in sources:
             return lookup(sources, whole[1], whole[2], where)
         return render_template(value, sources, where)
     if isinstance(value, list):
@@ -450,36 +526,40 @@ HTTP_SCHEMA: dict[str, Any] = {
 def http_request(ctx: NodeContext) -> dict[str, Any]:
     """Send an HTTP request and return its status, content type and JSON or text body.
 
-    Sends `Idempotency-Key: run:node:attempt`. In a fork that replays its origin's calls, a
-    request recorded there (same method, URL and body) is answered from the record
-    (handlers/recordings.py). Redirects are not followed; any status
+    Sends `Idempotency-Key: run:node:attempt` and a W3C `traceparent` (the run's trace, the
+    attempt's span: the server's spans join the run's trace). In a fork that replays its
+    origin's calls, a request recorded there (same method, URL and body) is answered from the
+    record (handlers/recordings.py); requests and answers are recorded with secrets redacted
+    (`[secret:NAME]`), so a record holds no value and a rotated secret still replays.
+    Redirects are not followed; any status
     outside 2xx fails the attempt. The body is capped at `max_bytes`. The connection goes
     only to addresses the egress policy allows (SWITCHYARD_EGRESS_ALLOW; loopback, private,
     link-local and metadata addresses are refused by default).
     """
     where = "http.request"
-    url = request_url(ctx, where)
+    sources = request_sources(ctx)
+    url = request_url(ctx, where, sources)
     method = str(ctx.config.get("method", "GET")).upper()
     if method not in HTTP_METHODS:
         raise HandlerError(
             f"{where}: config.method must be one of {', '.join(HTTP_METHODS)}, not {method!r}."
         )
-    body = request_body(ctx, where)
-    request = callhash.http_request(method, url, body)
+    body = request_body(ctx, where, sources)
+    request = recorded_request(method, url, body)
     recorded = recordings.recorded_answer(ctx, request, "")
     if recorded is not None:
         return dict(recorded.response or {})
     reply = send(
         method,
         url,
-        headers=request_headers(ctx),
+        headers=request_headers(ctx, sources, outbound_traceparent(ctx)),
         body=body,
         timeout=time_budget(ctx, ctx.config.get("timeout_seconds"), where),
         max_bytes=int(ctx.config.get("max_bytes") or switchyard_settings()["HTTP_MAX_RESPONSE_BYTES"]),
         where=where,
     )
     output = http_output(checked(reply, method, url, where))
-    recordings.record_live(ctx, request, output, "")
+    recordings.record_live(ctx, request, redaction.redact_value(output), "")
     return output
 
 
@@ -487,29 +567,36 @@ def http_request(ctx: NodeContext) -> dict[str, Any]:
 async def http_request_on_loop(ctx: NodeContext) -> dict[str, Any]:
     """`http_request` in a worker's slot, awaited on httpx's AsyncClient."""
     where = "http.request"
-    url = request_url(ctx, where)
+    secrets, traceparent = await run_sync(prepared_call, ctx)
+    sources = request_sources(ctx, secrets)
+    url = request_url(ctx, where, sources)
     method = str(ctx.config.get("method", "GET")).upper()
     if method not in HTTP_METHODS:
         raise HandlerError(
             f"{where}: config.method must be one of {', '.join(HTTP_METHODS)}, not {method!r}."
         )
-    body = request_body(ctx, where)
-    request = callhash.http_request(method, url, body)
+    body = request_body(ctx, where, sources)
+    request = recorded_request(method, url, body)
     recorded = await recordings.arecorded_answer(ctx, request, "")
     if recorded is not None:
         return dict(recorded.response or {})
     reply = await asend(
         method,
         url,
-        headers=request_headers(ctx),
+        headers=request_headers(ctx, sources, traceparent),
         body=body,
         timeout=time_budget(ctx, ctx.config.get("timeout_seconds"), where),
         max_bytes=int(ctx.config.get("max_bytes") or switchyard_settings()["HTTP_MAX_RESPONSE_BYTES"]),
         where=where,
     )
     output = http_output(checked(reply, method, url, where))
-    await recordings.arecord_live(ctx, request, output, "")
+    await recordings.arecord_live(ctx, request, redaction.redact_value(output), "")
     return output
+
+
+def recorded_request(method: str, url: str, body: dict[str, Any]) -> dict[str, Any]:
+    """The request as recorded and hashed for replay: secret values replaced by their names."""
+    return callhash.http_request(method, redaction.redact(url), redaction.redact_value(body))
 
 
 def checked(reply: Reply, method: str, url: str, where: str) -> Reply:
@@ -523,12 +610,13 @@ def checked(reply: Reply, method: str, url: str, where: str) -> Reply:
     return reply
 
 
-def request_url(ctx: NodeContext, where: str) -> str:
+def request_url(ctx: NodeContext, where: str, sources: Mapping[str, Any] | None = None) -> str:
     """Render config.url (placeholders percent-encoded) and check it is http(s) with a host."""
     template = ctx.config.get("url")
     if not isinstance(template, str):
         raise HandlerError(f"{where}: config.url is required.")
-    url = render_template(template, template_sources(ctx), f"{where} config.url", lambda s: quote(s, safe=""))
+    sources = request_sources(ctx) if sources is None else sources
+    url = render_template(template, sources, f"{where} config.url", lambda s: quote(s, safe=""))
     parts = urlsplit(url)
     if parts.scheme not in {"http", "https"} or not parts.hostname or not has_valid_port(url):
         raise HandlerError(f"{where}: config.url must be an http:// or https:// URL with a host.")
@@ -548,18 +636,24 @@ def has_valid_port(url: str) -> bool:
     return port is None or port > 0
 
 
-def request_headers(ctx: NodeContext) -> httpx.Headers:
-    """Return the headers to send: ours first, then config.headers (which may override)."""
+def request_headers(
+    ctx: NodeContext, sources: Mapping[str, Any], traceparent: str | None = None
+) -> httpx.Headers:
+    """Return the headers to send: ours first (the W3C `traceparent` among them), then
+    config.headers (which may override), their placeholders (secrets included) rendered."""
     headers = httpx.Headers({"User-Agent": USER_AGENT, "Idempotency-Key": ctx.idempotency_key})
-    headers.update(ctx.config.get("headers") or {})
+    if traceparent:
+        headers["traceparent"] = traceparent
+    for name, value in (ctx.config.get("headers") or {}).items():
+        headers[name] = render_template(str(value), sources, f"http.request config.headers.{name}")
     return headers
 
 
-def request_body(ctx: NodeContext, where: str) -> dict[str, Any]:
+def request_body(ctx: NodeContext, where: str, sources: Mapping[str, Any]) -> dict[str, Any]:
     """Return httpx keyword arguments for the body: `json` only if the config has one."""
     if "json" not in ctx.config:
         return {}
-    return {"json": render_value(ctx.config["json"], template_sources(ctx), f"{where} config.json")}
+    return {"json": render_value(ctx.config["json"], sources, f"{where} config.json")}
 
 
 def http_output(reply: Reply) -> dict[str, Any]:

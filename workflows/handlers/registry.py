@@ -10,6 +10,7 @@ browser ever resolves to anything but an entry of this registry.
 
 from __future__ import annotations
 
+import asyncio
 import difflib
 import importlib
 import inspect
@@ -23,6 +24,7 @@ NAME_PATTERN = r"^[a-z][a-z0-9_.]{0,99}$"
 _NAME_RE = re.compile(NAME_PATTERN)
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 A = TypeVar("A", bound=Callable[..., Awaitable[Any]])
 
 
@@ -266,6 +268,25 @@ def on_loop(name: str) -> Callable[[A], A]:
         return coroutine
 
     return register
+
+
+# How an `on_loop` coroutine of this package runs sync work (the ORM) off the loop. The worker's
+# slots install `runtime.offload.run_sync` (their one sync thread, runtime/slots.py); the
+# handlers cannot import the runtime (it imports them). Unset: a thread of asyncio's own.
+_sync_runner: Callable[..., Awaitable[Any]] | None = None
+
+
+def use_sync_runner(runner: Callable[..., Awaitable[Any]] | None) -> None:
+    global _sync_runner
+    _sync_runner = runner
+
+
+async def run_sync(func: Callable[..., T], *args: Any) -> T:
+    """Run `func(*args)` off the event loop, where the runtime says (see `use_sync_runner`)."""
+    if _sync_runner is None:
+        return await asyncio.to_thread(func, *args)
+    result: T = await _sync_runner(func, *args)
+    return result
 
 
 def get_handler(name: str) -> Handler:

@@ -51,7 +51,7 @@ from workflows.core import egress
 from workflows.core.backoff import backoff_delay
 from workflows.handlers import egress as egress_transport
 from workflows.runs import tracecontext
-from workflows.store import audit
+from workflows.store import audit, traceids
 from workflows.store.errors import Conflict, DomainError, Invalid, NotFound
 from workflows.store.models import (
     DeadLetter,
@@ -546,6 +546,9 @@ def post(delivery: WebhookDelivery) -> httpx.Response:
         "X-Switchyard-Event": delivery.event_type,
         **signed_headers(subscription.secret, str(delivery.pk), body),
     }
+    run_id = (delivery.payload.get("data") or {}).get("run", {}).get("id")
+    if isinstance(run_id, int):  # the receiver's spans join the run's trace
+        headers["traceparent"] = traceids.run_traceparent(run_id)
     timeout = settings.SWITCHYARD["WEBHOOK_TIMEOUT_SECONDS"]
     # Checked again at connect time: the URL's name may resolve elsewhere by now.
     with egress_transport.client(timeout=timeout) as client:

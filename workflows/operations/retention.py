@@ -12,7 +12,8 @@ calls `prune` every PRUNE_EVERY_SECONDS under a PostgreSQL advisory lock, so one
 prunes at a time; each batch of BATCH runs is its own short transaction and one call does at
 most MAX_BATCHES, so pruning never holds the runtime's rows or its loop for long (a backlog
 of old runs is worked off over successive calls). Admins see the settings, each workflow's
-age and the tables' sizes on the Retention page (/retention/).
+age and the tables' sizes on the Retention page (/retention/). Events published to topics
+are deleted at the default age too (workflows/events/archive.py).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import Any
 from django.conf import settings
 from django.db import connection, transaction
 
+from workflows.events import archive
 from workflows.store import audit
 from workflows.store.errors import Invalid
 from workflows.store.models import Run, Workflow
@@ -105,7 +107,9 @@ def table_sizes() -> list[TableSize]:
 
 
 def prune_and_report() -> int:
-    """Prune (the scheduler's duty), saying in the log when runs went."""
+    """Prune (the scheduler's duty), saying in the log when runs and kept events went."""
     if pruned := prune():
         log.info("retention: deleted %d finished runs past their age", pruned)
+    if events := archive.prune_events():
+        log.info("retention: deleted %d published events past their age", events)
     return pruned

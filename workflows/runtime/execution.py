@@ -34,6 +34,7 @@ from workflows.runtime import attemptlog, bus, kinds, tally, transitions
 from workflows.runtime.jobs import Given, Item
 from workflows.runtime.limits import NodeTimeout, time_limit
 from workflows.runtime.logcontext import log_context
+from workflows.store import redaction
 from workflows.store.errors import Invalid
 from workflows.store.graphs import load_graph
 from workflows.store.payloads import check_json_size, from_json
@@ -256,7 +257,18 @@ def execute(c: Claim, outputs: dict[str, Any]) -> tuple[Outcome, datetime, datet
     """Run one attempt's handler under its time limit, capturing what it logs; never raises."""
     with attemptlog.captured() as capture:
         outcome, started, finished = run_handler(c, outputs)
-    return replace(outcome, log=capture.text()), started, finished
+    return redacted(replace(outcome, log=capture.text())), started, finished
+
+
+def redacted(outcome: Outcome) -> Outcome:
+    """The outcome with every secret value this process revealed replaced by its name
+    (store/redaction.py); the output was redacted as a value before it became JSON text."""
+    return replace(
+        outcome,
+        error=redaction.redact(outcome.error),
+        traceback=redaction.redact(outcome.traceback),
+        log=redaction.redact(outcome.log),
+    )
 
 
 def node_of(c: Claim) -> Node:
@@ -296,7 +308,7 @@ def run_attempt(node: Node, ctx: handlers.NodeContext, what: str) -> Outcome:
             log_context(run_id=ctx.run_id, node_id=ctx.node_id, attempt=ctx.attempt),
             time_limit(node.timeout_seconds),
         ):
-            output = kinds.kind_of(node).execute(node, ctx)
+            output = redaction.redact_value(kinds.kind_of(node).execute(node, ctx))
         limit = settings.SWITCHYARD["MAX_OUTPUT_BYTES"]
         return Outcome(NodeStatus.SUCCEEDED, check_json_size(output, limit, f"The output of {what}"))
     except kinds.Parked:

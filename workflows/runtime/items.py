@@ -75,7 +75,7 @@ def run_item(
         index=row.index,
     )
     started = timezone.now()
-    outcome = execution.run_attempt(node, ctx, f"item {row.index} of node {node_id!r}")
+    outcome = execution.redacted(execution.run_attempt(node, ctx, f"item {row.index} of node {node_id!r}"))
     return {
         "id": row.item_id,
         "attempt": row.attempt,

@@ -52,10 +52,11 @@ from django.utils import timezone
 from workflows import handlers
 from workflows.core.graph import Node
 from workflows.core.states import NodeStatus
-from workflows.handlers import recordings
+from workflows.handlers import recordings, registry
 from workflows.runtime import attemptlog, bus, execution, kinds, offload, tally
 from workflows.runtime.execution import Claim, Outcome, Result
 from workflows.runtime.outages import STORES_AWAY, Outage
+from workflows.store import redaction
 from workflows.store.errors import connection_lost
 from workflows.store.payloads import check_json_size
 
@@ -84,6 +85,7 @@ class Slots:
         global current
         offload.use(self.sync_thread, prepare=fresh_connection)
         recordings.use(self.sync_thread, prepare=fresh_connection)  # http.request's recorded calls
+        registry.use_sync_runner(offload.run_sync)
         attemptlog.capture_in_tasks()
         threading.Thread(target=self.loop.run_forever, name="sy-slots", daemon=True).start()
         asyncio.run_coroutine_threadsafe(self.flush_forever(), self.loop)
@@ -120,7 +122,7 @@ class Slots:
         offload.OUTBOX.set(self.outbox)
         with attemptlog.captured_in_task() as capture:
             outcome = await attempt_on_loop(node, ctx, f"node {claim.node_id!r}")
-        outcome = replace(outcome, log=capture.text())
+        outcome = execution.redacted(replace(outcome, log=capture.text()))
         if outcome.status == NodeStatus.WAITING:  # parked: nothing to store
             self.give_back(1)
             return
@@ -244,6 +246,7 @@ async def attempt_on_loop(node: Node, ctx: handlers.NodeContext, what: str) -> O
                         raise
                     connections_cut()
                     await wait_for_postgres(what)
+            output = redaction.redact_value(output)
         limit = settings.SWITCHYARD["MAX_OUTPUT_BYTES"]
         return Outcome(NodeStatus.SUCCEEDED, check_json_size(output, limit, f"The output of {what}"))
     except kinds.Parked:

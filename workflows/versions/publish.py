@@ -22,6 +22,7 @@ from workflows.core.graph import Graph
 from workflows.handlers import egress
 from workflows.llm import providers
 from workflows.runtime import bus
+from workflows.secrets import usage
 from workflows.store import hotreads
 from workflows.store.errors import Conflict, Invalid, NotFound
 from workflows.store.models import Workflow, WorkflowVersion
@@ -42,12 +43,12 @@ def limits() -> Limits:
 
 def parse(definition: Any, workflow: Workflow | None = None) -> Graph:
     """Parse and validate a definition against the registered handlers and, for `workflow`,
-    its calls to other workflows (calls.py); raise Invalid."""
+    its calls to other workflows (calls.py) and the secrets it references (usage.py); raise Invalid."""
     try:
         graph = parse_definition(definition, handlers.schemas(), limits())
     except DefinitionError as exc:
         raise Invalid("The workflow definition is invalid.", issues=exc.issues) from None
-    issues = calls.call_issues(definition, workflow)
+    issues = calls.call_issues(definition, workflow) + usage.secret_issues(definition)
     if issues:
         raise Invalid("The workflow definition is invalid.", issues=issues)
     return graph

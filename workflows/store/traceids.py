@@ -1,0 +1,84 @@
+"""Trace and span ids of runs, attempts and agent steps, and which trace a run belongs to.
+
+The one scheme of ids, used by the exporter (monitoring/services/tracing.py), which builds
+spans after the fact, and by the workers, which send a W3C `traceparent` on outbound calls
+(`traceparent_of`) so that the server's spans join the attempt's. Ids are derived from the
+run, node, attempt and step (sha256), so any process computes the same ones.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from workflows.store.models import ChildRun, RunTraceParent
+
+
+def id_from(text: str, bits: int) -> int:
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[: bits // 8], "big") or 1
+
+
+def trace_id(run_id: int, parents: dict[int, tuple[int, int]] | None = None) -> int:
+    """The run's trace: the caller's when it sent a traceparent, else derived from the run id."""
+    if parents and run_id in parents:
+        return parents[run_id][0]
+    return id_from(f"switchyard:run:{run_id}", 128)
+
+
+def trace_parents(run_ids: set[int]) -> dict[int, tuple[int, int]]:
+    """run id -> (trace id, parent span id) of the runs whose trace is not their own.
+
+    A run started with a traceparent joins the caller's trace under the caller's span. A
+    child run (a workflow.run node's, or an agent's workflow tool call's) joins its parent
+    run's trace, under the attempt or the tool call that started it: one query per level
+    of nesting, and only for runs that are children.
+    """
+    parents: dict[int, tuple[int, int]] = {}
+    links: dict[int, tuple[int, int]] = {}  # child run -> (parent run, span it starts under)
+    todo = set(run_ids)
+    while todo:
+        rows = RunTraceParent.objects.filter(run_id__in=todo).values_list(
+            "run_id", "trace_id", "parent_span_id"
+        )
+        parents.update({run_id: (int(t, 16), int(s, 16)) for run_id, t, s in rows})
+        children = ChildRun.objects.filter(child_id__in=todo - set(parents)).values_list(
+            "child_id", "parent_run_id", "node_id", "attempt", "agent_step_id"
+        )
+        for child, parent, node_id, attempt, step in children:
+            links[child] = (parent, step_span_id(step) if step else attempt_span_id(parent, node_id, attempt))
+        todo = {parent for parent, _ in links.values()} - set(parents) - set(links)
+
+    def root_trace(run_id: int) -> int:
+        while run_id in links:
+            run_id = links[run_id][0]
+        return parents[run_id][0] if run_id in parents else trace_id(run_id)
+
+    parents.update({child: (root_trace(parent), span) for child, (parent, span) in links.items()})
+    return parents
+
+
+def run_span_id(run_id: int) -> int:
+    return id_from(f"switchyard:run-span:{run_id}", 64)
+
+
+def attempt_span_id(run_id: int, node_id: str, attempt: int) -> int:
+    """A node attempt's span: known before the attempt ends, so a child run started by it
+    can name it as its parent span."""
+    return id_from(f"switchyard:attempt:{run_id}:{node_id}:{attempt}", 64)
+
+
+def step_span_id(step_id: int) -> int:
+    return id_from(f"switchyard:agent-step:{step_id}", 64)
+
+
+def traceparent_of(run_id: int, node_id: str, attempt: int) -> str:
+    """The W3C `traceparent` of an outbound call an attempt makes: the run's trace, the
+    attempt's span as the parent, sampled."""
+    trace = trace_parents({run_id}).get(run_id, (trace_id(run_id), 0))[0]
+    return f"00-{trace:032x}-{attempt_span_id(run_id, node_id, attempt):016x}-01"
+
+
+def run_traceparent(run_id: int) -> str:
+    """The W3C `traceparent` of a call made about a whole run (a webhook delivery): the run's
+    trace, the run's span as the parent, sampled."""
+    trace = trace_parents({run_id}).get(run_id, (trace_id(run_id), 0))[0]
+    return f"00-{trace:032x}-{run_span_id(run_id):016x}-01"

@@ -181,5 +181,6 @@ def test_a_malformed_streamed_tool_call_fails_the_turn_clearly_and_the_retry_ask
     assert markers(node, 1) == [(1, 1, "started"), (1, 1, "failed")]
     end = streams.read_text(node.pk, 1)[1]
     assert end is not None and "has no function name" in end["error"]
-    assert markers(node, 2) == [(2, 2, "started"), (2, 2, "recorded")]
+    # The retry's turn is step 2 and turn 1: a failed turn is a step, not a turn (one numbering).
+    assert markers(node, 2) == [(2, 1, "started"), (2, 1, "recorded")]
     assert tool_log(tmp_path / "tools.log") == [], "no tool ran on the malformed call"

@@ -181,16 +181,16 @@ def test_an_unknown_node_is_a_404_problem_and_a_key_is_needed(stack: tuple[Runti
 
 
 @pytest.mark.parametrize(
-    ("script", "fragment"),
+    ("script", "fragment", "attempts"),
     [
-        ({"status": 503}, "answered 503"),
-        ({"status": 400}, "answered 400"),
-        ({"drop_after": 4}, "the stream ended before [DONE]"),
-        ({"bad_chunk_at": 3}, "a stream chunk is not JSON"),
+        ({"status": 503}, "answered 503", 2),
+        ({"status": 400}, "answered 400", 1),  # the request's fault: no retry can fix it
+        ({"drop_after": 4}, "the stream ended before [DONE]", 2),
+        ({"bad_chunk_at": 3}, "a stream chunk is not JSON", 2),
     ],
 )
 def test_a_failing_provider_fails_the_node_clearly_and_is_retried_per_policy(
-    stack: tuple[Runtime, str], fake: FakeLLMServer, script: dict[str, Any], fragment: str
+    stack: tuple[Runtime, str], fake: FakeLLMServer, script: dict[str, Any], fragment: str, attempts: int
 ) -> None:
     for name, value in script.items():
         setattr(fake, name, value)
@@ -198,13 +198,15 @@ def test_a_failing_provider_fails_the_node_clearly_and_is_retried_per_policy(
         fake.reply = {"error": {"message": f"provider trouble; key {KEY}"}}
     run = wait_finished(runs.start_run(chat_workflow(max_attempts=2), {"topic": "x"})[0])
     node = NodeRun.objects.get(run=run, node_id="ask")
-    assert run.status == "failed" and node.status == "dead" and node.attempt == 2
-    assert len(fake.requests) == 2, "retried once, per the node's policy"
+    assert run.status == "failed" and node.status == "dead" and node.attempt == attempts
+    assert len(fake.requests) == attempts, "retried per the node's policy, unless no retry can fix it"
     assert "llm.chat node 'ask': provider 'fakeco', model 'tiny-1'" in node.error and fragment in node.error
     assert KEY not in node.error and KEY not in node.traceback
     calls = list(LLMCall.objects.filter(run=run).order_by("attempt"))
-    assert [c.attempt for c in calls] == [1, 2] and all(fragment in c.error for c in calls)
-    end = streams.read_text(node.pk, 2)[1]
+    assert [c.attempt for c in calls] == list(range(1, attempts + 1)) and all(
+        fragment in c.error for c in calls
+    )
+    end = streams.read_text(node.pk, attempts)[1]
     assert end is not None and fragment in end["error"]
 
 

@@ -57,7 +57,7 @@ def notices() -> list[bus.Notice]:
 def pending_rows(run: Run) -> list[list[Any]]:
     """The run's rows as a notice would have carried them before anything was claimed."""
     ids = NodeRun.objects.filter(run=run).values_list("id", "node_id")
-    return [[i, run.pk, n, "pending", 0, run.version_id, 0] for i, n in ids]
+    return [[i, run.pk, n, "pending", 0, run.version_id, 0, True] for i, n in ids]  # last: retryable
 
 
 def test_a_started_runs_roots_go_to_the_workers_without_a_notice(redis_clean: None) -> None:

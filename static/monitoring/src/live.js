@@ -55,6 +55,20 @@ function startLive() {
     }, REFRESH_MS);
   }
 
+  // A <select data-options-from="attr"> outside the live fragments (a form needs the page's
+  // CSRF token, which broadcast HTML cannot carry) offers one option per live row
+  // [data-<attr>]: a worker that starts after the page loaded can be picked without a reload.
+  function followRows() {
+    for (const select of document.querySelectorAll("select[data-options-from]")) {
+      const attr = select.dataset.optionsFrom;
+      const names = [...document.querySelectorAll(`tr[data-${attr}]`)].map((tr) => tr.dataset[attr]);
+      const have = [...select.options].map((o) => o.value);
+      if (names.join("\n") === have.join("\n")) continue;
+      const chosen = select.value;
+      select.replaceChildren(...names.map((name) => new Option(name, name, false, name === chosen)));
+    }
+  }
+
   function apply(msg) {
     const last = state[msg.topic];
     const gap = last && (last.epoch !== msg.epoch || msg.seq !== last.seq + 1);
@@ -66,6 +80,7 @@ function startLive() {
       target.innerHTML = html;
       if (window.htmx) window.htmx.process(target);
     }
+    followRows();
     if (msg.topic === "runs" || msg.topic === "deadletters" || msg.topic === "approvals") refresh(msg.topic);
     live.dataset.lastSeq = msg.topic + ":" + msg.seq;
     document.dispatchEvent(new CustomEvent("sy:message", { detail: msg }));

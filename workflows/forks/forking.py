@@ -29,6 +29,7 @@ from typing import Any
 
 from django.db import transaction
 
+from workflows.agents import tree
 from workflows.core import callhash
 from workflows.core import forks as plans
 from workflows.core.definition import canonical_json
@@ -40,7 +41,7 @@ from workflows.store.errors import Invalid, NotFound
 from workflows.store.forks import RunFork
 from workflows.store.graphs import load_graph
 from workflows.store.history import event, record_events
-from workflows.store.models import NodeRun, Run, WorkflowVersion
+from workflows.store.models import AgentStep, NodeRun, Run, WorkflowVersion
 from workflows.store.recordings import RecordedCall
 from workflows.versions import editing
 
@@ -171,9 +172,23 @@ def origin_of(run_id: int) -> RunFork | None:
 
 
 def calls_of(run_id: int, node_id: str, limit: int = 200) -> list[RecordedCall]:
-    """A node's recorded LLM and tool calls (llm/replays.py), oldest first, each with the call it replayed."""
-    rows = RecordedCall.objects.select_related("replayed_from").filter(run_id=run_id, node_id=node_id)
-    return list(rows.order_by("id")[:limit])
+    """A node's recorded LLM and tool calls (llm/replays.py), oldest first, each with the call it replayed.
+
+    An agent's turns are named in the one numbering the run page uses (agents/tree.py: "turn
+    2", not the step's seq, which the stored label keeps to find the turn's LLM call).
+    """
+    rows = list(
+        RecordedCall.objects.select_related("replayed_from")
+        .filter(run_id=run_id, node_id=node_id)
+        .order_by("id")[:limit]
+    )
+    steps = AgentStep.objects.filter(node_run__run_id=run_id, node_run__node_id=node_id).order_by("seq")
+    names = tree.numbers(list(steps)) if any(r.step.startswith("turn ") for r in rows) else {}
+    for row in rows:
+        kind, _, seq = row.step.partition(" ")
+        if kind == "turn" and seq.isdigit():
+            row.step = f"turn {names.get(int(seq), seq)}"  # shown, never saved
+    return rows
 
 
 def origins_of(run_ids: list[int]) -> dict[int, int]:

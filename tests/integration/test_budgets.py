@@ -191,7 +191,9 @@ def test_a_cost_budget_holds_calls_to_a_model_without_a_price_until_one_is_set(
 def test_a_budget_whose_policy_is_fail_fails_the_attempt_naming_it_without_a_call(
     budget_runtime: Runtime, llm: FakeLLMServer
 ) -> None:
-    workflow = publish("strict", agent_flow())
+    flow = agent_flow()
+    flow["nodes"][0]["retry"] = {"max_attempts": 3, "backoff_seconds": 0.1}
+    workflow = publish("strict", flow)
     tokens_budget("tight", 5, workflow)
     Budget.objects.filter(name="tight").update(policy="fail")
     run, _ = runs.start_run(workflow, {"who": "ana"})
@@ -199,6 +201,7 @@ def test_a_budget_whose_policy_is_fail_fails_the_attempt_naming_it_without_a_cal
     assert wait_finished(run, 60).status == "failed"
     node = NodeRun.objects.get(run=run)
     assert node.status == "dead" and "budget 'tight'" in node.error and "policy is fail" in node.error
+    assert (node.attempt, node.retryable) == (1, False), "dead at once: a retry would be refused the same way"
     assert len(llm.requests) == 0
     assert open_holds() == 0
 

@@ -39,7 +39,8 @@ class BudgetGate:
                 raise HandlerError(
                     f"{what}: budget {budget.name!r} ({budget.amount.normalize():f} {budget.unit} per "
                     f"{budget.window}) has no room for this call's worst case "
-                    f"({refused.applies.worst}); its policy is fail. Raise the budget and retry the node."
+                    f"({refused.applies.worst}); its policy is fail. Raise the budget, then replay the node.",
+                    retryable=False,  # a retry in the same window would be refused the same way
                 ) from None
             holds.hold(call, refused, now)
             reason = "over" if refused.reason == core.OVER else "no price for its model under"

@@ -13,26 +13,20 @@ replays its origin's:
 
 The mode and origin of a run are read once per process (a fork's row never changes after
 it is written). Beside the handlers, so that a built-in handler (`http.request`) uses it too.
-A handler's slot variant reaches it through `arecorded_answer` and `arecord_live`, run on the
-executor the worker's slots install (`use`, called with runtime/offload.py's: the handlers may
-not import the runtime package, which imports them).
+A handler's slot variant reaches it through `arecorded_answer` and `arecord_live`, run where
+the worker's slots say (registry.run_sync: their sync thread).
 """
 
 from __future__ import annotations
 
-import asyncio
 import functools
-from collections.abc import Callable
-from concurrent.futures import Executor
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from workflows.core import callhash
-from workflows.handlers.registry import HandlerError, NodeContext
+from workflows.handlers.registry import HandlerError, NodeContext, run_sync
 
 if TYPE_CHECKING:  # the models are imported where used: the handlers import without Django set up
     from workflows.store.recordings import RecordedCall
-
-T = TypeVar("T")
 
 
 class ReplayMiss(HandlerError):
@@ -133,30 +127,12 @@ def record_live(ctx: NodeContext, request: dict[str, Any], response: Any, step: 
 
 # --------------------------------------------------------------------------- from a slot's coroutine
 
-_executor: Executor | None = None  # the worker's slots' sync thread; None: asyncio's default pool
-_prepare: Callable[[], None] | None = None  # run in the thread before each function (as offload's)
-
-
-def use(executor: Executor | None, prepare: Callable[[], None] | None = None) -> None:
-    """Run the ORM work of `arecorded_answer` and `arecord_live` on `executor`, `prepare()` first
-    (runtime/slots.py gives what it gives runtime/offload.py)."""
-    global _executor, _prepare
-    _executor, _prepare = executor, prepare
-
-
-def prepared(func: Callable[..., T], *args: Any) -> T:
-    if _prepare is not None:
-        _prepare()
-    return func(*args)
-
 
 async def arecorded_answer(ctx: NodeContext, request: dict[str, Any], step: str) -> RecordedCall | None:
-    """`recorded_answer`, awaited from a slot's coroutine."""
-    work = functools.partial(prepared, recorded_answer, ctx, request, step)
-    return await asyncio.get_running_loop().run_in_executor(_executor, work)
+    """`recorded_answer`, awaited from a slot's coroutine (on the slots' sync thread)."""
+    return await run_sync(recorded_answer, ctx, request, step)
 
 
 async def arecord_live(ctx: NodeContext, request: dict[str, Any], response: Any, step: str) -> None:
-    """`record_live`, awaited from a slot's coroutine."""
-    work = functools.partial(prepared, record_live, ctx, request, response, step)
-    await asyncio.get_running_loop().run_in_executor(_executor, work)
+    """`record_live`, awaited from a slot's coroutine (on the slots' sync thread)."""
+    await run_sync(record_live, ctx, request, response, step)

@@ -52,7 +52,7 @@ from django.utils import timezone
 from workflows import handlers
 from workflows.core.graph import Node
 from workflows.core.states import NodeStatus
-from workflows.handlers import recordings, registry
+from workflows.handlers import registry
 from workflows.runtime import attemptlog, bus, execution, kinds, offload, tally
 from workflows.runtime.execution import Claim, Outcome, Result
 from workflows.runtime.outages import STORES_AWAY, Outage
@@ -84,7 +84,6 @@ class Slots:
     def start(self) -> None:
         global current
         offload.use(self.sync_thread, prepare=fresh_connection)
-        recordings.use(self.sync_thread, prepare=fresh_connection)  # http.request's recorded calls
         registry.use_sync_runner(offload.run_sync)
         attemptlog.capture_in_tasks()
         threading.Thread(target=self.loop.run_forever, name="sy-slots", daemon=True).start()

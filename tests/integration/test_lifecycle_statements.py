@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 from django.db import connection
 
-from workflows.runtime import transitions, transitions_maps, transitions_waits
+from workflows.runtime import transitions, transitions_maps, transitions_runs, transitions_waits
 
 EMPTY = {
     "ids": [],
@@ -48,7 +48,7 @@ NEEDS_ROWS = {
 
 STATEMENTS = {
     f"{module.__name__.rsplit('.', 1)[1]}.{name}": sql
-    for module in (transitions, transitions_maps, transitions_waits)
+    for module in (transitions, transitions_runs, transitions_maps, transitions_waits)
     for name, sql in vars(module).items()
     if name.endswith("_SQL") and name not in TEMPLATES | NEEDS_ROWS
 }

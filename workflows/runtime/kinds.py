@@ -13,7 +13,7 @@ How a new kind plugs in (waiting nodes, maps, child runs, agent loops):
 1. the engine: a branch in `engine.start_node` returning the kind's decision (a waiting node
    `WaitNode`, say), and the states it uses in core/states.py with their rows in the table
    of moves (a `waiting` status; causes such as `wait`, `decide`, `expire`);
-2. transitions.py (or its family: transitions_maps.py, transitions_waits.py): a function per new statement, each a conditional UPDATE declared with
+2. transitions.py (or its family: transitions_runs.py, transitions_maps.py, transitions_waits.py): a function per new statement, each a conditional UPDATE declared with
    `@performs` (the table refuses a move it does not list);
 3. a class with the methods of `NodeKind`, registered here with `register` (the runtime's own
    kinds below; a domain package's kind from its `kind` module, wired in workflows/apps.py, so

@@ -1,7 +1,8 @@
 """The moves every status writer declares, and the attempt lifecycle written once as SQL.
 
-The transitions modules (transitions.py: tasks and runs; transitions_waits.py: waiting nodes;
-transitions_maps.py: map nodes and their items) are the only code that changes a status. Each
+The transitions modules (transitions.py: a task's attempts; transitions_runs.py: runs;
+transitions_waits.py: waiting nodes; transitions_maps.py: map nodes and their items;
+transitions_forks.py: forked runs) are the only code that changes a status. Each
 function there declares the moves it performs (`@performs`), which must be moves of the one
 table, core/states.py.
 

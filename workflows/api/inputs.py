@@ -246,7 +246,7 @@ class StartRunIn(Body):
 
 class StartBatchItem(Body):
     input: dict[str, Any] = Field(default_factory=dict, description="This run's input, a JSON object.")
-    idempotency_key: IdempotencyKey | None = Field(  # type: ignore[valid-type]
+    idempotency_key: IdempotencyKey | None = Field(  # type: ignore[valid-type]  # header() builds an Annotated type at import: mypy cannot evaluate it
         None, description="As a single start's Idempotency-Key header, for this run."
     )
     priority: int | None = Field(

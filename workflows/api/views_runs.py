@@ -61,7 +61,7 @@ def start_run(
     except runs.StaleWorkflow:  # published, or its default priority changed, since this process read it
         workflow = versions.get_workflow_to_start(slug)
         run, created = tracecontext.start_run(workflow, body.input, traceparent, **options)
-    run.workflow, run.version = workflow, workflow.active_version  # type: ignore[assignment]
+    run.workflow, run.version = workflow, workflow.active_version  # type: ignore[assignment]  # active_version is Optional in the model; a startable workflow always has one
     if run.version_id != workflow.active_version_id:  # an earlier start, on an older version
         run = runs.get_run(run.pk)
     data = s.run_summary(run)

@@ -192,14 +192,15 @@ def create_run(
         "expect_version": expect[0] if expect else None,
         "expect_priority": expect[1] if expect else None,
     }
-    row = transitions.create_run(params)
-    if row is None:
-        return None
-    if row[0] is None:
+    try:
+        row = transitions.create_run(params)
+    except transitions.WorkflowChanged:
         raise StaleWorkflow(
             f"Workflow {workflow.slug!r} changed (version or default priority) while the run was being "
             "started; nothing was started: send the request again."
-        )
+        ) from None
+    if row is None:
+        return None
     run_id, status, created_at, ids = row
     if status == RunStatus.RUNNING and roots:
         transaction.on_commit(lambda: jobs.enqueue_roots(roots, ids, run_id, version_id, run_input, priority))
@@ -295,7 +296,7 @@ def start_runs(
         "queues": [graph.nodes[n].queue for n in graph.order],
     }
     with transaction.atomic():
-        written = {row[0]: row[1:] for row in transitions.create_runs(params)}
+        written = {row.ord: row[1:] for row in transitions.create_runs(params)}
         budgets.remember_key([run_id for run_id, _, _ in written.values()], api_key_id)
         existing = existing_runs(workflow, items, [i for i in fresh if i not in written], hashes)
         running = [run_id for run_id, status, _ in written.values() if status == RunStatus.RUNNING]

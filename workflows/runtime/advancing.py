@@ -235,12 +235,10 @@ def apply_finishes(finishes: list[FinishRun]) -> None:
     if not finishes:
         return
     with transaction.atomic():
-        finished = transitions.finish_runs(finishes)
-        undoing = set(
-            sagas.begin_compensations([run_id for run_id, status in finished if status == RunStatus.FAILED])
-        )
-        finished = [(run_id, status) for run_id, status in finished if run_id not in undoing]
-        childlinks.settle_parents([run_id for run_id, _ in finished])
+        ended = transitions.finish_runs(finishes)
+        undoing = set(sagas.begin_compensations([e.run_id for e in ended if e.status == RunStatus.FAILED]))
+        finished = [e for e in ended if e.run_id not in undoing]
+        childlinks.settle_parents([e.run_id for e in finished])
     transaction.on_commit(lambda: bus.publish_runs_finished(finished))
 
 
@@ -336,5 +334,5 @@ def end_compensations(ends: list[tuple[int, str]]) -> None:
         return
     with transaction.atomic():
         ended = transitions.end_compensations(ends)
-        childlinks.settle_parents([run_id for run_id, _ in ended])
+        childlinks.settle_parents([e.run_id for e in ended])
     bus.publish_runs_finished(ended)

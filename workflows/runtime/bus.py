@@ -152,7 +152,7 @@ def publish(channel: str, payload: dict[str, Any]) -> None:
     client().publish(scoped(channel), json.dumps(payload))
 
 
-def publish_runs_finished(finished: list[tuple[int, str]]) -> None:
+def publish_runs_finished(finished: Sequence[tuple[int, str]]) -> None:
     if finished:
         pipe = client().pipeline(transaction=False)
         channel = scoped(RUNS_CHANNEL)

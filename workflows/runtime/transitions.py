@@ -134,7 +134,19 @@ from workflows.runtime.transitions_maps import (
     start_items as start_items,
 )
 from workflows.runtime.transitions_runs import (  # re-exported (`x as x`): transitions.<name> for the whole family
+    CreatedItem as CreatedItem,
+)
+from workflows.runtime.transitions_runs import (
+    CreatedRun as CreatedRun,
+)
+from workflows.runtime.transitions_runs import (
+    Ended as Ended,
+)
+from workflows.runtime.transitions_runs import (
     FinishRun as FinishRun,
+)
+from workflows.runtime.transitions_runs import (
+    WorkflowChanged as WorkflowChanged,
 )
 from workflows.runtime.transitions_runs import (
     begin_compensation as begin_compensation,

@@ -16,9 +16,38 @@ from typing import Any, NamedTuple
 from workflows.core.states import NODE_TERMINAL, Cause, can_move_run
 from workflows.core.states import NodeStatus as N
 from workflows.core.states import RunStatus as R
-from workflows.runtime.lifecycle import execute, performs
+from workflows.runtime.lifecycle import execute, performs, rows_of
 from workflows.store.models import MapItem, NodeRun, Run
 from workflows.store.statements import EVENTS, NODES, RUNS, WORKFLOWS
+
+
+class CreatedRun(NamedTuple):
+    """create_run's row."""
+
+    run_id: int
+    status: str
+    created_at: datetime
+    node_ids: dict[str, int]  # node id -> its row's id
+
+
+class WorkflowChanged(Exception):
+    """create_run wrote nothing: the workflow's active version or default priority is not the expected one."""
+
+
+class CreatedItem(NamedTuple):
+    """create_runs' row for each run it wrote."""
+
+    ord: int  # the item's place in the batch
+    run_id: int
+    status: str
+    created_at: datetime
+
+
+class Ended(NamedTuple):
+    """A run that finish_runs or end_compensations ended, and how."""
+
+    run_id: int
+    status: str
 
 
 class FinishRun(NamedTuple):
@@ -71,14 +100,16 @@ SELECT NULL, NULL, NULL, NULL WHERE NOT EXISTS (SELECT FROM wf)
 
 
 @performs(Cause.CREATE, nodes={None: [N.PENDING, N.QUEUED]}, runs={None: [R.RUNNING, R.WAITING]})
-def create_run(params: dict[str, Any]) -> tuple[int, str, datetime, dict[str, int]] | None:
+def create_run(params: dict[str, Any]) -> CreatedRun | None:
     """Write a run, its node rows and its first event (CREATE_RUN_SQL's parameters).
 
-    Return (run id, status, created at, node id -> row id), or None when the idempotency
-    key is already taken; a NULL run id when the workflow is not as expected.
+    Return None when the idempotency key is already taken; raise WorkflowChanged when the
+    workflow is not as expected.
     """
     rows = execute(CREATE_RUN_SQL, params)
-    return rows[0] if rows else None
+    if rows and rows[0][0] is None:
+        raise WorkflowChanged
+    return CreatedRun(*rows[0]) if rows else None
 
 
 # Many runs of one version, their node rows (all pending: the schedulers claim the roots of
@@ -122,13 +153,12 @@ SELECT g.ord, run.id, run.status, run.created_at FROM run JOIN given g ON g.id =
 
 
 @performs(Cause.CREATE, nodes={None: [N.PENDING]}, runs={None: [R.RUNNING, R.WAITING]})
-def create_runs(params: dict[str, Any]) -> list[tuple[int, int, str, datetime]]:
+def create_runs(params: dict[str, Any]) -> list[CreatedItem]:
     """Write runs, their node rows and first events (CREATE_RUNS_SQL's parameters).
 
-    Return (item ordinal, run id, status, created at) for each run written; an item whose
-    idempotency key is already taken has no row.
+    Return a row for each run written; an item whose idempotency key is already taken has none.
     """
-    return execute(CREATE_RUNS_SQL, params)
+    return rows_of(CreatedItem, execute(CREATE_RUNS_SQL, params))
 
 
 @performs(Cause.RESUME, runs={R.WAITING: [R.RUNNING]})
@@ -138,9 +168,9 @@ def resume_runs(run_ids: list[int]) -> int:
 
 
 @performs(Cause.FINISH, runs={R.RUNNING: [R.SUCCEEDED, R.FAILED]})
-def finish_runs(finishes: Sequence[FinishRun]) -> list[tuple[int, str]]:
+def finish_runs(finishes: Sequence[FinishRun]) -> list[Ended]:
     """End running runs still at the decision's epoch, with their history events; return
-    (run id, status) of those ended."""
+    those ended."""
     for _, _, status in finishes:
         if not can_move_run(Cause.FINISH, R.RUNNING, R(status)):
             raise ValueError(f"A run cannot finish {status}.")
@@ -156,7 +186,7 @@ def finish_runs(finishes: Sequence[FinishRun]) -> list[tuple[int, str]]:
            RETURNING run_id, kind""",
         [[f[0] for f in finishes], [f[1] for f in finishes], [f[2] for f in finishes]],
     )
-    return [(run_id, kind.removeprefix("run.")) for run_id, kind in rows]
+    return [Ended(run_id, kind.removeprefix("run.")) for run_id, kind in rows]
 
 
 # --------------------------------------------------------------------------- compensation (sagas)
@@ -191,7 +221,7 @@ def create_steps(run_id: int, steps: list[str], queues: list[str]) -> None:
 
 
 @performs(Cause.COMPENSATE, runs={R.COMPENSATING: [R.COMPENSATED, R.COMPENSATION_FAILED]})
-def end_compensations(ends: Sequence[tuple[int, str]]) -> list[tuple[int, str]]:
+def end_compensations(ends: Sequence[tuple[int, str]]) -> list[Ended]:
     """End compensating runs as (run id, compensated or compensation_failed), with their
     history events; return those ended."""
     for _, status in ends:
@@ -209,7 +239,7 @@ def end_compensations(ends: Sequence[tuple[int, str]]) -> list[tuple[int, str]]:
            RETURNING run_id, kind""",
         [[run_id for run_id, _ in ends], [status for _, status in ends]],
     )
-    return [(run_id, kind.removeprefix("run.")) for run_id, kind in rows]
+    return [Ended(run_id, kind.removeprefix("run.")) for run_id, kind in rows]
 
 
 # --------------------------------------------------------------------------- operators' actions

@@ -182,6 +182,12 @@ from workflows.runtime.transitions_waits import (  # re-exported (`x as x`): tra
     Awake as Awake,
 )
 from workflows.runtime.transitions_waits import (
+    EnteredWait as EnteredWait,
+)
+from workflows.runtime.transitions_waits import (
+    Left as Left,
+)
+from workflows.runtime.transitions_waits import (
     decide_waits as decide_waits,
 )
 from workflows.runtime.transitions_waits import (

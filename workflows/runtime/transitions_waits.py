@@ -65,36 +65,57 @@ EVENT_SQL = DECIDE_SQL
 EXPIRE_SQL = LEAVE_WAIT_SQL.format(guard="AND n.due_at <= now()")
 
 
-def leave_wait(cause: N | Cause, sql: str, rows: Sequence[Awake]) -> list[tuple[Any, ...]]:
+class Left(NamedTuple):
+    """A node that left its wait (LEAVE_WAIT_SQL's rows)."""
+
+    noderun_id: int
+    run_id: int
+    node_id: str
+    attempt: int
+    status: str
+    started_at: datetime | None
+    finished_at: datetime
+
+
+class EnteredWait(NamedTuple):
+    """A node that began to wait (ENTER_WAIT_SQL's rows)."""
+
+    noderun_id: int
+    run_id: int
+    node_id: str
+    attempt: int
+    since: datetime
+
+
+def leave_wait(cause: N | Cause, sql: str, rows: Sequence[Awake]) -> list[Left]:
     for row in rows:
         check_move(Cause(cause), N.WAITING, N(row.status))
-    return execute(sql, {"rows": json.dumps([row._asdict() | {"id": row.noderun_id} for row in rows])})
+    params = {"rows": json.dumps([row._asdict() | {"id": row.noderun_id} for row in rows])}
+    return rows_of(Left, execute(sql, params))
 
 
 @performs(Cause.WAIT, nodes={N.PENDING: [N.WAITING], N.RETRYING: [N.WAITING]})
-def enter_waits(
-    status: N, ids: list[int], due: list[datetime | None]
-) -> list[tuple[int, int, str, int, datetime]]:
+def enter_waits(status: N, ids: list[int], due: list[datetime | None]) -> list[EnteredWait]:
     """Make ready wait nodes, still in `status`, wait as a new attempt until `due` (their next
-    deadline, or None); return (row id, run id, node id, attempt, since) of those moved."""
+    deadline, or None); return those moved."""
     check_move(Cause.WAIT, status, N.WAITING)
-    return execute(ENTER_WAIT_SQL, {"ids": ids, "due": due, "status": status})
+    return rows_of(EnteredWait, execute(ENTER_WAIT_SQL, {"ids": ids, "due": due, "status": status}))
 
 
 @performs(Cause.DECIDE, nodes={N.WAITING: [N.SUCCEEDED]})
-def decide_waits(rows: Sequence[Awake]) -> list[tuple[Any, ...]]:
+def decide_waits(rows: Sequence[Awake]) -> list[Left]:
     """Store decisions as the outputs of waiting approvals; return the rows changed."""
     return leave_wait(Cause.DECIDE, DECIDE_SQL, rows)
 
 
 @performs(Cause.EVENT, nodes={N.WAITING: [N.SUCCEEDED]})
-def wake_waits(rows: Sequence[Awake]) -> list[tuple[Any, ...]]:
+def wake_waits(rows: Sequence[Awake]) -> list[Left]:
     """Store an event's payload as the output of the waiting nodes it wakes; return those changed."""
     return leave_wait(Cause.EVENT, EVENT_SQL, rows)
 
 
 @performs(Cause.EXPIRE, nodes={N.WAITING: [N.SUCCEEDED, N.FAILED]})
-def expire_waits(rows: Sequence[Awake]) -> list[tuple[Any, ...]]:
+def expire_waits(rows: Sequence[Awake]) -> list[Left]:
     """Move waiting nodes whose deadline has passed on (a timer's end, a timeout's policy)."""
     return leave_wait(Cause.EXPIRE, EXPIRE_SQL, rows)
 
@@ -107,7 +128,7 @@ CHILD_SQL = DECIDE_SQL
 
 
 @performs(Cause.CHILD, nodes={N.WAITING: [N.SUCCEEDED, N.FAILED]})
-def settle_children(rows: Sequence[Awake]) -> list[tuple[Any, ...]]:
+def settle_children(rows: Sequence[Awake]) -> list[Left]:
     """Store child runs' ends as their parent nodes' results; return the rows changed."""
     return leave_wait(Cause.CHILD, CHILD_SQL, rows)
 

@@ -97,11 +97,18 @@ def plan_waits(
 
 
 def record_waits(
-    moved: list[tuple[Any, ...]], plans: Mapping[int, core.WaitPlan], configs: Mapping[int, Mapping[str, Any]]
+    moved: list[transitions.EnteredWait],
+    plans: Mapping[int, core.WaitPlan],
+    configs: Mapping[int, Mapping[str, Any]],
 ) -> list[Entered]:
     """Write the Wait rows of the nodes that moved, and their history events."""
-    workflows = dict(Run.objects.filter(pk__in={m[1] for m in moved}).values_list("id", "workflow_id"))
-    entered = [Entered(new_wait(m, plans[m[0]], configs[m[0]], workflows[m[1]]), plans[m[0]]) for m in moved]
+    workflows = dict(Run.objects.filter(pk__in={m.run_id for m in moved}).values_list("id", "workflow_id"))
+    entered = [
+        Entered(
+            new_wait(m, plans[m.noderun_id], configs[m.noderun_id], workflows[m.run_id]), plans[m.noderun_id]
+        )
+        for m in moved
+    ]
     Wait.objects.bulk_create([e.wait for e in entered])
     events = []
     for (_, run_id, node_id, attempt, since), item in zip(moved, entered, strict=True):
@@ -327,7 +334,7 @@ def expire(waits: list[Wait], now: datetime) -> int:
         rows.append(row)
         outputs[wait.pk] = output
     with transaction.atomic():
-        changed = {row[0]: row[6] for row in transitions.expire_waits(rows)}  # node -> its end
+        changed = {row.noderun_id: row.finished_at for row in transitions.expire_waits(rows)}
         done = [w for w in waits if w.node_run_id in changed]
         for wait in done:
             close([wait], "expired", outputs[wait.pk])

@@ -18,11 +18,14 @@ from django.utils import timezone
 from tests.api.conftest import Api, assert_problem, dead_letter
 from tests.integration.conftest import wait_finished
 from tests.integration.runtime import wait_for
+from workflows.budgets import alerts, manage
+from workflows.core import budgets as budgets_core
 from workflows.integrations import webhooks
 from workflows.runs import actions as runs
 from workflows.runtime import advancing
+from workflows.runtime.admission import Call
 from workflows.store import traceids
-from workflows.store.models import AuditEntry, Run, RunEvent, WebhookDelivery, WebhookSubscription
+from workflows.store.models import AuditEntry, NodeRun, Run, RunEvent, WebhookDelivery, WebhookSubscription
 
 pytestmark = pytest.mark.django_db
 
@@ -344,3 +347,37 @@ def test_a_real_worker_delivers_a_real_run(runtime, chain, subscription, receive
     wait_for(lambda: receiver.requests, 20, "the webhook delivery")
     assert json.loads(receiver.requests[0][1])["data"]["run"]["id"] == run.pk
     wait_for(lambda: WebhookDelivery.objects.filter(status="succeeded").exists(), 10, "the delivery log")
+
+
+def test_budget_alerts_are_delivered_with_their_budget(api, chain, receiver) -> None:
+    response = api.post(
+        "workflows/chain/subscriptions",
+        {"url": receiver.url, "events": ["budget.threshold", "budget.exhausted"]},
+    )
+    assert response.status_code == 201
+    budget = manage.save_budget(
+        {
+            "name": "chain tokens",
+            "unit": "tokens",
+            "amount": 100,
+            "window": "day",
+            "scope": "workflow",
+            "workflow": "chain",
+        }
+    )
+    run, _ = runs.start_run(chain, {})
+    node = NodeRun.objects.filter(run=run).first()
+    assert node is not None
+    call = Call(node.pk, run.pk, node.node_id, 1, "", "m", [], None, 10)
+    period = budgets_core.period_of("day", run.pk, timezone.now())
+    assert alerts.refused(call, budget, period, "")
+    assert not alerts.refused(call, budget, period, ""), "once per window"
+    finish(run)  # run.succeeded: not subscribed to
+
+    assert webhooks.scan_events(timezone.now()) == 1
+    delivery = WebhookDelivery.objects.get()
+    assert webhooks.send_delivery(delivery.pk) == "succeeded"
+    ((_, body),) = receiver.requests
+    sent = json.loads(body)
+    assert sent["type"] == "budget.exhausted" and sent["data"]["run"]["id"] == run.pk
+    assert sent["data"]["budget"]["name"] == "chain tokens" and sent["data"]["budget"]["amount"] == "100"

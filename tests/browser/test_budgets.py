@@ -94,6 +94,10 @@ def test_runs_held_by_a_budget_show_on_its_page_and_an_admin_lets_them_go(
     expect(held.first).to_contain_text("over the budget")
     expect(viewer.locator("text=Allow once")).to_have_count(0)
     expect(viewer.locator("#budget-form")).to_have_count(0)
+    chart = viewer.locator('#burn figure[data-burn="orders daily"]')
+    expect(chart).to_contain_text(f"{2 * USED} of {USED + worst_case()} tokens this day")
+    steps = chart.locator(".burn-spent").get_attribute("points")
+    assert steps is not None and len(steps.split(" ")) == 2 + 2 * 2  # start, a step per settled call, now
     screenshot(viewer, "held-as-viewer")
     held_run = BudgetHold.objects.filter(closed_at__isnull=True).values_list("run_id", flat=True).first()
     viewer.goto(f"{live_url}/runs/{held_run}/")

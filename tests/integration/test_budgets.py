@@ -4,11 +4,13 @@ that counts every call it is asked, budgets reserved in PostgreSQL before each c
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
 import pytest
+from django.utils import timezone
 
 from tests.fakes.llm_server import FakeLLMServer
 from tests.integration import agent_tools  # noqa: F401  (registers the test tools here too)
@@ -17,12 +19,13 @@ from tests.integration.runtime import Runtime, wait_for
 from tests.integration.test_agent import MODULES as TOOL_MODULES
 from tests.integration.test_agent import completion, scripted
 from workflows.agents.loop import offer_tools
-from workflows.budgets import holds, manage
+from workflows.budgets import holds, ledger, manage
 from workflows.core import budgets as core
 from workflows.core.states import NodeStatus as N
 from workflows.llm import catalog
 from workflows.runs import actions as runs
 from workflows.runtime import bus
+from workflows.runtime.admission import Call
 from workflows.store.models import (
     AgentStep,
     Budget,
@@ -31,6 +34,7 @@ from workflows.store.models import (
     LLMCall,
     NodeRun,
     Run,
+    RunEvent,
     Wait,
     Workflow,
 )
@@ -125,6 +129,12 @@ def test_runs_stop_at_the_budget_with_no_call_beyond_it_then_resume_when_it_is_r
     assert set(held.values_list("attempt", flat=True)) == {1}  # held, no attempt spent
     assert Wait.objects.filter(kind="budget", closed_at__isnull=True).count() == runs_count - covered
     assert LLMCall.objects.filter(workflow=workflow).count() == covered
+    # Alerted once each, on runs of the workflow: 80 % spent, then the first call refused.
+    threshold = RunEvent.objects.get(kind="budget.threshold", run__workflow=workflow)
+    exhausted = RunEvent.objects.get(kind="budget.exhausted", run__workflow=workflow)
+    assert threshold.data["budget"]["name"] == exhausted.data["budget"]["name"] == "daily tokens"
+    assert Decimal(threshold.data["budget"]["spent"]) >= Decimal("0.8") * budget.amount
+    assert threshold.data["budget"]["percent"] >= 80 and threshold.node_id == "agent"
 
     manage.save_budget({**manage.as_dict(budget), "workflow": workflow.slug, "amount": 10_000}, budget.pk)
     for run in started:
@@ -133,6 +143,8 @@ def test_runs_stop_at_the_budget_with_no_call_beyond_it_then_resume_when_it_is_r
     assert open_holds() == 0
     row.refresh_from_db()
     assert (row.spent, row.reserved) == (runs_count * USED, 0)
+    # 2,600 of the raised 10,000 is under 80 %: no second alert.
+    assert RunEvent.objects.filter(kind__startswith="budget.", run__workflow=workflow).count() == 2
 
 
 def test_two_workers_racing_for_the_last_of_a_budget_never_overspend(
@@ -280,3 +292,25 @@ def test_when_a_raise_covers_one_held_call_the_highest_priority_run_goes_first(
     wait_for(lambda: open_holds() == 2, 30, "the other two still held")
     assert len(llm.requests) == 1
     assert {Run.objects.get(pk=r.pk).status for r in (low, middle)} == {"running"}
+
+
+def test_lost_reservations_of_one_ledger_are_all_settled_together(transactional_db: Any) -> None:
+    """A killed worker leaves several reservations on one window: each one is settled at its
+    worst case, none counted twice or dropped (one UPDATE per ledger, summed)."""
+    workflow = publish("lost-ones", agent_flow())
+    budget = tokens_budget("shared window", 1_000, workflow)
+    made = [runs.start_run(workflow, {"who": "ana"})[0] for _ in range(3)]
+    nodes = [NodeRun.objects.get(run=run) for run in made]
+    for node in nodes:
+        call = Call(
+            node.pk, node.run_id, "agent", 1, "", "fake-model", [{"role": "user", "content": "x"}], None, 10
+        )
+        ledger.reserve(call, ledger.worst_cases(call, 10, timezone.now()))
+    NodeRun.objects.filter(pk__in=[n.pk for n in nodes]).update(status=N.FAILED)  # their worker is gone
+    row = BudgetLedger.objects.get(budget=budget)
+    worst = row.reserved / 3
+
+    assert ledger.settle_lost(timezone.now() + timedelta(minutes=5)) == 3
+    row.refresh_from_db()
+    assert (row.reserved, row.spent, row.calls) == (0, 3 * worst, 3)
+    assert RunEvent.objects.filter(kind="budget.threshold").count() == 0  # 3 small calls: far from 80 %

@@ -20,7 +20,7 @@ from workflows.handlers.registry import HandlerError
 from workflows.runtime.admission import Call
 from workflows.runtime.kinds import Parked
 
-from . import holds, ledger
+from . import alerts, holds, ledger
 
 
 class BudgetGate:
@@ -34,6 +34,8 @@ class BudgetGate:
             return ledger.reserve(call, applies), bound
         except ledger.NoRoom as refused:
             budget = refused.applies.budget
+            if refused.reason == core.OVER:
+                alerts.refused(call, budget, refused.applies.period, refused.applies.subject)
             what = f"llm node {call.node_id!r} of run {call.run_id}"
             if refused.reason == core.OVER and budget.policy == core.FAIL:
                 raise HandlerError(

@@ -33,6 +33,8 @@ from workflows.runtime.admission import Call
 from workflows.store.models import Budget, BudgetHold, BudgetLedger, BudgetReservation, Run, RunApiKey
 from workflows.store.statements import NODES, table
 
+from . import alerts
+
 LEDGERS, BUDGETS, RESERVATIONS = table(BudgetLedger), table(Budget), table(BudgetReservation)
 
 OPEN_SQL = f"""
@@ -57,16 +59,24 @@ SELECT l.id, %(node_run)s, %(attempt)s, %(amount)s, %(over)s, now() FROM l
 RETURNING id
 """
 
+# Summed per ledger first: an UPDATE ... FROM changes a row once however many source rows
+# join it, so two reservations of one ledger settled together (the lost ones of a killed
+# worker, say) must arrive as one row. Returns each ledger changed with a node run that spent
+# on it (alerts.py reads them).
 SETTLE_SQL = f"""
 WITH r AS (
 UPDATE {RESERVATIONS} r SET settled_at = now(), spent = v.spent
 FROM unnest(%(ids)s::bigint[], %(spent)s::numeric[]) AS v(id, spent)
 WHERE r.id = v.id AND r.settled_at IS NULL
-RETURNING r.ledger_id, r.amount, r.spent
+RETURNING r.ledger_id, r.amount, r.spent, r.node_run_id
+), per_ledger AS (
+SELECT ledger_id, sum(amount) AS amount, sum(spent) AS spent, count(*) AS calls, min(node_run_id) AS node_run_id
+FROM r GROUP BY ledger_id
 )
-UPDATE {LEDGERS} l SET reserved = l.reserved - r.amount, spent = l.spent + r.spent,
-    calls = l.calls + 1, updated_at = now()
-FROM r WHERE l.id = r.ledger_id
+UPDATE {LEDGERS} l SET reserved = l.reserved - p.amount, spent = l.spent + p.spent,
+    calls = l.calls + p.calls, updated_at = now()
+FROM per_ledger p WHERE l.id = p.ledger_id
+RETURNING l.id, p.node_run_id
 """
 
 # A reservation is in flight while its attempt runs (or a direct job's queued attempt does).
@@ -208,18 +218,20 @@ def settle(ticket: Ticket, input_tokens: int | None, output_tokens: int | None, 
     for _, unit, amount in ticket.reservations:
         used = core.amount_of(unit, input_tokens or 0, output_tokens or 0, priced) if known else None
         spent.append(Decimal(0) if not ok else amount if used is None else used)
-    with connection.cursor() as cur:
+    with transaction.atomic(), connection.cursor() as cur:
         cur.execute(SETTLE_SQL, {"ids": [r[0] for r in ticket.reservations], "spent": spent})
+        alerts.after_settle(cur.fetchall())
 
 
 def settle_lost(now: datetime | None = None) -> int:
     """Settle at their worst case the reservations of attempts that no longer run; return how many."""
     before = (now or timezone.now()) - timedelta(seconds=LOST_AFTER_SECONDS)
-    with connection.cursor() as cur:
+    with transaction.atomic(), connection.cursor() as cur:
         cur.execute(LOST_SQL, {"before": before})
         lost = cur.fetchall()
         if lost:
             cur.execute(SETTLE_SQL, {"ids": [r[0] for r in lost], "spent": [r[1] for r in lost]})
+            alerts.after_settle(cur.fetchall())
     return len(lost)
 
 

@@ -20,12 +20,21 @@ from django.db.models import Count
 from django.utils import timezone
 
 from workflows.core import budgets as core
+from workflows.core.burn import Burn, burn
 from workflows.core.definition import Issue
 from workflows.store import audit
 from workflows.store.errors import Conflict, Invalid, NotFound
-from workflows.store.models import ApiKey, Budget, BudgetHold, BudgetLedger, RunApiKey, Workflow
+from workflows.store.models import (
+    ApiKey,
+    Budget,
+    BudgetHold,
+    BudgetLedger,
+    BudgetReservation,
+    RunApiKey,
+    Workflow,
+)
 
-from . import ledger
+from . import alerts, ledger
 
 FIELDS = (
     "name",
@@ -73,9 +82,12 @@ def save_budget(data: dict[str, Any], budget_id: int | None = None, actor: Any =
         raise Invalid(" ".join(p.message for p in problems), problems)
     with transaction.atomic():
         budget = Budget() if budget_id is None else get_budget(budget_id, lock=True)
+        before = budget.amount if budget_id is not None else None
         budget.name = str(data["name"]).strip()
         budget.unit, budget.window, budget.scope = data["unit"], data["window"], data["scope"]
         budget.amount = core.parse_amount(data["amount"]) or Decimal(0)
+        if before is not None and budget.amount != before:
+            alerts.rearm(budget)
         budget.workflow, budget.api_key = workflow, key
         budget.tenant_key, budget.tenant_value = data["tenant_key"], data["tenant_value"]
         budget.policy = data["policy"]
@@ -183,6 +195,28 @@ def figures(budgets: list[Budget] | None = None, now: datetime | None = None) ->
             )
         )
     return found
+
+
+def burns(found: list[Figures], now: datetime | None = None) -> dict[int, Burn]:
+    """The burn chart of each budget whose window is a day or a month and has one figure (not
+    one per tenant value): its settled spends in the current window, by budget id."""
+    now = now or timezone.now()
+    charts = {}
+    for f in found:
+        start, end = core.starts_at(f.budget.window, now), core.resets_at(f.budget.window, now)
+        if start is None or end is None or f.left is None:
+            continue
+        spends = (
+            BudgetReservation.objects.filter(
+                ledger__budget=f.budget, ledger__period=f.period, settled_at__isnull=False
+            )
+            .order_by("settled_at")
+            .values_list("settled_at", "spent")
+        )
+        charts[f.budget.pk] = burn(
+            start, end, now, f.budget.amount, [(at, s or Decimal(0)) for at, s in spends if at is not None]
+        )
+    return charts
 
 
 def current_period(budget: Budget, now: datetime) -> str:

@@ -116,6 +116,16 @@ def period_of(window: str, run_id: int, now: datetime) -> str:
     return now.strftime("%Y-%m-%d") if window == DAY else now.strftime("%Y-%m")
 
 
+def starts_at(window: str, now: datetime) -> datetime | None:
+    """When the window that holds `now` began (None: a run's window)."""
+    now = now.astimezone(UTC)
+    if window == DAY:
+        return datetime(now.year, now.month, now.day, tzinfo=UTC)
+    if window == MONTH:
+        return datetime(now.year, now.month, 1, tzinfo=UTC)
+    return None
+
+
 def resets_at(window: str, now: datetime) -> datetime | None:
     """When the window that holds `now` ends (None: a run's window never resets)."""
     now = now.astimezone(UTC)

@@ -69,13 +69,22 @@ from workflows.versions.catalog import person_of
 log = logging.getLogger(__name__)
 
 APPROVAL_EVENTS = ("approval.requested", "approval.escalated", "approval.decided")  # waits.py writes them
-EVENT_TYPES = ("run.succeeded", "run.failed", "run.cancelled", "deadletter.created", *APPROVAL_EVENTS)
+BUDGET_EVENTS = ("budget.threshold", "budget.exhausted")  # workflows/budgets/alerts.py
+EVENT_TYPES = (
+    "run.succeeded",
+    "run.failed",
+    "run.cancelled",
+    "deadletter.created",
+    *APPROVAL_EVENTS,
+    *BUDGET_EVENTS,
+)
 EVENT_OF_KIND = {
     "run.succeeded": "run.succeeded",
     "run.failed": "run.failed",
     "run.cancelled": "run.cancelled",
     "node.dead": "deadletter.created",
     **{kind: kind for kind in APPROVAL_EVENTS},
+    **{kind: kind for kind in BUDGET_EVENTS},
 }
 DELIVERY_JOB = "workflows.integrations.webhooks.deliver"
 QUEUE = "default"
@@ -387,17 +396,19 @@ def build_deliveries(rows: list[tuple[Any, ...]], now: datetime) -> list[Webhook
         (d.run_id, d.node_id, d.attempt): d
         for d in DeadLetter.objects.filter(run_id__in={row[2] for row in wanted if row[1] == "node.dead"})
     }
-    approvals = dict(
-        RunEvent.objects.filter(pk__in=[row[0] for row in wanted if row[1] in APPROVAL_EVENTS]).values_list(
-            "id", "data"
-        )
+    carried = dict(  # events whose own data the payload carries
+        RunEvent.objects.filter(
+            pk__in=[row[0] for row in wanted if row[1] in APPROVAL_EVENTS or row[1] in BUDGET_EVENTS]
+        ).values_list("id", "data")
     )
     deliveries = []
     for event_id, kind, run_id, node_id, attempt, at, subscription_id, _ in wanted:
         letter = letters.get((run_id, node_id, attempt))
         payload = event_payload(event_id, kind, at, run_map[run_id], letter)
-        if event_id in approvals:
-            approval = approvals[event_id]
+        if kind in BUDGET_EVENTS:
+            payload["data"]["budget"] = carried[event_id].get("budget")
+        elif event_id in carried:
+            approval = carried[event_id]
             payload["data"]["approval"] = {
                 **approval,
                 "node_id": node_id,

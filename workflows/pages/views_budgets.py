@@ -24,9 +24,11 @@ from workflows.store.models import Budget, Workflow
 
 def page_context(**extra: Any) -> dict[str, Any]:
     found = manage.figures()
+    charts = manage.burns(found)
     return {
         "nav": "budgets",
         "budgets": [(f, holds.held_by(f.budget.pk)) for f in found],
+        "burns": [(f, charts[f.budget.pk]) for f in found if f.budget.pk in charts],
         "workflows": Workflow.objects.order_by("slug").values_list("slug", flat=True),
         "units": core.UNITS,
         "windows": core.WINDOWS,

@@ -52,6 +52,10 @@ class BudgetLedger(models.Model):
     reserved = models.DecimalField(max_digits=24, decimal_places=8, default=0)
     calls = models.PositiveIntegerField(default=0)
     updated_at = models.DateTimeField(auto_now=True)
+    # When this window first reached the alert threshold and first refused a call
+    # (workflows/budgets/alerts.py): each alert is sent once per window, again after a raise.
+    threshold_at = models.DateTimeField(null=True, blank=True)
+    exhausted_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         constraints = [

@@ -119,6 +119,7 @@ BODIES: dict[str, Any] = {
     "update_budget": {**BUDGET, "name": "world", "amount": 2_000_000},
     "set_secret": {"value": "walked"},
     "subscribe_to_topic": {"filter": "output.n > 0"},
+    "create_topic_hook": {"name": "walked"},
 }
 
 
@@ -187,6 +188,7 @@ def walk(
     topic_subscription = subscriptions.subscribe(chain, "walked.topic")
     event = {"specversion": "1.0", "id": "e-1", "source": "/walk", "type": "walked.topic", "data": {}}
     (published,) = publishing.publish_events([("walked.topic", from_structured(event))])
+    topic_hook = admin.post("topics/walked.topic/hooks", {"name": "crm"}).json()
     alive()
     over, over_plain = keys.create_key(person(access.ADMIN), "over", ("admin",))
     window = int(time.time() // 60)
@@ -198,6 +200,7 @@ def walk(
         "short": Api(key_for(access.VIEWER, ("read",))),
         "over": Api(over_plain),
         "trigger": trigger,
+        "topic_hook": topic_hook,
         "topic_subscription": topic_subscription.pk,
         "etag": draft["etag"],
         "values": {
@@ -210,6 +213,7 @@ def walk(
             "letter_id": letter.pk,
             "key_id": spare.pk,
             "trigger_id": trigger["id"],
+            "hook_id": topic_hook["id"],
             "subscription_id": subscription["id"],
             "approval_id": wait.pk,
             "name": "acme",
@@ -239,9 +243,10 @@ def meant_to_succeed(method: str, path: str, op: dict[str, Any], walk: dict[str,
         headers["Idempotency-Key"] = "walked-start"
     if op_id == "replay_event":
         return walk["admin"].call(method, url, {"subscription": walk["topic_subscription"]})
-    if op_id == "receive":
+    if op_id in ("receive", "receive_topic_hook"):
+        secret = walk["trigger" if op_id == "receive" else "topic_hook"]["secret"]
         raw = json.dumps({"n": 1}).encode()
-        return Api(None).call(method, url, raw=raw, headers=signed(walk["trigger"]["secret"], raw))
+        return Api(None).call(method, url, raw=raw, headers=signed(secret, raw))
     return walk["admin"].call(method, url, BODIES.get(op_id), headers=headers, **query)
 
 

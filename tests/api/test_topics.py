@@ -289,3 +289,51 @@ def test_a_workflow_that_feeds_itself_stops_at_the_depth_limit(
         rt.stop()
     assert Run.objects.count() == 3
     assert "CHILD_DEPTH_LIMIT=3" in failed.nodes.get().error
+
+
+def test_a_signed_hook_publishes_into_its_topic_once_per_delivery(
+    api: Api, api_as: Any, runtime: Runtime
+) -> None:
+    from tests.api.test_webhooks import signed
+
+    billing, shipping = subscribed("billing", "crm.deal_won"), subscribed("shipping", "crm.deal_won")
+    assert_problem(api_as("operator").post("topics/crm.deal_won/hooks", {"name": "crm"}), 403)
+    made = api.post("topics/crm.deal_won/hooks", {"name": "crm", "event_type": "com.crm.deal.won"})
+    assert made.status_code == 201, made.content
+    hook = made.json()
+    assert hook["topic"] == "crm.deal_won" and hook["secret"].startswith("whsec_")
+    listed = api.get("topics/crm.deal_won/hooks").json()["items"]
+    assert [h["id"] for h in listed] == [hook["id"]] and "secret" not in listed[0]
+
+    raw = json.dumps({"deal": 7, "amount": 1200}).encode()
+    url = f"topic-hooks/{hook['id']}"
+    first = Api(None).call("POST", url, raw=raw, headers=signed(hook["secret"], raw, "deal-7"))
+    assert first.status_code == 202, first.content
+    answer = first.json()
+    assert (answer["topic"], answer["id"], answer["duplicate"]) == ("crm.deal_won", "deal-7", False)
+    assert len(answer["runs"]) == 2
+    again = Api(None).call("POST", url, raw=raw, headers=signed(hook["secret"], raw, "deal-7"))
+    assert again.status_code == 202 and again.json()["duplicate"]
+    assert again.json()["runs"] == answer["runs"]  # the runs the event started the first time
+    kept = TopicEvent.objects.get(event_id="deal-7")
+    assert (kept.type, kept.source, kept.data) == (
+        "com.crm.deal.won",
+        f"/topic-hooks/{hook['id']}",
+        {"deal": 7, "amount": 1200},
+    )
+    for workflow in (billing, shipping):
+        (run,) = Run.objects.filter(workflow=workflow)
+        assert run.input == {"deal": 7, "amount": 1200}  # no input mapping: the event's data
+
+    forged = Api(None).call("POST", url, raw=raw, headers=signed("whsec_wrong", raw, "deal-8"))
+    assert_problem(forged, 401)
+    assert "topic hook's secret" in forged.json()["detail"]
+    assert_problem(
+        Api(None).call(
+            "POST", "topic-hooks/2f1d6c1e-4d1b-4c5e-9a57-0f0e1c2b3a4d", raw=raw, headers=signed("x", raw)
+        ),
+        404,
+    )
+    assert api.delete(url).status_code == 204
+    assert_problem(Api(None).call("POST", url, raw=raw, headers=signed(hook["secret"], raw, "deal-9")), 404)
+    assert Run.objects.count() == 2

@@ -11,7 +11,7 @@ from tests.integration.conftest import node, publish
 from workflows.core.cloudevents import from_structured
 from workflows.events import publishing
 from workflows.store.models import Run
-from workflows.store.topics import TopicEvent
+from workflows.store.topics import TopicEvent, TopicHook
 
 
 def test_an_editor_subscribes_a_workflow_and_events_show_with_their_runs(
@@ -86,3 +86,39 @@ def test_an_operator_replays_an_event_that_the_filter_held_back(
     expect(page.locator("#event-deliveries")).to_contain_text("replayed by")
     screenshot(page, "replayed")
     assert Run.objects.get().input == {"total": 1, "note": "<b>bold</b>"}
+
+
+def test_an_admin_adds_a_signed_hook_into_a_topic_and_sees_its_secret_once(
+    page_as: Any, live_url: str, screenshot: Any
+) -> None:
+    admin = page_as("admin")
+    admin.goto(f"{live_url}/events/")
+    form = admin.locator("#hook-form")
+    form.locator("input[name=topic]").fill("bad topic!")
+    form.locator("input[name=name]").fill("crm")
+    form.locator("button[type=submit]").click()
+    expect(admin.locator("#hook-error")).to_contain_text("topic")
+
+    form = admin.locator("#hook-form")
+    form.locator("input[name=topic]").fill("crm.deal_won")
+    form.locator("input[name=name]").fill("crm")
+    form.locator("button[type=submit]").click()
+    secret = admin.locator("#hook-secret")
+    expect(secret).to_have_value(TopicHook.objects.get(name="crm").secret)
+    row = admin.locator('[data-hook="crm"]')
+    expect(row).to_contain_text("crm.deal_won")
+    expect(row).to_contain_text(f"/api/v1/topic-hooks/{TopicHook.objects.get(name='crm').pk}")
+    screenshot(admin, "hook-made")
+
+    admin.goto(f"{live_url}/events/")
+    expect(admin.locator("#hook-secret")).to_have_count(0)  # shown that once
+    viewer = page_as("viewer")
+    viewer.goto(f"{live_url}/events/")
+    expect(viewer.locator('[data-hook="crm"]')).to_be_visible()
+    expect(viewer.locator("#hook-form")).to_have_count(0)
+    expect(viewer.locator('[data-hook="crm"] button')).to_have_count(0)
+
+    admin.locator('[data-hook="crm"] button', has_text="Delete").click()
+    expect(admin.locator(".messages")).to_contain_text("deleted")
+    expect(admin.locator('[data-hook="crm"]')).to_have_count(0)
+    assert not TopicHook.objects.exists()

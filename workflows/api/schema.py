@@ -101,7 +101,10 @@ CHECKS_ANY_DEFINITION = {"ValidateIn"}  # it answers 200 {"valid": false, ...} f
 VERSION_ETAG = {"create_version", "read_version", "update_version", "publish_version", "activate_version"}
 CREATES_NO_OBJECT = {"make_decision_link"}  # a 201 whose token is the credential: no URL to name
 STREAMS = {"stream_attempt"}
-RATED_BY_TRIGGER = {"receive"}  # limited per trigger, counted once the signature holds
+RATED_BY_TRIGGER = {
+    "receive",
+    "receive_topic_hook",
+}  # limited per trigger or hook, counted once the signature holds
 
 
 def refuses(*statuses: int) -> Callable[[F], F]:
@@ -282,7 +285,7 @@ def answer_headers(operation_id: str, status: int, keyed: bool) -> list[str]:
     if status == 405:
         names.append("Allow")
     if (keyed and status not in (401, 405, 503)) or (
-        operation_id in RATED_BY_TRIGGER and status in (200, 201, 429)
+        operation_id in RATED_BY_TRIGGER and status in (200, 201, 202, 429)
     ):
         names.extend(RATE_HEADERS)
     return names

@@ -15,29 +15,35 @@ else its `type`. A CloudEvent that lacks required attributes is a 400 naming eac
 
 from __future__ import annotations
 
+import time
+import uuid
+from datetime import datetime
 from typing import Annotated, Any
 
 from django.http import HttpRequest, HttpResponse
-from ninja import Path, Query, Router, Status
+from ninja import Header, Path, Query, Router, Status
 from pydantic import Field, ValidationError
 from typing_extensions import TypedDict
 
+from workflows.api import auth
 from workflows.api import inputs as i
 from workflows.api import serializers as s
 from workflows.api.auth import ApiRequest, allowed
 from workflows.api.errors import ApiError, FieldError, from_validation
 from workflows.api.pagination import paginate
 from workflows.api.parsing import MAX_ID, decode_body
-from workflows.api.schema import refuses
+from workflows.api.schema import raw_body, refuses
 from workflows.core import cloudevents as ce
 from workflows.core.topics import topic_problem
-from workflows.events import archive, publishing
+from workflows.events import archive, hooks, publishing
 from workflows.store.texts import first_bad_text
-from workflows.store.topics import TopicEvent
+from workflows.store.topics import TopicEvent, TopicHook
 from workflows.waits import waiting as waits
 
 router = Router(tags=["events"])
 EventId = Annotated[int, Path(ge=1, le=MAX_ID)]
+TopicPath = Annotated[str, Path(min_length=1, max_length=200)]
+MANAGE_HOOKS = allowed("manage_webhooks")
 
 BODY_DOC = {
     "required": True,
@@ -232,3 +238,108 @@ def replay_event(request: ApiRequest, response: HttpResponse, event_id: EventId,
     run_id = publishing.replay(event_id, body.subscription, actor=request.auth)
     response["Location"] = f"/api/v1/runs/{run_id}"
     return Status(201, {"run": run_id})
+
+
+# --------------------------------------------------------------------------- signed hooks into topics
+
+
+class TopicHookIn(i.Body):
+    name: str = Field(min_length=1, max_length=100)
+    event_type: str = Field(
+        "",
+        max_length=200,
+        description="The CloudEvents type of what it publishes; default: the topic's name.",
+    )
+
+
+class TopicHookOut(TypedDict):
+    id: str
+    topic: str
+    name: str
+    event_type: str
+    url: str
+    created_at: datetime
+
+
+class TopicHookCreated(TopicHookOut):
+    secret: str
+
+
+class TopicHookList(TypedDict):
+    items: list[TopicHookOut]
+
+
+def topic_hook(hook: TopicHook) -> TopicHookOut:
+    return {
+        "id": str(hook.pk),
+        "topic": hook.topic.name,
+        "name": hook.name,
+        "event_type": hook.event_type,
+        "url": f"{s.API}/topic-hooks/{hook.pk}",
+        "created_at": hook.created_at,
+    }
+
+
+@router.get(
+    "/topics/{name}/hooks", response=TopicHookList, auth=MANAGE_HOOKS, summary="List a topic's signed hooks"
+)
+def list_topic_hooks(request: HttpRequest, name: TopicPath) -> Any:
+    """List the signed hooks into a topic (without their secrets)."""
+    return {"items": [topic_hook(h) for h in hooks.hooks_of(name)]}
+
+
+@router.post(
+    "/topics/{name}/hooks",
+    response={201: TopicHookCreated},
+    auth=MANAGE_HOOKS,
+    summary="Create a signed hook into a topic",
+)
+def create_topic_hook(request: ApiRequest, response: HttpResponse, name: TopicPath, body: TopicHookIn) -> Any:
+    """Create a signed hook into a topic (made if new); its `secret` is in this answer only."""
+    hook = hooks.create_hook(name, body.name, body.event_type, actor=request.auth)
+    data = topic_hook(hook)
+    response["Location"] = data["url"]
+    return Status(201, {**data, "secret": hook.secret})
+
+
+@router.delete(
+    "/topic-hooks/{uuid:hook_id}", response={204: None}, auth=MANAGE_HOOKS, summary="Delete a topic hook"
+)
+@refuses(404)
+def delete_topic_hook(request: ApiRequest, hook_id: uuid.UUID) -> Any:
+    """Delete a signed hook into a topic; its URL answers 404 from now on."""
+    hooks.delete_hook(hook_id, actor=request.auth)
+    return Status(204, None)
+
+
+@router.post(
+    "/topic-hooks/{uuid:hook_id}",
+    response={202: PublishedOut},
+    summary="Publish a signed delivery to a topic",
+)
+@refuses(401, 404, 429)
+@raw_body(i.HookInput)
+def receive_topic_hook(
+    request: HttpRequest,
+    response: HttpResponse,
+    hook_id: uuid.UUID,
+    timestamp: Annotated[i.HookTimestamp, Header(alias="X-Switchyard-Timestamp")],
+    delivery: Annotated[i.HookDelivery, Header(alias="X-Switchyard-Delivery")],
+    signature: Annotated[i.HookSignature, Header(alias="X-Switchyard-Signature")],
+) -> Any:
+    """Publish a signed delivery's JSON body to the hook's topic, as a CloudEvent whose id is
+    the delivery id: it starts one run per subscribed workflow its filter admits; sent again,
+    it is the same event (`duplicate`) and starts nothing.
+
+    Authenticated by signature, not by API key, as a trigger's deliveries
+    (`X-Switchyard-Signature: sha256=<hex>`, the HMAC-SHA256 keyed with the hook's secret of
+    `<X-Switchyard-Timestamp>.<X-Switchyard-Delivery>.<raw body>`).
+    """
+    raw = request.body  # the signature covers these bytes: read them before anything parses them
+    # Verify first: a request that is not signed by the hook's owner must not use up its limit.
+    hook = hooks.verify(hook_id, timestamp, delivery, signature, raw, time.time())
+    rate = auth.check_rate(f"topic-hook:{hook_id}")
+    result = hooks.publish(hook, delivery, decode_body(request, raw), request.headers.get("traceparent"))
+    for header_name, value in (rate.headers() if rate else {}).items():
+        response[header_name] = value
+    return Status(202, published_out(result))

@@ -171,6 +171,15 @@ def verify_delivery(
     trigger = get_trigger(trigger_id)
     if not trigger.active:
         raise NotFound(f"Trigger {trigger_id} is disabled.")
+    check_signature(trigger.secret, timestamp, delivery_id, signature, body, now, "trigger")
+    return trigger
+
+
+def check_signature(
+    secret: str, timestamp: str, delivery_id: str, signature: str, body: bytes, now: float, owner: str
+) -> None:
+    """Refuse (SignatureRefused) a delivery not signed with `secret` (the `owner`'s: a trigger,
+    a topic hook) or signed too long ago or in the future."""
     if not timestamp.isdigit():
         raise SignatureRefused("X-Switchyard-Timestamp: give the signing time in Unix seconds.")
     tolerance = settings.SWITCHYARD["WEBHOOK_TOLERANCE_SECONDS"]
@@ -180,12 +189,11 @@ def verify_delivery(
             f"X-Switchyard-Timestamp: the signature is {abs(age):.0f} s {'old' if age > 0 else 'in the future'}; "
             f"the tolerance is {tolerance} s. Sign each delivery when it is sent."
         )
-    if not hmac.compare_digest(sign(trigger.secret, timestamp, delivery_id, body), signature):
+    if not hmac.compare_digest(sign(secret, timestamp, delivery_id, body), signature):
         raise SignatureRefused(
             "X-Switchyard-Signature: does not match; sign timestamp + '.' + delivery id + '.' + the "
-            "raw body with the trigger's secret (HMAC-SHA256, hex, prefixed 'sha256=')."
+            f"raw body with the {owner}'s secret (HMAC-SHA256, hex, prefixed 'sha256=')."
         )
-    return trigger
 
 
 def start_from_delivery(

@@ -18,7 +18,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from monitoring.views.guards import requires
-from workflows.events import archive, publishing, subscriptions
+from workflows.events import archive, hooks, publishing, subscriptions
 from workflows.store.errors import DomainError
 from workflows.store.models import Workflow
 from workflows.store.topics import Topic, TopicEvent
@@ -26,9 +26,7 @@ from workflows.store.topics import Topic, TopicEvent
 PAGE_SIZE = 50
 
 
-@require_GET
-@requires("view")
-def events_page(request: HttpRequest) -> HttpResponse:
+def events_context(request: HttpRequest, **extra: Any) -> dict[str, Any]:
     get = request.GET
     found = archive.EventSearch(
         topic=get.get("topic", "").strip(),
@@ -36,14 +34,49 @@ def events_page(request: HttpRequest) -> HttpResponse:
         source=get.get("source", "").strip(),
         q=get.get("q", "").strip(),
     )
-    page = Paginator(archive.search(found), PAGE_SIZE).get_page(get.get("page"))
-    context = {
+    return {
         "nav": "events",
         "filter": found,
-        "page": page,
+        "page": Paginator(archive.search(found), PAGE_SIZE).get_page(get.get("page")),
         "topics": Topic.objects.values_list("name", flat=True),
+        "hooks": hooks.hooks_of(),
+        **extra,
     }
-    return render(request, "events/events.html", context)
+
+
+@require_GET
+@requires("view")
+def events_page(request: HttpRequest) -> HttpResponse:
+    return render(request, "events/events.html", events_context(request))
+
+
+@require_POST
+@requires("manage_webhooks")
+def create_hook(request: HttpRequest) -> HttpResponse:
+    """Make a signed hook into a topic; the page shows its secret this once."""
+    post = request.POST
+    try:
+        hook = hooks.create_hook(
+            post.get("topic", "").strip(),
+            post.get("name", ""),
+            post.get("event_type", ""),
+            actor=request.user,
+        )
+    except DomainError as exc:
+        context = events_context(request, hook_error=str(exc), posted=post)
+        return render(request, "events/events.html", context, status=exc.http_status)
+    return render(request, "events/events.html", events_context(request, created_hook=hook))
+
+
+@require_POST
+@requires("manage_webhooks")
+def delete_hook(request: HttpRequest, hook_id: str) -> HttpResponse:
+    hook = hooks.get_hook(hook_id)
+    hooks.delete_hook(hook.pk, actor=request.user)
+    messages.success(
+        request, f"Hook {hook.name} into {hook.topic.name} deleted; its URL answers 404 from now on."
+    )
+    return redirect("events:list")
 
 
 def event_context(row: TopicEvent, **extra: Any) -> dict[str, Any]:

@@ -833,4 +833,5 @@ from workflows.store.recordings import RecordedCall as RecordedCall  # noqa: E40
 from workflows.store.secrets import Secret as Secret  # noqa: E402
 from workflows.store.topics import Topic as Topic  # noqa: E402
 from workflows.store.topics import TopicEvent as TopicEvent  # noqa: E402
+from workflows.store.topics import TopicHook as TopicHook  # noqa: E402
 from workflows.store.topics import TopicSubscription as TopicSubscription  # noqa: E402

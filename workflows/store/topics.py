@@ -9,6 +9,9 @@ its row and starts nothing. Events are deleted with the runs' retention age
 
 from __future__ import annotations
 
+import uuid
+
+from django.conf import settings
 from django.db import models
 
 
@@ -79,3 +82,27 @@ class TopicEvent(models.Model):
 
     def __str__(self) -> str:
         return f"event {self.event_id} on {self.topic_id}"
+
+
+class TopicHook(models.Model):
+    """A signed inbound hook into a topic: a POST to /api/v1/topic-hooks/<id>, signed with its
+    secret as a trigger's deliveries are, publishes its JSON body as a CloudEvent (the
+    delivery id is the event's id, so a delivery sent again is the same event)."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    topic = models.ForeignKey(Topic, on_delete=models.CASCADE, related_name="hooks")
+    name = models.CharField(max_length=100)
+    event_type = models.CharField(max_length=200)  # the CloudEvents `type` of what it publishes
+    # HMAC key: kept in clear because verifying a signature needs it; shown once at creation.
+    secret = models.CharField(max_length=100)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        app_label = "workflows"
+        ordering = ["topic", "created_at"]
+
+    def __str__(self) -> str:
+        return f"hook {self.name} into {self.topic_id}"

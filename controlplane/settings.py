@@ -125,8 +125,9 @@ def production_problems(environ: dict[str, str], dev_secret_key: str) -> list[st
     """Return what a production process lacks, one phrase per setting (empty: nothing).
 
     Production refuses to start on these rather than warn: a default secret key signs
-    sessions anyone can forge, a missing host list answers every Host header, and an open
-    or absent metrics token either leaks the metrics or leaves the scraper locked out.
+    sessions anyone can forge, a missing host list answers every Host header, an open
+    or absent metrics token either leaks the metrics or leaves the scraper locked out, and
+    without a secrets key every node that names a `{secret.NAME}` fails at run time.
     """
     problems = []
     secret = environ.get("SECRET_KEY", "")
@@ -138,13 +139,18 @@ def production_problems(environ: dict[str, str], dev_secret_key: str) -> list[st
         problems.append("ALLOWED_HOSTS is not set (the host names this site answers to)")
     if not environ.get("SWITCHYARD_METRICS_TOKEN", ""):
         problems.append("SWITCHYARD_METRICS_TOKEN is not set (the bearer token /metrics accepts)")
+    if not environ.get("SWITCHYARD_SECRETS_KEY", "").strip(" ,"):
+        problems.append(
+            "SWITCHYARD_SECRETS_KEY is not set (the key that seals the secrets store; "
+            "`manage.py secrets genkey` prints one)"
+        )
     if environ.get("DEBUG", "").strip().lower() in {"1", "true", "yes", "on"}:
         problems.append("DEBUG is on")
     return problems
 
 
 # development (the default) or production: production refuses to start without a secret key,
-# allowed hosts and a metrics token, and turns on secure cookies, HSTS and the HTTPS redirect.
+# allowed hosts, a metrics token and a secrets key, and turns on secure cookies, HSTS and the HTTPS redirect.
 SWITCHYARD_ENV = env_str("SWITCHYARD_ENV", "development")
 if SWITCHYARD_ENV not in {"development", "production"}:
     raise ImproperlyConfigured(f"SWITCHYARD_ENV must be development or production, got {SWITCHYARD_ENV!r}.")

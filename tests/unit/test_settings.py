@@ -32,6 +32,7 @@ PRODUCTION = {
     "SECRET_KEY": GOOD_KEY,
     "ALLOWED_HOSTS": "switchyard.example.com",
     "SWITCHYARD_METRICS_TOKEN": "scrape-me",
+    "SWITCHYARD_SECRETS_KEY": "a-fernet-key",
 }
 
 
@@ -100,6 +101,7 @@ def test_production_names_everything_missing() -> None:
         "SECRET_KEY",
         "ALLOWED_HOSTS",
         "SWITCHYARD_METRICS_TOKEN",
+        "SWITCHYARD_SECRETS_KEY",
         "DEBUG",
     ]
 
@@ -117,6 +119,7 @@ def test_production_refuses_to_start_naming_what_is_missing() -> None:
     result = settings_in({"SWITCHYARD_ENV": "production", "ALLOWED_HOSTS": "sy.example.com"}, "s.DEBUG")
     assert result.returncode != 0
     assert "refuses to start: SECRET_KEY is not set; SWITCHYARD_METRICS_TOKEN is not set" in result.stderr
+    assert "SWITCHYARD_SECRETS_KEY is not set" in result.stderr
     assert "ALLOWED_HOSTS" not in result.stderr.splitlines()[-1]
 
 

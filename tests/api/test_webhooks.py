@@ -12,6 +12,7 @@ from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+import django_rq
 import pytest
 from django.utils import timezone
 
@@ -381,3 +382,58 @@ def test_budget_alerts_are_delivered_with_their_budget(api, chain, receiver) -> 
     sent = json.loads(body)
     assert sent["type"] == "budget.exhausted" and sent["data"]["run"]["id"] == run.pk
     assert sent["data"]["budget"]["name"] == "chain tokens" and sent["data"]["budget"]["amount"] == "100"
+
+
+def test_a_job_sends_its_deliveries_side_by_side(api, chain) -> None:
+    """Five deliveries to a receiver that answers none until all five are in: sent one after
+    another, the first would wait out the barrier and fail."""
+    barrier = threading.Barrier(5, timeout=15)
+    seen: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - the http.server protocol
+            self.rfile.read(int(self.headers["Content-Length"]))
+            seen.append(self.headers["X-Switchyard-Delivery"])
+            try:
+                barrier.wait()
+                self.send_response(200)
+            except threading.BrokenBarrierError:
+                self.send_response(500)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_port}/hook"
+        assert (
+            api.post("workflows/chain/subscriptions", {"url": url, "events": ["run.succeeded"]}).status_code
+            == 201
+        )
+        for _ in range(5):
+            finish(runs.start_run(chain, {})[0])
+        assert webhooks.scan_events(timezone.now()) == 5
+        ids = list(WebhookDelivery.objects.order_by("pk").values_list("pk", flat=True))
+
+        assert webhooks.send_deliveries(ids) == dict.fromkeys(ids, "succeeded")
+        assert sorted(seen) == sorted(str(i) for i in ids)
+        assert webhooks.send_deliveries(ids) == {}  # delivered: none is due again
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_due_deliveries_are_enqueued_in_batches(
+    chain, subscription, django_capture_on_commit_callbacks
+) -> None:
+    for _ in range(webhooks.BATCH + 1):
+        finish(runs.start_run(chain, {})[0])
+    webhooks.scan_events(timezone.now())
+    queue = django_rq.get_queue(webhooks.QUEUE)
+    queue.empty()
+    with django_capture_on_commit_callbacks(execute=True):
+        assert webhooks.dispatch(timezone.now())["enqueued"] == webhooks.BATCH + 1
+    jobs = [queue.fetch_job(job_id) for job_id in queue.job_ids]
+    assert sorted(len(job.args[0]) for job in jobs) == [1, webhooks.BATCH]

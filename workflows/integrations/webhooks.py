@@ -28,6 +28,7 @@ reconcile step); any number may run, the cursor row is locked while it is read.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import ipaddress
@@ -36,6 +37,7 @@ import logging
 import random
 import secrets
 import time
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 from urllib.parse import urlsplit
@@ -44,7 +46,7 @@ import django_rq
 import httpx
 from django.conf import settings
 from django.db import close_old_connections, connection, transaction
-from django.db.models import F, Max
+from django.db.models import Max
 from django.utils import timezone
 
 from workflows.core import egress
@@ -87,6 +89,7 @@ EVENT_OF_KIND = {
     **{kind: kind for kind in BUDGET_EVENTS},
 }
 DELIVERY_JOB = "workflows.integrations.webhooks.deliver"
+BATCH = 50  # deliveries a job sends side by side
 QUEUE = "default"
 CURSOR = "events"
 SETTLE_SECONDS = 10  # how late a transaction may commit an event and still be read
@@ -497,41 +500,107 @@ def enqueue_due(now: datetime) -> int:
 
 
 def enqueue_jobs(delivery_ids: list[int]) -> None:
+    """Enqueue the deliveries' jobs, BATCH deliveries to a job."""
     queue = django_rq.get_queue(QUEUE)
-    for delivery_id in delivery_ids:
-        queue.enqueue(DELIVERY_JOB, delivery_id, result_ttl=600, failure_ttl=86400)
+    for i in range(0, len(delivery_ids), BATCH):
+        queue.enqueue(DELIVERY_JOB, delivery_ids[i : i + BATCH], result_ttl=600, failure_ttl=86400)
 
 
 # --------------------------------------------------------------------------- delivering
+# A job sends its deliveries side by side, on an event loop (httpx's async client, held to the
+# egress policy): a receiver that takes its whole timeout holds one job for that long, not one
+# worker process per delivery. Each delivery is claimed (pending -> sending) before it is
+# sent and its outcome recorded after; one lost with its worker comes back by reclaim_stuck.
 
 
-def deliver(delivery_id: int) -> str:
-    """RQ job entry point: a long-lived worker drops a dead database connection first."""
+def deliver(delivery_ids: list[int] | int) -> dict[str, int]:
+    """RQ job entry point: a long-lived worker drops a dead database connection first. (A
+    single id: a job enqueued before deliveries were sent in batches.)"""
     close_old_connections()
-    return send_delivery(delivery_id)
+    counts: dict[str, int] = {}
+    ids = [delivery_ids] if isinstance(delivery_ids, int) else delivery_ids
+    for status in send_deliveries(ids).values():
+        counts[status] = counts.get(status, 0) + 1
+    return counts
 
 
 def send_delivery(delivery_id: int) -> str:
-    """Send one delivery once, if it is due; record the outcome and when to try again."""
-    delivery = claim(delivery_id, timezone.now())
-    if delivery is None:
-        return "not due"  # delivered already, or another job holds it
-    outcome = send(delivery)
-    record(delivery, outcome, timezone.now())
-    return delivery.status
+    """Send one delivery once, if it is due; return its status after ("not due": delivered
+    already, or another job holds it)."""
+    return send_deliveries([delivery_id]).get(delivery_id, "not due")
 
 
-def claim(delivery_id: int, now: datetime) -> WebhookDelivery | None:
-    claimed = WebhookDelivery.objects.filter(
-        pk=delivery_id, status=WebhookDelivery.PENDING, next_attempt_at__lte=now
-    ).update(status=WebhookDelivery.SENDING, attempts=F("attempts") + 1, last_attempt_at=now)
-    if claimed != 1:
-        return None
-    return WebhookDelivery.objects.select_related("subscription").get(pk=delivery_id)
+def send_deliveries(delivery_ids: list[int]) -> dict[int, str]:
+    """Send the due ones among these deliveries once, side by side; record each outcome and
+    when to try again; return the status of each one sent."""
+    claimed = claim(delivery_ids, timezone.now())
+    if not claimed:
+        return {}
+    requests = [request_of(d) for d in claimed]  # read from the database here, not on the loop
+    outcomes = asyncio.run(send_all(requests))
+    for delivery, outcome in zip(claimed, outcomes, strict=True):
+        record(delivery, outcome, timezone.now())
+    return {d.pk: d.status for d in claimed}
+
+
+def claim(delivery_ids: list[int], now: datetime) -> list[WebhookDelivery]:
+    """Take the deliveries that are due (pending -> sending, one attempt more)."""
+    with connection.cursor() as cur:
+        cur.execute(CLAIM_SQL, {"ids": delivery_ids, "now": now})
+        taken = [row[0] for row in cur.fetchall()]
+    return list(WebhookDelivery.objects.select_related("subscription").filter(pk__in=taken).order_by("pk"))
+
+
+CLAIM_SQL = f"""
+UPDATE {DELIVERIES} SET status = 'sending', attempts = attempts + 1, last_attempt_at = %(now)s
+WHERE id = ANY(%(ids)s::bigint[]) AND status = 'pending' AND next_attempt_at <= %(now)s
+RETURNING id
+"""
+
+
+@dataclass(frozen=True)
+class Request:
+    """What a delivery POSTs, built before the loop (the trace parent is read from the database)."""
+
+    url: str
+    body: bytes
+    headers: dict[str, str]
+
+
+def request_of(delivery: WebhookDelivery) -> Request | Exception:
+    """The delivery's signed request, or what kept it from being built (an outcome, not raised)."""
+    try:
+        body = json.dumps(delivery.payload, separators=(",", ":"), ensure_ascii=False).encode()
+        subscription = delivery.subscription
+        headers = {
+            "Content-Type": "application/json",
+            "User-Agent": "Switchyard-Webhooks/1",
+            "X-Switchyard-Event": delivery.event_type,
+            **signed_headers(subscription.secret, str(delivery.pk), body),
+        }
+        run_id = (delivery.payload.get("data") or {}).get("run", {}).get("id")
+        if isinstance(run_id, int):  # the receiver's spans join the run's trace
+            headers["traceparent"] = traceids.run_traceparent(run_id)
+        return Request(subscription.url, body, headers)
+    except Exception as exc:  # the attempt's boundary: see send_one
+        return exc
 
 
 def send(delivery: WebhookDelivery) -> dict[str, Any]:
-    """POST the signed payload; return what happened (never raises: any failure is an outcome).
+    """POST one delivery's signed payload now (claimed or not); return what happened."""
+    (outcome,) = asyncio.run(send_all([request_of(delivery)]))
+    return outcome
+
+
+async def send_all(requests: list[Request | Exception]) -> list[dict[str, Any]]:
+    # Checked again at connect time: the URL's name may resolve elsewhere by now.
+    timeout = settings.SWITCHYARD["WEBHOOK_TIMEOUT_SECONDS"]
+    async with egress_transport.async_client(timeout=timeout) as client:
+        return await asyncio.gather(*(send_one(client, r) for r in requests))
+
+
+async def send_one(client: httpx.AsyncClient, request: Request | Exception) -> dict[str, Any]:
+    """POST one request; return what happened (never raises: any failure is an outcome).
 
     The catch-all is this attempt's boundary: whatever goes wrong building or sending the
     request (an httpx error, a URL that does not encode, a payload that does not serialize)
@@ -540,7 +609,9 @@ def send(delivery: WebhookDelivery) -> dict[str, Any]:
     """
     started = time.monotonic()
     try:
-        response = post(delivery)
+        if isinstance(request, Exception):
+            raise request
+        response = await client.post(request.url, content=request.body, headers=request.headers)
     except Exception as exc:  # the attempt's boundary: see the docstring
         return {
             "status": None,
@@ -554,24 +625,6 @@ def send(delivery: WebhookDelivery) -> dict[str, Any]:
         "error": "" if response.is_success else f"HTTP {response.status_code}",
         "ms": (time.monotonic() - started) * 1000,
     }
-
-
-def post(delivery: WebhookDelivery) -> httpx.Response:
-    body = json.dumps(delivery.payload, separators=(",", ":"), ensure_ascii=False).encode()
-    subscription = delivery.subscription
-    headers = {
-        "Content-Type": "application/json",
-        "User-Agent": "Switchyard-Webhooks/1",
-        "X-Switchyard-Event": delivery.event_type,
-        **signed_headers(subscription.secret, str(delivery.pk), body),
-    }
-    run_id = (delivery.payload.get("data") or {}).get("run", {}).get("id")
-    if isinstance(run_id, int):  # the receiver's spans join the run's trace
-        headers["traceparent"] = traceids.run_traceparent(run_id)
-    timeout = settings.SWITCHYARD["WEBHOOK_TIMEOUT_SECONDS"]
-    # Checked again at connect time: the URL's name may resolve elsewhere by now.
-    with egress_transport.client(timeout=timeout) as client:
-        return client.post(subscription.url, content=body, headers=headers)
 
 
 def record(delivery: WebhookDelivery, outcome: dict[str, Any], now: datetime) -> None:

@@ -8,6 +8,7 @@ import pytest
 
 from tests.api.conftest import Api, assert_problem
 from tests.integration.conftest import node, publish
+from workflows.forks import forking
 from workflows.runs import actions as runs
 from workflows.store.forks import RunFork
 from workflows.store.models import AuditEntry, NodeRun, RecordedCall, Run, Workflow, WorkflowVersion
@@ -227,3 +228,30 @@ def test_a_fork_still_says_it_is_one_once_its_origin_is_deleted(api: Api, three:
         None,
         None,
     )
+
+
+def test_a_fork_asked_again_with_its_idempotency_key_answers_the_first_fork(
+    api: Api, three: Workflow
+) -> None:
+    origin = finished_run(three)
+    key = {"Idempotency-Key": "fork-second-1"}
+    first = api.post(f"runs/{origin.pk}/forks", {"node_id": "second"}, headers=key)
+    assert first.status_code == 201, first.content
+    again = api.post(f"runs/{origin.pk}/forks", {"node_id": "second"}, headers=key)
+    assert again.status_code == 200 and again["Idempotent-Replayed"] == "true"
+    assert again.json()["id"] == first.json()["id"] and again["Location"] == first["Location"]
+    assert RunFork.objects.count() == 1
+
+    other = api.post(f"runs/{origin.pk}/forks", {"node_id": "third"}, headers=key)
+    assert_problem(other, 409)
+    assert "another request" in other.json()["detail"]
+    start = api.post("workflows/three/runs", {"input": {}}, headers=key)  # a start may not take it either
+    assert_problem(start, 409)
+    assert RunFork.objects.count() == 1 and Run.objects.count() == 2
+
+
+def test_fork_once_in_python_makes_one_run_per_key(three: Workflow) -> None:
+    origin = finished_run(three)
+    made = [forking.fork_once("raced", origin.pk, "second") for _ in range(2)]
+    assert [created for _, created in made] == [True, False]
+    assert made[0][0].pk == made[1][0].pk

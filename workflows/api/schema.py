@@ -96,7 +96,7 @@ HEADERS: dict[str, dict[str, Any]] = {
 RATE_HEADERS = ("RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset")
 # Operations that answer without PostgreSQL or Redis: every other one may answer 503.
 STORELESS = {"live", "schema_view", "docs_view"}
-REPLAYED_ON = {"start_run", "receive"}  # operations answering a repeated Idempotency-Key (200)
+REPLAYED_ON = {"start_run", "receive", "fork_run"}  # operations answering a repeated Idempotency-Key (200)
 CHECKS_ANY_DEFINITION = {"ValidateIn"}  # it answers 200 {"valid": false, ...} for anything
 VERSION_ETAG = {"create_version", "read_version", "update_version", "publish_version", "activate_version"}
 CREATES_NO_OBJECT = {"make_decision_link"}  # a 201 whose token is the credential: no URL to name

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from django.http import HttpResponse
-from ninja import Path, Router, Status
+from ninja import Header, Path, Router, Status
 
 from workflows.api import inputs as i
 from workflows.api import serializers as s
@@ -24,12 +24,18 @@ NodeId = Annotated[str, Path(min_length=1, max_length=64)]
 
 @router.post(
     "/runs/{id:run_id}/forks",
-    response={201: s.RunOut},
+    response={201: s.RunOut, 200: s.RunOut},
     auth=allowed("fork_run"),
     summary="Fork a run at a node",
 )
-@refuses(404)
-def fork_run(request: ApiRequest, response: HttpResponse, run_id: RunId, body: i.ForkIn) -> Any:
+@refuses(404, 409)
+def fork_run(
+    request: ApiRequest,
+    response: HttpResponse,
+    run_id: RunId,
+    body: i.ForkIn,
+    idempotency_key: Annotated[i.IdempotencyKey | None, Header(alias="Idempotency-Key")] = None,
+) -> Any:
     """Start a new run from a node of this run (finished, failed or running), on its version, another
     published version or a draft (frozen first, as for a test run: that also needs the editor role, the
     `edit` scope for a key). The nodes that are not the fork point and not below it are carried over
@@ -39,14 +45,20 @@ def fork_run(request: ApiRequest, response: HttpResponse, run_id: RunId, body: i
     calls from this run's recorded calls (matched by a canonical hash of the request, shown on each call). The fork point's upstream nodes must all be carried over: a version that
     lacks the fork point, or defines an upstream node differently, or an upstream node not finished in this
     run, is a 422 naming each such node. The answer is the new run with every node, as GET /runs/{id}:
-    its `forked_from` names this run, whose `forks` list it."""
+    its `forked_from` names this run, whose `forks` list it. With Idempotency-Key (a run's key in
+    the workflow, as for a start), the same fork asked again answers the fork made the first
+    time (200) and another request with the key is refused (409)."""
     if forking.is_onto_draft(run_id, body.version):
         authorize_actor(request.auth, "publish")
-    fork = forking.fork_run(
-        run_id, body.node_id, body.version, body.input, user=request.auth, calls=body.calls
-    )
+    args = (run_id, body.node_id, body.version, body.input)
+    if idempotency_key:
+        fork, created = forking.fork_once(idempotency_key, *args, user=request.auth, calls=body.calls)
+    else:
+        fork, created = forking.fork_run(*args, user=request.auth, calls=body.calls), True
     response["Location"] = s.run_summary(fork)["url"]
-    return Status(201, read_run(fork.pk))
+    if not created:
+        response["Idempotent-Replayed"] = "true"
+    return Status(201 if created else 200, read_run(fork.pk))
 
 
 @router.get(

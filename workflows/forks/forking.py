@@ -27,7 +27,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from workflows.agents import tree
 from workflows.core import callhash
@@ -37,13 +37,56 @@ from workflows.core.states import RunStatus
 from workflows.runs import actions as runs
 from workflows.runtime import transitions
 from workflows.store import audit
-from workflows.store.errors import Invalid, NotFound
+from workflows.store.errors import Conflict, Invalid, NotFound
 from workflows.store.forks import RunFork
 from workflows.store.graphs import load_graph
 from workflows.store.history import event, record_events
 from workflows.store.models import AgentStep, NodeRun, Run, WorkflowVersion
 from workflows.store.recordings import RecordedCall
 from workflows.versions import editing
+
+
+def fork_once(
+    key: str,
+    run_id: int,
+    node_id: str,
+    version_number: int | None = None,
+    edited_input: Any = None,
+    user: Any = None,
+    calls: str = callhash.LIVE,
+) -> tuple[Run, bool]:
+    """`fork_run` under an idempotency key; return (the fork, whether it was made now).
+
+    The key is a run's idempotency key in the workflow, as a start's: the same key for the
+    same fork (origin, node, version, input, calls) answers the fork made the first time,
+    and for anything else (another fork, or a start that took it) is refused (409). Two
+    forks racing with one key make one run: the loser's insert meets the unique key and
+    reads the winner's.
+    """
+    request = {"fork_of": run_id, "node_id": node_id, "version": version_number, "input": edited_input}
+    request_hash = hashlib.sha256(canonical_json({**request, "calls": calls}).encode()).hexdigest()
+    workflow_id = runs.get_run(run_id).workflow_id
+    existing = keyed_run(workflow_id, key, request_hash)
+    if existing is not None:
+        return existing, False
+    try:
+        fork = fork_run(run_id, node_id, version_number, edited_input, user, calls, key=(key, request_hash))
+    except IntegrityError:
+        found = keyed_run(workflow_id, key, request_hash)
+        if found is None:
+            raise
+        return found, False
+    return fork, True
+
+
+def keyed_run(workflow_id: int, key: str, request_hash: str) -> Run | None:
+    """The run of this workflow that took `key`, if its request was this one; refuse another."""
+    run = Run.objects.filter(workflow_id=workflow_id, idempotency_key=key).first()
+    if run is not None and run.request_hash != request_hash:
+        raise Conflict(
+            f"Idempotency-Key {key!r} was used for another request (run {run.pk}); use a new key for a new fork."
+        )
+    return run
 
 
 def fork_run(
@@ -53,9 +96,11 @@ def fork_run(
     edited_input: Any = None,
     user: Any = None,
     calls: str = callhash.LIVE,
+    key: tuple[str, str] | None = None,
 ) -> Run:
     """Start a fork of run `run_id` at `node_id` on version `version_number` (None: the run's own),
-    its LLM and tool calls made `calls` (live, or replayed from the origin's: llm/replays.py)."""
+    its LLM and tool calls made `calls` (live, or replayed from the origin's: llm/replays.py);
+    `key` is (idempotency key, request hash), given by fork_once."""
     if edited_input is not None:
         runs.check_input(edited_input)
     if calls not in callhash.MODES:
@@ -79,7 +124,7 @@ def fork_run(
             )
             raise Invalid(f"Run {run_id} cannot be forked at {node_id!r}: {why}. To go on, {hint}.", issues)
         plan = plans.plan_fork(origin_graph, target_graph, node_id, statuses)
-        fork = create(origin, target, plan, nodes, edited_input)
+        fork = create(origin, target, plan, nodes, edited_input, key)
         link(origin, fork, plan, edited_input, user, calls)
         transaction.on_commit(lambda: runs.notify_committed([fork.pk]))
     return fork
@@ -105,7 +150,12 @@ def target_version(origin: Run, number: int | None, user: Any) -> WorkflowVersio
 
 
 def create(
-    origin: Run, target: WorkflowVersion, plan: plans.ForkPlan, nodes: dict[str, NodeRun], edited_input: Any
+    origin: Run,
+    target: WorkflowVersion,
+    plan: plans.ForkPlan,
+    nodes: dict[str, NodeRun],
+    edited_input: Any,
+    key: tuple[str, str] | None = None,
 ) -> Run:
     """Write the fork's run and node rows: carried nodes as in the origin, the others pending."""
     graph = load_graph(target.pk)
@@ -123,7 +173,8 @@ def create(
         workflow=origin.workflow,
         version=target,
         input=origin.input,
-        request_hash=request_hash,
+        idempotency_key=key[0] if key else None,
+        request_hash=key[1] if key else request_hash,
         priority=origin.priority,
     )
     return transitions.create_fork(run, rows)

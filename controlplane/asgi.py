@@ -3,6 +3,8 @@
 Websockets pass the same-origin check (controlplane/origins.py: scheme, host and port) and the session authentication; every
 consumer then decides with controlplane.access. Static files are served by Django itself
 when SWITCHYARD_SERVE_STATIC is on (the default: `make run` has no separate web server).
+HTTP to /mcp goes to the MCP endpoint (workflows/mcp_endpoint/), an ASGI app of its own in
+the same process; everything else to Django.
 """
 
 from __future__ import annotations
@@ -19,11 +21,24 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
+from starlette.types import Receive, Scope, Send  # noqa: E402
 
 from controlplane.origins import SameOriginValidator  # noqa: E402
 from monitoring.routing import websocket_urlpatterns  # noqa: E402
+from workflows.mcp_endpoint.endpoint import PATH as MCP_PATH  # noqa: E402
+from workflows.mcp_endpoint.endpoint import McpEndpoint  # noqa: E402
 
-http = ASGIStaticFilesHandler(django_asgi) if settings.SERVE_STATIC else django_asgi
+django_http = ASGIStaticFilesHandler(django_asgi) if settings.SERVE_STATIC else django_asgi
+mcp_endpoint = McpEndpoint()
+
+
+async def http(scope: Scope, receive: Receive, send: Send) -> None:
+    """Send /mcp to the MCP endpoint, the rest to Django."""
+    if scope["path"].rstrip("/") == MCP_PATH:
+        await mcp_endpoint(scope, receive, send)
+    else:
+        await django_http(scope, receive, send)
+
 
 application = ProtocolTypeRouter(
     {

@@ -1,0 +1,20 @@
+"""The official MCP Python client SDK against Switchyard's /mcp, for tests and the bench."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+
+@asynccontextmanager
+async def connect(base_url: str, token: str) -> AsyncIterator[ClientSession]:
+    """Yield an initialized client session to `base_url`/mcp with the API key `token`."""
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+    async with http, streamable_http_client(f"{base_url}/mcp", http_client=http) as (read, write):
+        async with ClientSession(read, write) as session:
+            await session.initialize()
+            yield session

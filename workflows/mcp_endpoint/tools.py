@@ -1,0 +1,171 @@
+"""The MCP server's handlers: list the tools, call one. Thin: workflows/mcp_server decides.
+
+A call is refused as a tool result with `isError: true` and a message naming what to fix
+(the scope a key lacks, the field an argument breaks), so that a model reading it can act;
+only a call with no usable key never gets here (401, endpoint.py).
+
+A workflow's tool starts a run and waits for it up to a budget (SWITCHYARD_MCP_WAIT_SECONDS,
+30 s; the call's `_meta["io.switchyard/waitSeconds"]` asks for another, up to
+SWITCHYARD_MCP_MAX_WAIT_SECONDS). While it waits it polls the run in PostgreSQL (20 ms at
+first, backing off to 500 ms) and sends `notifications/progress` each time nodes end, when the
+client sent a progressToken. `_meta["io.switchyard/idempotencyKey"]` makes the start
+idempotent, as the REST API's Idempotency-Key header does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+import mcp_types as types
+from channels.db import database_sync_to_async
+from django.conf import settings
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel.server import Server
+from mcp.shared.exceptions import MCPError
+
+from workflows.api.auth import authorize, person_of
+from workflows.api.errors import ApiError
+from workflows.mcp_server import calls, catalogue
+from workflows.store.errors import DomainError, Invalid
+from workflows.store.models import ApiKey
+
+META_WAIT = "io.switchyard/waitSeconds"
+META_IDEMPOTENCY = "io.switchyard/idempotencyKey"
+FIRST_POLL_SECONDS, LAST_POLL_SECONDS = 0.02, 0.5
+FORBIDDEN = -32003  # a JSON-RPC server error code (-32000..-32099): the key may not list tools
+INSTRUCTIONS = (
+    "Switchyard runs event-driven agent workflows. Each workflow tool starts a run of that "
+    "workflow with the arguments as its input and answers its output; a run that takes longer "
+    "answers its run id: read it later with switchyard_read_run. Decide approvals that runs "
+    "wait on with switchyard_decide_approval."
+)
+
+
+def caller(ctx: ServerRequestContext[Any, Any]) -> tuple[ApiKey, str]:
+    """Return the API key endpoint.py let in, and the origin the client reached us at."""
+    scope = ctx.request.scope  # the Starlette request the SDK's transport carries
+    return scope["switchyard.key"], scope["switchyard.origin"]
+
+
+def as_mcp(tool: catalogue.Tool) -> types.Tool:
+    return types.Tool(name=tool.name, title=tool.title, description=tool.description, input_schema=tool.input_schema)
+
+
+def refusal(message: str) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(text=message)], is_error=True)
+
+
+def answer(data: dict[str, Any], text: str | None = None, is_error: bool = False) -> types.CallToolResult:
+    body = text or json.dumps(data, indent=1, default=str)
+    return types.CallToolResult(content=[types.TextContent(text=body)], structured_content=data, is_error=is_error)
+
+
+def refusal_for(key: ApiKey, action: str) -> str | None:
+    """Return why the key may not do `action` (the scope or the role it lacks), or None."""
+    try:
+        authorize(key, action)
+    except ApiError as exc:
+        return exc.detail
+    return None
+
+
+def list_allowed(key: ApiKey) -> list[catalogue.Tool]:
+    if refusal_for(key, "view") and refusal_for(key, "start_run"):
+        raise ApiError(403, "This key can neither read nor start runs: it needs the 'read' or the 'run' scope.")
+    return catalogue.all_tools()
+
+
+async def list_tools(ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+    key, _ = caller(ctx)
+    try:
+        tools = await database_sync_to_async(list_allowed)(key)
+    except ApiError as exc:
+        raise forbidden(exc.detail) from None
+    return types.ListToolsResult(tools=[as_mcp(t) for t in tools])
+
+
+def forbidden(message: str) -> MCPError:
+    return MCPError(code=FORBIDDEN, message=message)
+
+
+async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+    key, origin = caller(ctx)
+    tool = await database_sync_to_async(catalogue.find_tool)(params.name)
+    if tool is None:
+        return refusal(f"No tool named {params.name!r}: list the tools again (its workflow may be unpublished).")
+    if (why := await database_sync_to_async(refusal_for)(key, tool.action)) is not None:
+        return refusal(why)
+    arguments = params.arguments or {}
+    meta = dict(params.meta or {})
+    try:
+        if tool.slug is not None:
+            return await call_workflow(ctx, tool.slug, arguments, meta, key, origin)
+        return answer(await database_sync_to_async(call_fixed)(tool, arguments, key, origin))
+    except DomainError as exc:
+        return refusal(str(exc))
+
+
+def call_fixed(tool: catalogue.Tool, arguments: dict[str, Any], key: ApiKey, origin: str) -> dict[str, Any]:
+    calls.check_arguments(tool, arguments)
+    if tool.name == catalogue.LIST_RUNS:
+        return calls.list_runs(arguments, origin)
+    if tool.name == catalogue.READ_RUN:
+        return calls.run_report(arguments["run_id"], origin)
+    return calls.decide_approval(person_of(key), arguments, origin)
+
+
+def wait_budget(meta: dict[str, Any]) -> float:
+    """Return how long to wait for the run: the call's ask, within the maximum, or the default."""
+    asked = meta.get(META_WAIT)
+    limit = settings.SWITCHYARD["MCP_MAX_WAIT_SECONDS"]
+    if asked is None:
+        return min(settings.SWITCHYARD["MCP_WAIT_SECONDS"], limit)
+    if isinstance(asked, bool) or not isinstance(asked, int | float) or asked < 0:
+        raise Invalid(f"_meta.{META_WAIT}: give a number of seconds, 0 or more (at most {limit:g}).")
+    return min(float(asked), limit)
+
+
+async def call_workflow(
+    ctx: ServerRequestContext[Any, Any], slug: str, arguments: dict[str, Any], meta: dict[str, Any], key: ApiKey, origin: str
+) -> types.CallToolResult:
+    """Start the run, report its nodes as they end, answer its output or, past the budget, its id."""
+    budget = wait_budget(meta)
+    idempotency_key = calls.check_idempotency_key(meta.get(META_IDEMPOTENCY))
+    traceparent = meta.get("traceparent") if isinstance(meta.get("traceparent"), str) else None
+    run, _ = await database_sync_to_async(calls.start_workflow_run)(slug, arguments, idempotency_key, key.pk, traceparent)
+    deadline, pause, reported = time.monotonic() + budget, FIRST_POLL_SECONDS, 0
+    while True:
+        progress = await database_sync_to_async(calls.progress_of)(run.pk)
+        if progress.done > reported:
+            ended = ", ".join(progress.ended[reported:])
+            await ctx.session.report_progress(progress.done, progress.total, f"run {run.pk}: {ended} ended")
+            reported = progress.done
+        if progress.is_finished or time.monotonic() >= deadline:
+            break
+        await asyncio.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+        pause = min(pause * 1.5, LAST_POLL_SECONDS)
+    report = await database_sync_to_async(calls.run_report)(run.pk, origin)
+    if not progress.is_finished:
+        text = (
+            f"Run {run.pk} of {slug} is still {report['status']} after {budget:g} s: read it with "
+            f"{catalogue.READ_RUN} (run_id {run.pk}) or open {report['url']}."
+        )
+        return answer(report, text)
+    if report["status"] != "succeeded":
+        return answer(report, f"Run {run.pk} of {slug} {report['status']}: {report['error'] or 'see ' + report['url']}", True)
+    return answer(report, json.dumps(report["output"], default=str))
+
+
+def build_server() -> Server[Any]:
+    """The SDK's low-level server with Switchyard's two handlers."""
+    return Server(
+        "switchyard",
+        version="1",
+        title="Switchyard",
+        instructions=INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )

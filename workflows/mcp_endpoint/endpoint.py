@@ -37,9 +37,11 @@ from workflows.api.auth import CHALLENGE, check_rate
 from workflows.api.errors import ApiError
 from workflows.integrations import keys
 from workflows.mcp_endpoint.tools import build_server
+from workflows.mcp_server.connection import PATH
 from workflows.store.models import ApiKey
 
-PATH = "/mcp"
+__all__ = ["PATH", "McpEndpoint"]
+
 UNAUTHORIZED = -32001  # JSON-RPC server error codes (-32000..-32099) for refusals before the SDK
 
 

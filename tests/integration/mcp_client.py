@@ -13,8 +13,15 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 @asynccontextmanager
 async def connect(base_url: str, token: str) -> AsyncIterator[ClientSession]:
     """Yield an initialized client session to `base_url`/mcp with the API key `token`."""
-    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
-    async with http, streamable_http_client(f"{base_url}/mcp", http_client=http) as (read, write):
+    async with connect_with(f"{base_url}/mcp", {"Authorization": f"Bearer {token}"}) as session:
+        yield session
+
+
+@asynccontextmanager
+async def connect_with(url: str, headers: dict[str, str]) -> AsyncIterator[ClientSession]:
+    """Yield an initialized client session to the endpoint `url`, sending `headers`."""
+    http = create_mcp_http_client(headers=headers)
+    async with http, streamable_http_client(url, http_client=http) as (read, write):
         async with ClientSession(read, write) as session:
             await session.initialize()
             yield session

@@ -213,3 +213,24 @@ def test_no_key_or_a_wrong_key_is_a_401(stack: tuple[Runtime, str]) -> None:
     assert anonymous.headers["WWW-Authenticate"].startswith("Bearer")
     wrong = httpx.post(f"{stack[1]}/mcp", json=body, headers={**accept, "Authorization": "Bearer sy_00000000_nope"})
     assert wrong.status_code == 401
+
+
+@pytest.fixture
+def strict_stack(transactional_db: Any) -> Iterator[tuple[Runtime, str]]:
+    """The stack with a rate limit of 3 requests a minute per key."""
+    yield from worker_scheduler_and_daphne(SWITCHYARD_API_RATE_LIMIT_PER_MINUTE="3")
+
+
+def test_the_rest_apis_rate_and_body_limits_hold_at_mcp(strict_stack: tuple[Runtime, str]) -> None:
+    url, token = f"{strict_stack[1]}/mcp", key_for("operator", "run", "read")
+    headers = {"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {token}"}
+    too_big = httpx.post(url, content=b"[" + b" " * (3 * 1024 * 1024) + b"]", headers=headers)
+    assert too_big.status_code == 413
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    # Up to two windows' worth: the one-minute window may turn over between two requests.
+    answers = [httpx.post(url, json=ping, headers=headers) for _ in range(7)]
+    statuses = [a.status_code for a in answers]
+    assert 429 in statuses, statuses
+    refused = answers[statuses.index(429)]
+    assert int(refused.headers["Retry-After"]) > 0
+    assert "Rate limit of 3 requests per minute" in refused.json()["error"]["message"]

@@ -10,6 +10,7 @@ the same process; everything else to Django.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from django.core.asgi import get_asgi_application
 
@@ -21,7 +22,6 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
-from starlette.types import Receive, Scope, Send  # noqa: E402
 
 from controlplane.origins import SameOriginValidator  # noqa: E402
 from monitoring.routing import websocket_urlpatterns  # noqa: E402
@@ -32,7 +32,7 @@ django_http = ASGIStaticFilesHandler(django_asgi) if settings.SERVE_STATIC else 
 mcp_endpoint = McpEndpoint()
 
 
-async def http(scope: Scope, receive: Receive, send: Send) -> None:
+async def http(scope: dict[str, Any], receive: Any, send: Any) -> None:
     """Send /mcp to the MCP endpoint, the rest to Django."""
     if scope["path"].rstrip("/") == MCP_PATH:
         await mcp_endpoint(scope, receive, send)

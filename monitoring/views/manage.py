@@ -43,7 +43,11 @@ def keys_context(request: HttpRequest, query: str = "", plaintext: str = "", **e
     rows = keys.matching_keys(query).select_related("owner").order_by("-id")[:200]
     mcp_url = request.build_absolute_uri(MCP_PATH)
     context = {"keys": rows, "query": query, "scopes": access.SCOPES, "now": timezone.now(), "nav": "keys"}
-    mcp = {"mcp_url": mcp_url, "mcp_snippets": connection.snippets(mcp_url, plaintext), "plaintext": plaintext}
+    mcp = {
+        "mcp_url": mcp_url,
+        "mcp_snippets": connection.snippets(mcp_url, plaintext),
+        "plaintext": plaintext,
+    }
     return {**context, **mcp, **extra}
 
 

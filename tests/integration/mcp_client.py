@@ -21,7 +21,10 @@ async def connect(base_url: str, token: str) -> AsyncIterator[ClientSession]:
 async def connect_with(url: str, headers: dict[str, str]) -> AsyncIterator[ClientSession]:
     """Yield an initialized client session to the endpoint `url`, sending `headers`."""
     http = create_mcp_http_client(headers=headers)
-    async with http, streamable_http_client(url, http_client=http) as (read, write):
-        async with ClientSession(read, write) as session:
-            await session.initialize()
-            yield session
+    async with (
+        http,
+        streamable_http_client(url, http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session

@@ -143,7 +143,9 @@ def test_list_runs_filters_by_workflow_and_status(stack: tuple[Runtime, str]) ->
     call(stack[1], token, "greet", {"name": "Ada"})
     call(stack[1], token, "greet", {"name": "Bo"})
     call(stack[1], token, "slow", {}, meta={"io.switchyard/waitSeconds": 0})
-    listed = call(stack[1], token, "switchyard_list_runs", {"workflow": "greet", "status": "succeeded", "limit": 1})
+    listed = call(
+        stack[1], token, "switchyard_list_runs", {"workflow": "greet", "status": "succeeded", "limit": 1}
+    )
     runs = listed.structured_content["runs"]
     newest_greet = Run.objects.filter(workflow__slug="greet").order_by("-id").first()
     assert [r["run_id"] for r in runs] == [newest_greet.pk]
@@ -154,12 +156,16 @@ def test_an_approval_of_a_waiting_run_is_decided_over_mcp(stack: tuple[Runtime, 
     token = key_for("operator", "run", "read", "operate")
     started = call(stack[1], token, "gated", {}, meta={"io.switchyard/waitSeconds": 0})
     run = Run.objects.get(pk=started.structured_content["run_id"])
-    wait_for(lambda: Wait.objects.filter(run=run, closed_at__isnull=True).exists(), 30, "the approval to wait")
+    wait_for(
+        lambda: Wait.objects.filter(run=run, closed_at__isnull=True).exists(), 30, "the approval to wait"
+    )
     read = call(stack[1], token, "switchyard_read_run", {"run_id": run.pk})
     approval = read.structured_content["approvals"][0]
     assert approval["node_id"] == "ask"
     decided = call(
-        stack[1], token, "switchyard_decide_approval",
+        stack[1],
+        token,
+        "switchyard_decide_approval",
         {"approval_id": approval["approval_id"], "decision": "approve", "comment": "looks right"},
     )
     assert not decided.is_error, decided.content
@@ -171,7 +177,9 @@ def test_deciding_needs_the_operate_scope(stack: tuple[Runtime, str]) -> None:
     approval_workflow()
     started = call(stack[1], key_for("operator", "run"), "gated", {}, meta={"io.switchyard/waitSeconds": 0})
     refused = call(
-        stack[1], key_for("operator", "read"), "switchyard_decide_approval",
+        stack[1],
+        key_for("operator", "read"),
+        "switchyard_decide_approval",
         {"run_id": started.structured_content["run_id"], "decision": "approve"},
     )
     assert refused.is_error
@@ -211,7 +219,9 @@ def test_no_key_or_a_wrong_key_is_a_401(stack: tuple[Runtime, str]) -> None:
     anonymous = httpx.post(f"{stack[1]}/mcp", json=body, headers=accept)
     assert anonymous.status_code == 401
     assert anonymous.headers["WWW-Authenticate"].startswith("Bearer")
-    wrong = httpx.post(f"{stack[1]}/mcp", json=body, headers={**accept, "Authorization": "Bearer sy_00000000_nope"})
+    wrong = httpx.post(
+        f"{stack[1]}/mcp", json=body, headers={**accept, "Authorization": "Bearer sy_00000000_nope"}
+    )
     assert wrong.status_code == 401
 
 

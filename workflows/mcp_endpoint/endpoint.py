@@ -67,7 +67,9 @@ class McpEndpoint:
             return
         origin = f"{scope.get('scheme', 'http')}://{host}"
         await self.start()
-        await self.manager.handle_request({**scope, "switchyard.key": key, "switchyard.origin": origin}, receive, send)
+        await self.manager.handle_request(
+            {**scope, "switchyard.key": key, "switchyard.origin": origin}, receive, send
+        )
 
     async def start(self) -> None:
         """Start the session manager's task group once, in this process's loop (no lifespan)."""
@@ -88,7 +90,9 @@ def admit(authorization: str) -> ApiKey:
     if not authorization:
         raise ApiError(401, "Send an API key: Authorization: Bearer sy_<prefix>_<secret>.", headers=CHALLENGE)
     if scheme.lower() != "bearer" or not token.strip():
-        raise ApiError(401, "Use the Bearer scheme: Authorization: Bearer sy_<prefix>_<secret>.", headers=CHALLENGE)
+        raise ApiError(
+            401, "Use the Bearer scheme: Authorization: Bearer sy_<prefix>_<secret>.", headers=CHALLENGE
+        )
     try:
         key = keys.verify(token.strip())
     except keys.KeyRefused as exc:
@@ -105,7 +109,11 @@ async def refuse(send: Send, status: int, detail: str, headers: dict[str, str] |
     start: dict[str, Any] = {
         "type": "http.response.start",
         "status": status,
-        "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()), *extra],
+        "headers": [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            *extra,
+        ],
     }
     await send(start)
     await send({"type": "http.response.body", "body": body})

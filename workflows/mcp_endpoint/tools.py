@@ -46,12 +46,16 @@ INSTRUCTIONS = (
 
 def caller(ctx: ServerRequestContext[Any, Any]) -> tuple[ApiKey, str]:
     """Return the API key endpoint.py let in, and the origin the client reached us at."""
-    scope = ctx.request.scope  # the Starlette request the SDK's transport carries
+    request = ctx.request  # the Starlette request: the streamable-HTTP transport always carries it
+    assert request is not None, "the MCP server is served over streamable HTTP only"
+    scope = request.scope
     return scope["switchyard.key"], scope["switchyard.origin"]
 
 
 def as_mcp(tool: catalogue.Tool) -> types.Tool:
-    return types.Tool(name=tool.name, title=tool.title, description=tool.description, input_schema=tool.input_schema)
+    return types.Tool(
+        name=tool.name, title=tool.title, description=tool.description, input_schema=tool.input_schema
+    )
 
 
 def refusal(message: str) -> types.CallToolResult:
@@ -60,7 +64,9 @@ def refusal(message: str) -> types.CallToolResult:
 
 def answer(data: dict[str, Any], text: str | None = None, is_error: bool = False) -> types.CallToolResult:
     body = text or json.dumps(data, indent=1, default=str)
-    return types.CallToolResult(content=[types.TextContent(text=body)], structured_content=data, is_error=is_error)
+    return types.CallToolResult(
+        content=[types.TextContent(text=body)], structured_content=data, is_error=is_error
+    )
 
 
 def refusal_for(key: ApiKey, action: str) -> str | None:
@@ -74,11 +80,15 @@ def refusal_for(key: ApiKey, action: str) -> str | None:
 
 def list_allowed(key: ApiKey) -> list[catalogue.Tool]:
     if refusal_for(key, "view") and refusal_for(key, "start_run"):
-        raise ApiError(403, "This key can neither read nor start runs: it needs the 'read' or the 'run' scope.")
+        raise ApiError(
+            403, "This key can neither read nor start runs: it needs the 'read' or the 'run' scope."
+        )
     return catalogue.all_tools()
 
 
-async def list_tools(ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+async def list_tools(
+    ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+) -> types.ListToolsResult:
     key, _ = caller(ctx)
     try:
         tools = await database_sync_to_async(list_allowed)(key)
@@ -91,11 +101,15 @@ def forbidden(message: str) -> MCPError:
     return MCPError(code=FORBIDDEN, message=message)
 
 
-async def call_tool(ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams) -> types.CallToolResult:
+async def call_tool(
+    ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
+) -> types.CallToolResult:
     key, origin = caller(ctx)
     tool = await database_sync_to_async(catalogue.find_tool)(params.name)
     if tool is None:
-        return refusal(f"No tool named {params.name!r}: list the tools again (its workflow may be unpublished).")
+        return refusal(
+            f"No tool named {params.name!r}: list the tools again (its workflow may be unpublished)."
+        )
     if (why := await database_sync_to_async(refusal_for)(key, tool.action)) is not None:
         return refusal(why)
     arguments = params.arguments or {}
@@ -129,13 +143,20 @@ def wait_budget(meta: dict[str, Any]) -> float:
 
 
 async def call_workflow(
-    ctx: ServerRequestContext[Any, Any], slug: str, arguments: dict[str, Any], meta: dict[str, Any], key: ApiKey, origin: str
+    ctx: ServerRequestContext[Any, Any],
+    slug: str,
+    arguments: dict[str, Any],
+    meta: dict[str, Any],
+    key: ApiKey,
+    origin: str,
 ) -> types.CallToolResult:
     """Start the run, report its nodes as they end, answer its output or, past the budget, its id."""
     budget = wait_budget(meta)
     idempotency_key = calls.check_idempotency_key(meta.get(META_IDEMPOTENCY))
     traceparent = meta.get("traceparent") if isinstance(meta.get("traceparent"), str) else None
-    run, _ = await database_sync_to_async(calls.start_workflow_run)(slug, arguments, idempotency_key, key.pk, traceparent)
+    run, _ = await database_sync_to_async(calls.start_workflow_run)(
+        slug, arguments, idempotency_key, key.pk, traceparent
+    )
     deadline, pause, reported = time.monotonic() + budget, FIRST_POLL_SECONDS, 0
     while True:
         progress = await database_sync_to_async(calls.progress_of)(run.pk)
@@ -155,7 +176,11 @@ async def call_workflow(
         )
         return answer(report, text)
     if report["status"] != "succeeded":
-        return answer(report, f"Run {run.pk} of {slug} {report['status']}: {report['error'] or 'see ' + report['url']}", True)
+        return answer(
+            report,
+            f"Run {run.pk} of {slug} {report['status']}: {report['error'] or 'see ' + report['url']}",
+            True,
+        )
     return answer(report, json.dumps(report["output"], default=str))
 
 

@@ -71,7 +71,11 @@ def check_idempotency_key(key: Any) -> str | None:
 
 
 def start_workflow_run(
-    slug: str, arguments: dict[str, Any], idempotency_key: str | None, api_key_id: int | None, traceparent: str | None
+    slug: str,
+    arguments: dict[str, Any],
+    idempotency_key: str | None,
+    api_key_id: int | None,
+    traceparent: str | None,
 ) -> tuple[Run, bool]:
     """Start a run of the workflow's active version, as POST /workflows/{slug}/runs does."""
     options = {"idempotency_key": idempotency_key, "as_read": True, "api_key_id": api_key_id}
@@ -155,7 +159,9 @@ def find_approval(arguments: dict[str, Any]) -> int:
         waits = waits.filter(node_id=arguments["node_id"])
     found = list(waits.order_by("id").values_list("pk", "node_id"))
     if not found:
-        raise NotFound(f"Run {arguments['run_id']} waits on no approval{' at that node' * ('node_id' in arguments)}.")
+        raise NotFound(
+            f"Run {arguments['run_id']} waits on no approval{' at that node' * ('node_id' in arguments)}."
+        )
     if len(found) > 1:
         nodes = ", ".join(node for _, node in found)
         message = f"the run waits on approvals at {nodes}: name one"

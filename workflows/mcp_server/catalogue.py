@@ -23,13 +23,18 @@ MAX_NAME = 64
 NOT_ALLOWED = re.compile(r"[^A-Za-z0-9_-]")
 OPEN_OBJECT: dict[str, Any] = {"type": "object", "additionalProperties": True}
 
-LIST_RUNS, READ_RUN, DECIDE_APPROVAL = "switchyard_list_runs", "switchyard_read_run", "switchyard_decide_approval"
+LIST_RUNS, READ_RUN, DECIDE_APPROVAL = (
+    "switchyard_list_runs",
+    "switchyard_read_run",
+    "switchyard_decide_approval",
+)
 RUN_ID = {"type": "integer", "minimum": 1, "description": "The run's id."}
 
 
 @dataclass(frozen=True)
 class Tool:
-    """A tool as offered: `slug` names the workflow it starts (None: a fixed tool), `action`
+    """A tool as offered (its description: the definition's, else the workflow's, else its
+    title): `slug` names the workflow it starts (None: a fixed tool), `action`
     the controlplane.access action a caller needs to call it."""
 
     name: str
@@ -61,7 +66,12 @@ FIXED_TOOLS = (
         "Read a run",
         "Read a run: its status, each node's status and error, its output, the approvals it "
         "waits on and a link to its page.",
-        {"type": "object", "properties": {"run_id": RUN_ID}, "required": ["run_id"], "additionalProperties": False},
+        {
+            "type": "object",
+            "properties": {"run_id": RUN_ID},
+            "required": ["run_id"],
+            "additionalProperties": False,
+        },
         "view",
     ),
     Tool(
@@ -106,7 +116,11 @@ def input_schema(schema: dict[str, Any] | None) -> dict[str, Any]:
 def workflow_tool(workflow: Workflow) -> Tool:
     assert workflow.active_version_id is not None  # only published workflows are read
     graph = load_graph(workflow.active_version_id)
-    description = workflow.description.strip() or workflow.title
+    version = workflow.active_version
+    said = (
+        version.definition.get("description", "") if version and isinstance(version.definition, dict) else ""
+    )
+    description = str(said).strip() or workflow.description.strip() or workflow.title
     return Tool(
         tool_name(workflow.slug),
         workflow.title,
@@ -119,8 +133,8 @@ def workflow_tool(workflow: Workflow) -> Tool:
 
 def workflow_tools() -> list[Tool]:
     """Return one tool per workflow with an active (published) version, by slug."""
-    published = Workflow.objects.filter(active_version__isnull=False).order_by("slug")
-    tools = [workflow_tool(w) for w in published]
+    published = Workflow.objects.filter(active_version__isnull=False).select_related("active_version")
+    tools = [workflow_tool(w) for w in published.order_by("slug")]
     return [tool for tool in tools if tool.name not in FIXED]
 
 
@@ -132,7 +146,7 @@ def find_tool(name: str) -> Tool | None:
     """Return the tool called `name`, or None when there is none (or it is no longer published)."""
     if name in FIXED:
         return FIXED[name]
-    published = Workflow.objects.filter(active_version__isnull=False)
+    published = Workflow.objects.filter(active_version__isnull=False).select_related("active_version")
     # Slugs are [-A-Za-z0-9_] (SlugField): a name is its slug, or a long slug's prefix and hash.
     exact = len(name) < MAX_NAME or name[-9] != "_"
     candidates = published.filter(slug=name) if exact else published.filter(slug__startswith=name[:-9])

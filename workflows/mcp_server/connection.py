@@ -39,5 +39,7 @@ def snippets(url: str, key: str = "") -> list[Snippet]:
     return [
         Snippet("Claude Desktop", "claude_desktop_config.json", json.dumps(remote, indent=2)),
         Snippet("Cursor", ".cursor/mcp.json", json.dumps(direct, indent=2)),
-        Snippet("Claude Code", "a shell", f"claude mcp add --transport http switchyard {url} --header {header}"),
+        Snippet(
+            "Claude Code", "a shell", f"claude mcp add --transport http switchyard {url} --header {header}"
+        ),
     ]

@@ -38,6 +38,7 @@ def key_for(role: str, *scopes: str) -> str:
 
 def greet_workflow() -> None:
     definition = {
+        "description": "Greet someone by name.",
         "input_schema": GREET_SCHEMA,
         "nodes": [{"id": "hello", "handler": "core.echo"}],
         "edges": [],
@@ -77,14 +78,22 @@ def test_tools_list_published_workflows_with_their_input_schemas(stack: tuple[Ru
     publish("no-schema", {"nodes": [{"id": "a", "handler": "core.noop"}], "edges": []})
     token = key_for("viewer", "read")
 
-    async def go() -> Any:
+    async def go() -> tuple[list[Any], list[Any]]:
         async with connect(stack[1], token) as session:
-            return (await session.list_tools()).tools
+            before = (await session.list_tools()).tools
+            await asyncio.to_thread(
+                publish, "later", {"nodes": [{"id": "a", "handler": "core.noop"}], "edges": []}
+            )
+            return before, (await session.list_tools()).tools
 
-    tools = {t.name: t for t in asyncio.run(go())}
+    before, after = asyncio.run(go())
+    tools = {t.name: t for t in before}
     assert tools["greet"].input_schema == GREET_SCHEMA
+    assert "Greet someone by name." in (tools["greet"].description or "")
     assert tools["no-schema"].input_schema == {"type": "object", "additionalProperties": True}
     assert {"switchyard_list_runs", "switchyard_read_run", "switchyard_decide_approval"} <= set(tools)
+    assert "later" not in tools
+    assert "later" in {t.name for t in after}  # listed again, a workflow published since is there
 
 
 def test_calling_a_workflow_tool_starts_a_run_and_answers_its_output(stack: tuple[Runtime, str]) -> None:
@@ -98,6 +107,15 @@ def test_calling_a_workflow_tool_starts_a_run_and_answers_its_output(stack: tupl
     assert result.structured_content["output"] == {"hello": echoed}
     assert json.loads(result.content[0].text) == {"hello": echoed}
     assert result.structured_content["url"].endswith(f"/runs/{run.pk}/")
+
+
+def test_a_failed_run_answers_an_error_naming_its_dead_node(stack: tuple[Runtime, str]) -> None:
+    node = {"id": "boom", "handler": "core.fail", "config": {"message": "the printer is on fire"}}
+    publish("doomed", {"nodes": [{**node, "retry": {"max_attempts": 1}}], "edges": []})
+    result = call(stack[1], key_for("operator", "run"), "doomed", {})
+    assert result.is_error
+    assert result.structured_content["status"] == "failed"
+    assert "boom" in result.content[0].text and "the printer is on fire" in result.content[0].text
 
 
 def test_the_same_idempotency_key_answers_the_same_run(stack: tuple[Runtime, str]) -> None:

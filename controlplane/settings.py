@@ -348,6 +348,7 @@ SWITCHYARD: SwitchyardSettings = {
     # MCP endpoint (/mcp): how long a workflow tool call waits for its run before answering
     # with the run id and link instead; a call may ask for less or more, up to the maximum.
     "MCP_WAIT_SECONDS": env_float("SWITCHYARD_MCP_WAIT_SECONDS", 30.0),
+    # The longest wait a call may ask for (`_meta["io.switchyard/waitSeconds"]`, docs/integrators/mcp.md).
     "MCP_MAX_WAIT_SECONDS": env_float("SWITCHYARD_MCP_MAX_WAIT_SECONDS", 300.0),
 }
 

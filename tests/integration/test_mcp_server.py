@@ -12,7 +12,7 @@ import httpx
 import pytest
 from django.contrib.auth.models import Group, User
 
-from tests.integration.conftest import publish, wait_finished, worker_scheduler_and_daphne
+from tests.integration.conftest import accepts, free_port, publish, wait_finished, worker_scheduler_and_daphne
 from tests.integration.mcp_client import connect
 from tests.integration.runtime import Runtime, wait_for
 from workflows.integrations import keys
@@ -262,3 +262,44 @@ def test_the_rest_apis_rate_and_body_limits_hold_at_mcp(strict_stack: tuple[Runt
     refused = answers[statuses.index(429)]
     assert int(refused.headers["Retry-After"]) > 0
     assert "Rate limit of 3 requests per minute" in refused.json()["error"]["message"]
+
+
+def rpc(url: str, token: str, method: str, params: dict[str, Any], **headers: str) -> httpx.Response:
+    body = {"jsonrpc": "2.0", "id": 7, "method": method, "params": params}
+    accept = {"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {token}"}
+    return httpx.post(url, json=body, headers={**accept, **headers}, timeout=30)
+
+
+def message_of(response: httpx.Response) -> dict[str, Any]:
+    """The JSON-RPC answer, from a JSON body or the SSE stream's last data line."""
+    if response.headers["content-type"].startswith("application/json"):
+        answer: dict[str, Any] = response.json()
+        return answer
+    data = [line[5:].strip() for line in response.text.splitlines() if line.startswith("data:")]
+    return dict(json.loads(data[-1]))
+
+
+def test_versions_are_negotiated_and_any_web_process_serves_any_request(stack: tuple[Runtime, str]) -> None:
+    """Stateless: no Mcp-Session-Id; a second Daphne answers a call after the first answered initialize."""
+    runtime, first = stack
+    port = free_port()
+    runtime.web("daphne-2", port)
+    wait_for(lambda: accepts(port), 30, "the second Daphne to listen")
+    second = f"http://127.0.0.1:{port}"
+    greet_workflow()
+    token = key_for("operator", "run")
+    hello = {"capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}
+    known = rpc(f"{first}/mcp", token, "initialize", {**hello, "protocolVersion": "2025-06-18"})
+    assert known.status_code == 200 and "mcp-session-id" not in known.headers
+    assert message_of(known)["result"]["protocolVersion"] == "2025-06-18"
+    unknown = rpc(f"{first}/mcp", token, "initialize", {**hello, "protocolVersion": "1999-01-01"})
+    assert message_of(unknown)["result"]["protocolVersion"] == "2025-11-25"  # the server's latest
+    called = rpc(
+        f"{second}/mcp",
+        token,
+        "tools/call",
+        {"name": "greet", "arguments": {"name": "Ada"}},
+        **{"Mcp-Protocol-Version": "2025-06-18"},
+    )
+    result = message_of(called)["result"]
+    assert result["isError"] is False and result["structuredContent"]["status"] == "succeeded"

@@ -231,16 +231,19 @@ def test_bad_arguments_are_refused_naming_the_field(stack: tuple[Runtime, str]) 
     assert not Run.objects.exists()
 
 
-def test_no_key_or_a_wrong_key_is_a_401(stack: tuple[Runtime, str]) -> None:
+def test_no_key_or_a_wrong_key_is_a_401_and_a_get_stream_is_not_offered(stack: tuple[Runtime, str]) -> None:
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
     accept = {"Accept": "application/json, text/event-stream"}
     anonymous = httpx.post(f"{stack[1]}/mcp", json=body, headers=accept)
     assert anonymous.status_code == 401
     assert anonymous.headers["WWW-Authenticate"].startswith("Bearer")
+    assert "Authorization: Bearer" in anonymous.json()["error"]["message"]
     wrong = httpx.post(
         f"{stack[1]}/mcp", json=body, headers={**accept, "Authorization": "Bearer sy_00000000_nope"}
     )
     assert wrong.status_code == 401
+    stream = httpx.get(f"{stack[1]}/mcp", headers={"Accept": "text/event-stream"})
+    assert stream.status_code == 405 and stream.headers["Allow"] == "POST"
 
 
 @pytest.fixture

@@ -12,7 +12,9 @@ tools again to see a workflow published since (docs/integrators/mcp.md). Progres
 notifications still reach the client, on the SSE answer of the call they belong to.
 
 Daphne does not run ASGI lifespan events, so the session manager's task group is started on
-the first request, in the process's event loop, and lives as long as the process.
+the first request, in the process's event loop, and lives as long as the process. Being stateless, the
+endpoint answers only POST: a GET (a stream of server-sent notifications) or a DELETE (the end
+of a session) is a 405, as the transport's specification asks of a server without them.
 
 Checked here, before the SDK sees the body, as the REST API checks them (workflows/api/auth.py,
 whose functions these are): the host against ALLOWED_HOSTS (400), the key (401 with a Bearer
@@ -55,6 +57,11 @@ class McpEndpoint:
         self.started: asyncio.Future[None] | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["method"] != "POST":  # stateless: no GET stream to open, no session to DELETE
+            await refuse(
+                send, 405, "This MCP endpoint is stateless: POST JSON-RPC messages.", {"Allow": "POST"}
+            )
+            return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         host = headers.get("host", "")
         if not validate_host(split_domain_port(host)[0], settings.ALLOWED_HOSTS):
@@ -79,9 +86,14 @@ class McpEndpoint:
         await asyncio.shield(self.started)
 
     async def serve(self, started: asyncio.Future[None]) -> None:
-        async with self.manager.run():
-            started.set_result(None)
-            await asyncio.Event().wait()  # for the life of the process
+        try:
+            async with self.manager.run():
+                started.set_result(None)
+                await asyncio.Event().wait()  # for the life of the process
+        except Exception as exc:  # the requests waiting on the start fail with it, not hang
+            if not started.done():
+                started.set_exception(exc)
+            raise
 
 
 def admit(authorization: str) -> ApiKey:

@@ -20,6 +20,7 @@ import time
 from typing import Any
 
 import mcp_types as types
+from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from django.conf import settings
 from mcp.server.context import ServerRequestContext
@@ -158,8 +159,11 @@ async def call_workflow(
         slug, arguments, idempotency_key, key.pk, traceparent
     )
     deadline, pause, reported = time.monotonic() + budget, FIRST_POLL_SECONDS, 0
+    # Off the one thread Daphne runs every page's sync code on (as llm/follow.py polls): a call
+    # that waits 30 s reads the run some 70 times, and pages should not queue behind it.
+    read_progress = sync_to_async(calls.progress_of, thread_sensitive=False)
     while True:
-        progress = await database_sync_to_async(calls.progress_of)(run.pk)
+        progress = await read_progress(run.pk)
         if progress.done > reported:
             ended = ", ".join(progress.ended[reported:])
             await ctx.session.report_progress(progress.done, progress.total, f"run {run.pk}: {ended} ended")

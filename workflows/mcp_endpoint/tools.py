@@ -158,20 +158,7 @@ async def call_workflow(
     run, _ = await database_sync_to_async(calls.start_workflow_run)(
         slug, arguments, idempotency_key, key.pk, traceparent
     )
-    deadline, pause, reported = time.monotonic() + budget, FIRST_POLL_SECONDS, 0
-    # Off the one thread Daphne runs every page's sync code on (as llm/follow.py polls): a call
-    # that waits 30 s reads the run some 70 times, and pages should not queue behind it.
-    read_progress = sync_to_async(calls.progress_of, thread_sensitive=False)
-    while True:
-        progress = await read_progress(run.pk)
-        if progress.done > reported:
-            ended = ", ".join(progress.ended[reported:])
-            await ctx.session.report_progress(progress.done, progress.total, f"run {run.pk}: {ended} ended")
-            reported = progress.done
-        if progress.is_finished or time.monotonic() >= deadline:
-            break
-        await asyncio.sleep(min(pause, max(0.0, deadline - time.monotonic())))
-        pause = min(pause * 1.5, LAST_POLL_SECONDS)
+    progress = await watch_run(ctx, run.pk, time.monotonic() + budget)
     report = await database_sync_to_async(calls.run_report)(run.pk, origin)
     if not progress.is_finished:
         text = (
@@ -180,12 +167,27 @@ async def call_workflow(
         )
         return answer(report, text)
     if report["status"] != "succeeded":
-        return answer(
-            report,
-            f"Run {run.pk} of {slug} {report['status']}: {report['error'] or 'see ' + report['url']}",
-            True,
-        )
+        ended = f"Run {run.pk} of {slug} {report['status']}: {report['error'] or 'see ' + report['url']}"
+        return answer(report, ended, is_error=True)
     return answer(report, json.dumps(report["output"], default=str))
+
+
+async def watch_run(ctx: ServerRequestContext[Any, Any], run_id: int, deadline: float) -> calls.Progress:
+    """Poll the run until it ends or the deadline passes, reporting progress as nodes end."""
+    # Off the one thread Daphne runs every page's sync code on (as llm/follow.py polls): a call
+    # that waits 30 s reads the run some 70 times, and pages should not queue behind it.
+    read_progress = sync_to_async(calls.progress_of, thread_sensitive=False)
+    pause, reported = FIRST_POLL_SECONDS, 0
+    while True:
+        progress = await read_progress(run_id)
+        if progress.done > reported:
+            ended = ", ".join(progress.ended[reported:])
+            await ctx.session.report_progress(progress.done, progress.total, f"run {run_id}: {ended} ended")
+            reported = progress.done
+        if progress.is_finished or time.monotonic() >= deadline:
+            return progress
+        await asyncio.sleep(min(pause, max(0.0, deadline - time.monotonic())))
+        pause = min(pause * 1.5, LAST_POLL_SECONDS)
 
 
 def build_server() -> Server[Any]:

@@ -231,7 +231,9 @@ def test_bad_arguments_are_refused_naming_the_field(stack: tuple[Runtime, str]) 
     assert not Run.objects.exists()
 
 
-def test_no_key_or_a_wrong_key_is_a_401_and_a_get_stream_is_not_offered(stack: tuple[Runtime, str]) -> None:
+def test_no_key_or_a_wrong_key_is_a_401_a_foreign_host_a_400_and_no_get_stream(
+    stack: tuple[Runtime, str],
+) -> None:
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
     accept = {"Accept": "application/json, text/event-stream"}
     anonymous = httpx.post(f"{stack[1]}/mcp", json=body, headers=accept)
@@ -244,6 +246,8 @@ def test_no_key_or_a_wrong_key_is_a_401_and_a_get_stream_is_not_offered(stack: t
     assert wrong.status_code == 401
     stream = httpx.get(f"{stack[1]}/mcp", headers={"Accept": "text/event-stream"})
     assert stream.status_code == 405 and stream.headers["Allow"] == "POST"
+    rebound = httpx.post(f"{stack[1]}/mcp", json=body, headers={**accept, "Host": "attacker.example"})
+    assert rebound.status_code == 400 and "attacker.example" in rebound.json()["error"]["message"]
 
 
 @pytest.fixture

@@ -64,7 +64,7 @@ class McpEndpoint:
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         host = headers.get("host", "")
-        if not validate_host(split_domain_port(host)[0], settings.ALLOWED_HOSTS):
+        if not validate_host(split_domain_port(host)[0], allowed_hosts()):
             await refuse(send, 400, f"The host {host!r} is not served here (ALLOWED_HOSTS).")
             return
         try:
@@ -94,6 +94,13 @@ class McpEndpoint:
             if not started.done():
                 started.set_exception(exc)
             raise
+
+
+def allowed_hosts() -> list[str]:
+    """ALLOWED_HOSTS as Django's HttpRequest.get_host reads it (empty under DEBUG: local names)."""
+    if not settings.ALLOWED_HOSTS and settings.DEBUG:
+        return [".localhost", "127.0.0.1", "[::1]"]
+    return list(settings.ALLOWED_HOSTS)
 
 
 def admit(authorization: str) -> ApiKey:

@@ -92,6 +92,8 @@ def test_tools_list_published_workflows_with_their_input_schemas(stack: tuple[Ru
     assert "Greet someone by name." in (tools["greet"].description or "")
     assert tools["no-schema"].input_schema == {"type": "object", "additionalProperties": True}
     assert {"switchyard_list_runs", "switchyard_read_run", "switchyard_decide_approval"} <= set(tools)
+    assert tools["switchyard_read_run"].annotations.read_only_hint is True
+    assert tools["greet"].annotations.read_only_hint is False
     assert "later" not in tools
     assert "later" in {t.name for t in after}  # listed again, a workflow published since is there
 

@@ -39,6 +39,11 @@ def test_the_fixed_tools_are_named_apart_from_workflows() -> None:
     assert all(CLIENT_NAME.match(t.name) and t.name.startswith("switchyard_") for t in catalogue.FIXED_TOOLS)
 
 
+def test_only_listing_and_reading_runs_are_marked_read_only() -> None:
+    read_only = {t.name for t in catalogue.FIXED_TOOLS if t.read_only}
+    assert read_only == {catalogue.LIST_RUNS, catalogue.READ_RUN}
+
+
 def test_the_snippets_carry_the_url_and_the_key() -> None:
     url, key = "https://sy.example/mcp", "sy_0123abcd_secret"
     by_client = {s.client: s.text for s in connection.snippets(url, key)}

@@ -54,8 +54,13 @@ def caller(ctx: ServerRequestContext[Any, Any]) -> tuple[ApiKey, str]:
 
 
 def as_mcp(tool: catalogue.Tool) -> types.Tool:
+    hints = types.ToolAnnotations(read_only_hint=tool.read_only, destructive_hint=False)
     return types.Tool(
-        name=tool.name, title=tool.title, description=tool.description, input_schema=tool.input_schema
+        name=tool.name,
+        title=tool.title,
+        description=tool.description,
+        input_schema=tool.input_schema,
+        annotations=hints,
     )
 
 

@@ -35,7 +35,8 @@ RUN_ID = {"type": "integer", "minimum": 1, "description": "The run's id."}
 class Tool:
     """A tool as offered (its description: the definition's, else the workflow's, else its
     title): `slug` names the workflow it starts (None: a fixed tool), `action`
-    the controlplane.access action a caller needs to call it."""
+    the controlplane.access action a caller needs to call it; `read_only` is the hint clients
+    use to call without asking (listing and reading runs change nothing)."""
 
     name: str
     title: str
@@ -43,6 +44,7 @@ class Tool:
     input_schema: dict[str, Any]
     action: str
     slug: str | None = None
+    read_only: bool = False
 
 
 FIXED_TOOLS = (
@@ -60,6 +62,7 @@ FIXED_TOOLS = (
             "additionalProperties": False,
         },
         "view",
+        read_only=True,
     ),
     Tool(
         READ_RUN,
@@ -73,6 +76,7 @@ FIXED_TOOLS = (
             "additionalProperties": False,
         },
         "view",
+        read_only=True,
     ),
     Tool(
         DECIDE_APPROVAL,

@@ -312,3 +312,18 @@ def test_versions_are_negotiated_and_any_web_process_serves_any_request(stack: t
     )
     result = message_of(called)["result"]
     assert result["isError"] is False and result["structuredContent"]["status"] == "succeeded"
+
+
+def test_postgresql_away_is_a_503_with_retry_after(transactional_db: Any) -> None:
+    """Daphne alone, its DATABASE_URL at a port nothing listens on: the key cannot be checked."""
+    port, dead = free_port(), free_port()
+    runtime = Runtime(DATABASE_URL=f"postgres://switchyard@127.0.0.1:{dead}/nowhere")
+    runtime.web("daphne-no-db", port)
+    try:
+        wait_for(lambda: accepts(port), 30, "Daphne to listen")
+        away = rpc(f"http://127.0.0.1:{port}/mcp", "sy_00000000_whatever", "tools/list", {})
+        assert away.status_code == 503
+        assert int(away.headers["Retry-After"]) > 0
+        assert "PostgreSQL is unavailable" in away.json()["error"]["message"]
+    finally:
+        runtime.stop()

@@ -19,7 +19,8 @@ of a session) is a 405, as the transport's specification asks of a server withou
 Checked here, before the SDK sees the body, as the REST API checks them (workflows/api/auth.py,
 whose functions these are): the host against ALLOWED_HOSTS (400), the key (401 with a Bearer
 challenge), the key's one-minute rate window shared with the REST API (429 with Retry-After);
-the body is limited to DATA_UPLOAD_MAX_MEMORY_SIZE by the SDK (413). What each tool needs
+the body is limited to DATA_UPLOAD_MAX_MEMORY_SIZE by the SDK (413); PostgreSQL away while
+the key is checked is a 503 with Retry-After, as on the API. What each tool needs
 (the scopes) is checked per call, in tools.py.
 """
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -40,10 +42,13 @@ from workflows.api.errors import ApiError
 from workflows.integrations import keys
 from workflows.mcp_endpoint.tools import build_server
 from workflows.mcp_server.connection import PATH
+from workflows.runtime import outages
+from workflows.store.errors import STORES_AWAY
 from workflows.store.models import ApiKey
 
 __all__ = ["PATH", "McpEndpoint"]
 
+log = logging.getLogger(__name__)
 UNAUTHORIZED = -32001  # JSON-RPC server error codes (-32000..-32099) for refusals before the SDK
 
 
@@ -71,6 +76,11 @@ class McpEndpoint:
             key = await database_sync_to_async(admit)(headers.get("authorization", ""))
         except ApiError as exc:
             await refuse(send, exc.status, exc.detail, exc.headers)
+            return
+        except STORES_AWAY as exc:  # as the API answers (api.py on_store_away): 503, Retry-After
+            log.warning("POST %s: %s", PATH, exc)
+            retry = {"Retry-After": str(outages.RETRY_AFTER_SECONDS)}
+            await refuse(send, 503, outages.unavailable(exc), retry)
             return
         origin = f"{scope.get('scheme', 'http')}://{host}"
         await self.start()

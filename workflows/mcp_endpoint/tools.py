@@ -15,8 +15,11 @@ idempotent, as the REST API's Idempotency-Key header does.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
+import logging
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import mcp_types as types
@@ -30,13 +33,17 @@ from mcp.shared.exceptions import MCPError
 from workflows.api.auth import authorize, person_of
 from workflows.api.errors import ApiError
 from workflows.mcp_server import calls, catalogue
-from workflows.store.errors import DomainError, Invalid
+from workflows.runtime import outages
+from workflows.store.errors import STORES_AWAY, DomainError, Invalid
 from workflows.store.models import ApiKey
 
+log = logging.getLogger(__name__)
 META_WAIT = "io.switchyard/waitSeconds"
 META_IDEMPOTENCY = "io.switchyard/idempotencyKey"
 FIRST_POLL_SECONDS, LAST_POLL_SECONDS = 0.02, 0.5
 FORBIDDEN = -32003  # a JSON-RPC server error code (-32000..-32099): the key may not list tools
+UNAVAILABLE = -32004  # likewise: a store is away
+INTERNAL_ERROR = -32603
 INSTRUCTIONS = (
     "Switchyard runs event-driven agent workflows. Each workflow tool starts a run of that "
     "workflow with the arguments as its input and answers its output; a run that takes longer "
@@ -195,6 +202,46 @@ async def watch_run(ctx: ServerRequestContext[Any, Any], run_id: int, deadline: 
         pause = min(pause * 1.5, LAST_POLL_SECONDS)
 
 
+Handler = Callable[[ServerRequestContext[Any, Any], Any], Awaitable[Any]]
+
+
+def guarded(handler: Handler) -> Handler:
+    """The handlers' one boundary: what escapes them is told without its text.
+
+    The SDK would answer any other exception with its text (`str(exc)`), and PostgreSQL's
+    names hosts and ports. A store away is said as the API says it (runtime/outages.py); a
+    call that may have started a run before it went says how to find it. Anything else is
+    logged with its traceback and answered as an internal error.
+    """
+
+    @functools.wraps(handler)
+    async def guard(ctx: ServerRequestContext[Any, Any], params: Any) -> Any:
+        try:
+            return await handler(ctx, params)
+        except STORES_AWAY as exc:
+            log.warning("MCP %s: %s", ctx.method, exc)
+            if ctx.method != "tools/call":
+                raise MCPError(code=UNAVAILABLE, message=outages.unavailable(exc)) from None
+            return refusal(away_during_call(exc))
+        except MCPError:
+            raise
+        except Exception:  # the boundary the docstring names
+            log.exception("MCP %s failed", ctx.method)
+            raise MCPError(
+                code=INTERNAL_ERROR, message="Switchyard failed to answer; the error is logged."
+            ) from None
+
+    return guard
+
+
+def away_during_call(exc: BaseException) -> str:
+    return (
+        f"{outages.store_of(exc)} is unavailable; try again in {outages.RETRY_AFTER_SECONDS} s. If this "
+        f"call may have started a run, call again with the same _meta {META_IDEMPOTENCY!r}: the run "
+        "it started is answered, never a second."
+    )
+
+
 def build_server() -> Server[Any]:
     """The SDK's low-level server with Switchyard's two handlers."""
     return Server(
@@ -202,6 +249,6 @@ def build_server() -> Server[Any]:
         version="1",
         title="Switchyard",
         instructions=INSTRUCTIONS,
-        on_list_tools=list_tools,
-        on_call_tool=call_tool,
+        on_list_tools=guarded(list_tools),
+        on_call_tool=guarded(call_tool),
     )

@@ -3,11 +3,14 @@
 Websockets pass the same-origin check (controlplane/origins.py: scheme, host and port) and the session authentication; every
 consumer then decides with controlplane.access. Static files are served by Django itself
 when SWITCHYARD_SERVE_STATIC is on (the default: `make run` has no separate web server).
+HTTP to /mcp goes to the MCP endpoint (workflows/mcp_endpoint/), an ASGI app of its own in
+the same process; everything else to Django.
 """
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from django.core.asgi import get_asgi_application
 
@@ -22,8 +25,20 @@ from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: 
 
 from controlplane.origins import SameOriginValidator  # noqa: E402
 from monitoring.routing import websocket_urlpatterns  # noqa: E402
+from workflows.mcp_endpoint.endpoint import PATH as MCP_PATH  # noqa: E402
+from workflows.mcp_endpoint.endpoint import McpEndpoint  # noqa: E402
 
-http = ASGIStaticFilesHandler(django_asgi) if settings.SERVE_STATIC else django_asgi
+django_http = ASGIStaticFilesHandler(django_asgi) if settings.SERVE_STATIC else django_asgi
+mcp_endpoint = McpEndpoint()
+
+
+async def http(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """Send /mcp to the MCP endpoint, the rest to Django."""
+    if scope["path"].rstrip("/") == MCP_PATH:
+        await mcp_endpoint(scope, receive, send)
+    else:
+        await django_http(scope, receive, send)
+
 
 application = ProtocolTypeRouter(
     {

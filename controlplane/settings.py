@@ -284,6 +284,8 @@ class SwitchyardSettings(TypedDict):
     WEBHOOK_BACKOFF_SECONDS: float
     BUDGET_OUTPUT_TOKENS: int
     SECRETS_KEY: str
+    MCP_WAIT_SECONDS: float
+    MCP_MAX_WAIT_SECONDS: float
 
 
 SWITCHYARD: SwitchyardSettings = {
@@ -349,6 +351,11 @@ SWITCHYARD: SwitchyardSettings = {
     # The keys that seal secrets at rest (Fernet, comma-separated, the first seals; see
     # workflows/store/secrets.py). `make run` generates one into .data/dev/secrets.key.
     "SECRETS_KEY": env_str("SWITCHYARD_SECRETS_KEY", ""),
+    # MCP endpoint (/mcp): how long a workflow tool call waits for its run before answering
+    # with the run id and link instead; a call may ask for less or more, up to the maximum.
+    "MCP_WAIT_SECONDS": env_float("SWITCHYARD_MCP_WAIT_SECONDS", 30.0),
+    # The longest wait a call may ask for (`_meta["io.switchyard/waitSeconds"]`, docs/integrators/mcp.md).
+    "MCP_MAX_WAIT_SECONDS": env_float("SWITCHYARD_MCP_MAX_WAIT_SECONDS", 300.0),
 }
 
 AUTH_PASSWORD_VALIDATORS = [

@@ -25,6 +25,8 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from controlplane import access
 from monitoring.views.guards import requires
 from workflows.integrations import keys, webhooks
+from workflows.mcp_server import connection
+from workflows.mcp_server.connection import PATH as MCP_PATH
 from workflows.operations import workers
 from workflows.runs import actions as runs
 from workflows.store.errors import DomainError, Invalid
@@ -36,10 +38,17 @@ DELIVERY_PAGE = 50
 # --------------------------------------------------------------------------- API keys
 
 
-def keys_context(query: str = "", **extra: Any) -> dict[str, Any]:
+def keys_context(request: HttpRequest, query: str = "", plaintext: str = "", **extra: Any) -> dict[str, Any]:
+    """The page's context; the MCP snippets carry the key just made, else a placeholder."""
     rows = keys.matching_keys(query).select_related("owner").order_by("-id")[:200]
+    mcp_url = request.build_absolute_uri(MCP_PATH)
     context = {"keys": rows, "query": query, "scopes": access.SCOPES, "now": timezone.now(), "nav": "keys"}
-    return {**context, **extra}
+    mcp = {
+        "mcp_url": mcp_url,
+        "mcp_snippets": connection.snippets(mcp_url, plaintext),
+        "plaintext": plaintext,
+    }
+    return {**context, **mcp, **extra}
 
 
 @require_http_methods(["GET", "POST"])
@@ -48,7 +57,7 @@ def api_keys(request: HttpRequest) -> HttpResponse:
     """List keys; a POST creates one and answers with its plaintext, shown this once."""
     if request.method == "GET":
         query = request.GET.get("q", "").strip()[:100]
-        return render(request, "monitoring/keys.html", keys_context(query))
+        return render(request, "monitoring/keys.html", keys_context(request, query))
     try:
         scopes = request.POST.getlist("scopes")
         expires = parse_expiry(request.POST.get("expires_at", ""))
@@ -60,8 +69,8 @@ def api_keys(request: HttpRequest) -> HttpResponse:
             request.user,
         )
     except DomainError as exc:
-        return render(request, "monitoring/keys.html", keys_context(error=str(exc)), status=400)
-    return render(request, "monitoring/keys.html", keys_context(created=key, plaintext=plaintext))
+        return render(request, "monitoring/keys.html", keys_context(request, error=str(exc)), status=400)
+    return render(request, "monitoring/keys.html", keys_context(request, created=key, plaintext=plaintext))
 
 
 def parse_expiry(text: str) -> datetime | None:

@@ -98,8 +98,9 @@ def parse_path(path: str) -> tuple[str | int, ...]:
             steps.append(json.loads(f'"{m.group(1)}"') if m.group(1) is not None else m.group(2))
         else:
             raise BadExpectation(
-                "path", f"{path!r} does not parse at character {at + 1} ({path[at:at + 10]!r}); "
-                'use .name, [index] or ["name"] steps.'
+                "path",
+                f"{path!r} does not parse at character {at + 1} ({path[at : at + 10]!r}); "
+                'use .name, [index] or ["name"] steps.',
             )
         at = m.end()
     return tuple(steps)
@@ -127,7 +128,17 @@ def parse(raw: Any) -> Expectation:
     kind = raw.get("kind")
     if kind not in KINDS:
         raise BadExpectation("kind", f"{kind!r} is not a kind; use one of {', '.join(KINDS)}.")
-    unknown = set(raw) - {"kind", "node", "path", "value", "schema", "tolerance", "rubric", "provider", "model"}
+    unknown = set(raw) - {
+        "kind",
+        "node",
+        "path",
+        "value",
+        "schema",
+        "tolerance",
+        "rubric",
+        "provider",
+        "model",
+    }
     if unknown:
         raise BadExpectation(sorted(unknown)[0], "is not a field of an expectation.")
     node = raw.get("node")
@@ -152,7 +163,11 @@ def kind_fields(kind: str, raw: dict[str, Any]) -> dict[str, Any]:
         rubric = raw.get("rubric")
         if not isinstance(rubric, str) or not rubric.strip():
             raise BadExpectation("rubric", "a judge needs a rubric: what a passing answer must do.")
-        return {"rubric": rubric, "provider": text_or_none(raw, "provider"), "model": text_or_none(raw, "model")}
+        return {
+            "rubric": rubric,
+            "provider": text_or_none(raw, "provider"),
+            "model": text_or_none(raw, "model"),
+        }
     return {"value": raw["value"]}
 
 
@@ -199,7 +214,11 @@ def check(expectation: Expectation, final: dict[str, Any], nodes: dict[str, Any]
     assert not expectation.is_judge, "a judge is decided by its LLM call (judge_verdict)"
     target = target_of(expectation, final, nodes)
     if target is MISSING:
-        where = f"node {expectation.node!r} has no output" if expectation.node and expectation.node not in nodes else ""
+        where = (
+            f"node {expectation.node!r} has no output"
+            if expectation.node and expectation.node not in nodes
+            else ""
+        )
         where = where or f"nothing at {expectation.path}"
         return Verdict(False, f"{expectation.describe()}: {where}.")
     return CHECKS[expectation.kind](expectation, target)
@@ -281,7 +300,10 @@ def judge_messages(e: Expectation, target: Any) -> list[dict[str, str]]:
         f"You judge an AI workflow's output against this rubric:\n{e.rubric}\n"
         "Answer PASS or FAIL as the first word, then one sentence saying why."
     )
-    return [{"role": "system", "content": system}, {"role": "user", "content": json.dumps(target, sort_keys=True)}]
+    return [
+        {"role": "system", "content": system},
+        {"role": "user", "content": json.dumps(target, sort_keys=True)},
+    ]
 
 
 def judge_verdict(e: Expectation, answer: str) -> Verdict:

@@ -43,7 +43,9 @@ class SuiteCase(models.Model):
     name = models.CharField(max_length=200)
     input = models.JSONField(default=dict)
     # SET_NULL: retention may delete the origin; the case still runs, live.
-    origin = models.ForeignKey("workflows.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    origin = models.ForeignKey(
+        "workflows.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     expectations = models.JSONField(default=list)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -76,7 +78,9 @@ class SuiteRun(models.Model):
         ordering = ["-id"]
         indexes = [
             models.Index(fields=["suite", "-id"], name="suiterun_suite_idx"),
-            models.Index(fields=["id"], condition=models.Q(evaluated_at__isnull=True), name="suiterun_open_idx"),
+            models.Index(
+                fields=["id"], condition=models.Q(evaluated_at__isnull=True), name="suiterun_open_idx"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -88,7 +92,9 @@ class SuiteCaseRun(models.Model):
     case = models.ForeignKey(SuiteCase, null=True, on_delete=models.SET_NULL, related_name="+")
     case_name = models.CharField(max_length=200)
     run = models.OneToOneField("workflows.Run", on_delete=models.CASCADE, related_name="suite_case")
-    origin = models.ForeignKey("workflows.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    origin = models.ForeignKey(
+        "workflows.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     calls = models.CharField(max_length=20)
     passed = models.BooleanField(null=True)
     verdicts = models.JSONField(default=list)  # [{expectation, passed, message, judge}]

@@ -196,7 +196,9 @@ def case_in(raw: Any, where: str) -> CaseIn:
         raise Invalid(f"{where}: must be a JSON object with an input.")
     unknown = set(raw) - {"input", "name", "origin", "expectations"}
     if unknown:
-        raise Invalid(f"{where}: {sorted(unknown)[0]} is not a field of a case (input, name, origin, expectations).")
+        raise Invalid(
+            f"{where}: {sorted(unknown)[0]} is not a field of a case (input, name, origin, expectations)."
+        )
     origin = raw.get("origin")
     if origin is not None and (isinstance(origin, bool) or not isinstance(origin, int)):
         raise Invalid(f"{where}.origin: must be a run id.")

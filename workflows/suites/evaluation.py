@@ -80,11 +80,17 @@ def judge_case(case: SuiteCaseRun) -> None:
     )
     verdicts = []
     if run.status != RunStatus.SUCCEEDED:
-        verdicts.append({"expectation": "the run succeeds", "passed": False, "message": run_failure(run), "judge": False})
+        verdicts.append(
+            {"expectation": "the run succeeds", "passed": False, "message": run_failure(run), "judge": False}
+        )
     raw = case.case.expectations if case.case is not None else []
     for item in raw:
         expectation = ex.parse(item)
-        verdict = judge(expectation, final, nodes, case) if expectation.is_judge else ex.check(expectation, final, nodes)
+        verdict = (
+            judge(expectation, final, nodes, case)
+            if expectation.is_judge
+            else ex.check(expectation, final, nodes)
+        )
         verdicts.append(
             {
                 "expectation": expectation.describe(),
@@ -101,11 +107,17 @@ def judge_case(case: SuiteCaseRun) -> None:
 
 def run_failure(run: Run) -> str:
     dead = NodeRun.objects.filter(run=run, status=NodeStatus.DEAD).order_by("finished_at").first()
-    at = f" at node {dead.node_id!r}: {dead.error.strip().splitlines()[-1][:300]}" if dead and dead.error else ""
+    at = (
+        f" at node {dead.node_id!r}: {dead.error.strip().splitlines()[-1][:300]}"
+        if dead and dead.error
+        else ""
+    )
     return f"the run {run.status}{at}."
 
 
-def judge(expectation: ex.Expectation, final: dict[str, Any], nodes: dict[str, Any], case: SuiteCaseRun) -> ex.Verdict:
+def judge(
+    expectation: ex.Expectation, final: dict[str, Any], nodes: dict[str, Any], case: SuiteCaseRun
+) -> ex.Verdict:
     """Ask the judge's model to grade the target against the rubric."""
     target = ex.target_of(expectation, final, nodes)
     if target is ex.MISSING:

@@ -108,7 +108,9 @@ def start_case(suite_run: SuiteRun, case: SuiteCase, version: WorkflowVersion, m
 
 def get_suite_run(suite_run_id: int) -> SuiteRun:
     try:
-        return SuiteRun.objects.select_related("suite", "suite__workflow", "version", "draft").get(pk=suite_run_id)
+        return SuiteRun.objects.select_related("suite", "suite__workflow", "version", "draft").get(
+            pk=suite_run_id
+        )
     except SuiteRun.DoesNotExist:
         raise NotFound(f"There is no suite run {suite_run_id}.") from None
 

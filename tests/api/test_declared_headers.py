@@ -119,6 +119,12 @@ BODIES: dict[str, Any] = {
     "update_budget": {**BUDGET, "name": "world", "amount": 2_000_000},
     "set_secret": {"value": "walked"},
     "subscribe_to_topic": {"filter": "output.n > 0"},
+    "create_suite": {"name": "walked", "cases": [{"input": {"n": 1}}]},
+    "update_suite": {"required_to_publish": False},
+    "add_cases": {"cases": [{"input": {"n": 2}}]},
+    "add_cases_from_runs": {"last": 5},
+    "upload_cases": {"jsonl": '{"input": {"n": 3}}'},
+    "start_suite_run": {},
 }
 
 
@@ -184,6 +190,8 @@ def walk(
         "workflows/chain/schedules", {**BODIES["create_schedule"], "name": "mornings"}
     ).json()
     budget = admin.post("budgets", {**BUDGET, "name": "world"}).json()
+    suite = admin.post("workflows/chain/suites", {"name": "world", "cases": [{"input": {"n": 1}}]}).json()
+    suite_run = admin.post(f"suites/{suite['id']}/runs", {}).json()
     topic_subscription = subscriptions.subscribe(chain, "walked.topic")
     event = {"specversion": "1.0", "id": "e-1", "source": "/walk", "type": "walked.topic", "data": {}}
     (published,) = publishing.publish_events([("walked.topic", from_structured(event))])
@@ -218,6 +226,8 @@ def walk(
             "id": budget["id"],  # a budget's (and, naming no hold, allow_hold's)
             "topic": "walked.topic",
             "event_id": published.row_id,
+            "suite_id": suite["id"],
+            "suite_run_id": suite_run["id"],
         },
     }
 

@@ -97,12 +97,16 @@ def set_required(suite: Suite, required: bool, user: Any = None) -> Suite:
     return suite
 
 
-def add_cases(suite: Suite, cases: Iterable[CaseIn], where: str = "cases") -> list[SuiteCase]:
-    """Write cases to a suite after checking every one (nothing written if one is bad)."""
+def add_cases(
+    suite: Suite, cases: Iterable[CaseIn], where: str = "cases", labels: list[str] | None = None
+) -> list[SuiteCase]:
+    """Write cases to a suite after checking every one (nothing written if one is bad); errors name
+    each case as `labels` do (default `cases[i]`)."""
     items = list(cases)
     if suite.cases.count() + len(items) > MAX_CASES:
         raise Invalid(f"{where}: a suite holds at most {MAX_CASES} cases.")
-    rows = [case_row(suite, item, f"{where}[{i}]") for i, item in enumerate(items)]
+    labels = labels or [f"{where}[{i}]" for i in range(len(items))]
+    rows = [case_row(suite, item, label) for item, label in zip(items, labels, strict=True)]
     with transaction.atomic():
         made = SuiteCase.objects.bulk_create(rows)
     return made
@@ -112,15 +116,15 @@ def case_row(suite: Suite, item: CaseIn, where: str) -> SuiteCase:
     try:
         runs.check_input(item.input)
     except Invalid as exc:
-        raise Invalid(f"{where}.{exc.message}") from None
+        raise Invalid(f"{where}: {exc.message}") from None
     origin = origin_run(suite.workflow, item.origin, where) if item.origin is not None else None
     if not isinstance(item.expectations, list):
-        raise Invalid(f"{where}.expectations: must be a list of expectations.")
+        raise Invalid(f"{where}: expectations: must be a list of expectations.")
     for i, raw in enumerate(item.expectations):
         try:
             expectations.parse(raw)
         except expectations.BadExpectation as exc:
-            raise Invalid(f"{where}.expectations[{i}].{exc.field}: {exc.message}") from None
+            raise Invalid(f"{where}: expectations[{i}].{exc.field}: {exc.message}") from None
     name = (item.name or (f"run {origin.pk}" if origin else "case"))[:200]
     return SuiteCase(suite=suite, name=name, input=item.input, origin=origin, expectations=item.expectations)
 
@@ -128,7 +132,7 @@ def case_row(suite: Suite, item: CaseIn, where: str) -> SuiteCase:
 def origin_run(workflow: Workflow, run_id: int, where: str) -> Run:
     run = Run.objects.filter(pk=run_id, workflow=workflow).first()
     if run is None:
-        raise Invalid(f"{where}.origin: workflow {workflow.slug!r} has no run {run_id}.")
+        raise Invalid(f"{where}: origin: workflow {workflow.slug!r} has no run {run_id}.")
     return run
 
 
@@ -201,20 +205,19 @@ def case_in(raw: Any, where: str) -> CaseIn:
         )
     origin = raw.get("origin")
     if origin is not None and (isinstance(origin, bool) or not isinstance(origin, int)):
-        raise Invalid(f"{where}.origin: must be a run id.")
+        raise Invalid(f"{where}: origin: must be a run id.")
     name = raw.get("name", "")
     if not isinstance(name, str):
-        raise Invalid(f"{where}.name: must be text.")
+        raise Invalid(f"{where}: name: must be text.")
     return CaseIn(raw.get("input", {}), name, origin, raw.get("expectations", []))
 
 
 def upload(suite: Suite, text: str, user: Any = None) -> list[SuiteCase]:
     """Add the cases of a JSONL text to a suite, all or none; errors name the line."""
     cases = parse_jsonl(text)
+    labels = [f"line {line_of(text, i)}" for i in range(len(cases))]
     with transaction.atomic():
-        made = []
-        for i, case in enumerate(cases):
-            made += add_cases(suite, [case], f"line {line_of(text, i)}")
+        made = add_cases(suite, cases, "file", labels)
         audit.record(user, "suite.upload", suite, cases=len(made))
     return made
 

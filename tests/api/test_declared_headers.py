@@ -35,6 +35,7 @@ from controlplane import access
 from tests.api.conftest import Api, dead_letter
 from tests.api.test_approvals import waiting_run
 from tests.api.test_outages import dead_port
+from tests.api.test_suites import finished_run
 from tests.api.test_webhooks import signed
 from workflows.api.api import document
 from workflows.core.cloudevents import from_structured
@@ -125,6 +126,7 @@ BODIES: dict[str, Any] = {
     "add_cases_from_runs": {"last": 5},
     "upload_cases": {"jsonl": '{"input": {"n": 3}}'},
     "start_suite_run": {},
+    "test_recent_runs": {"last": 5, "version": 1},
 }
 
 
@@ -190,6 +192,7 @@ def walk(
         "workflows/chain/schedules", {**BODIES["create_schedule"], "name": "mornings"}
     ).json()
     budget = admin.post("budgets", {**BUDGET, "name": "world"}).json()
+    finished_run(chain, 1)  # a succeeded run for the suites built from runs
     suite = admin.post("workflows/chain/suites", {"name": "world", "cases": [{"input": {"n": 1}}]}).json()
     suite_run = admin.post(f"suites/{suite['id']}/runs", {}).json()
     topic_subscription = subscriptions.subscribe(chain, "walked.topic")

@@ -79,3 +79,13 @@ class SuiteRunIn(Body):
         "recorded-then-live",
         description="How cases with an origin make their calls; cases without one run live.",
     )
+
+
+class RecentRunsIn(Body):
+    last: int = Field(
+        20, ge=1, le=building.MAX_FROM_RUNS, description="How many of the latest succeeded runs."
+    )
+    version: Number | None = Field(
+        None, description="The version number to test (default: the newest draft)."
+    )
+    mode: Mode = "recorded-then-live"

@@ -16,7 +16,7 @@ from workflows.api.schema import refuses
 from workflows.runs.search import RunSearch
 from workflows.store.models import Workflow
 from workflows.store.suites import Suite
-from workflows.suites import building, reports, running
+from workflows.suites import building, recent, reports, running
 from workflows.versions import publish as versions
 
 router = Router(tags=["suites"])
@@ -176,3 +176,27 @@ def get_suite_run(request: ApiRequest, suite_run_id: SuiteId) -> Any:
     expectation's verdict (a judge's marked `judge`), the nodes changed against its origin with a link
     to the comparison, and its LLM cost."""
     return ss.suite_run_out(reports.report(suite_run_id))
+
+
+@router.post(
+    "/workflows/{slug:slug}/suites/recent-runs",
+    response={201: ss.SuiteRunOut},
+    auth=allowed("run_suite"),
+    summary="Test against recent runs",
+)
+@refuses(404)
+def test_recent_runs(
+    request: ApiRequest, response: HttpResponse, slug: SlugPath, body: si.RecentRunsIn
+) -> Any:
+    """What the editor's "Test against recent runs" does: the workflow's suite `recent runs` (made on first
+    use) is given the last `last` succeeded runs as its cases (each expecting the output its run had), then
+    run on version `version`, by default the newest draft (frozen first: that needs the editor role). Poll
+    the answer's `url`. Mark that suite required to publish to gate publishing on it."""
+    workflow = versions.get_workflow(slug)
+    draft = body.version is None
+    probe = Suite(workflow=workflow)
+    if not running.target_version(probe, body.version, draft).is_published:
+        authorize_actor(request.auth, "publish")
+    suite_run = recent.test_recent_runs(workflow, body.last, body.version, draft, body.mode, request.auth)
+    response["Location"] = f"/api/v1/suite-runs/{suite_run.pk}"
+    return Status(201, ss.suite_run_out(reports.report(suite_run.pk)))

@@ -50,6 +50,15 @@ def test_a_failure_names_the_expectation_what_was_expected_and_what_was_found() 
     assert message == 'path_equals on the final output at $.end.tags[0]: expected "z", got "a".'
 
 
+def test_an_equals_failure_on_objects_names_each_differing_path() -> None:
+    expected = {"end": {"score": 0.5, "tags": ["a", "b"], "gone": 1}}
+    message = verdict({"kind": "equals", "value": expected}).message
+    assert message.startswith("equals on the final output: differs at ")
+    assert "$.end.score (expected 0.5, got 0.82)" in message
+    assert "$.end.gone (missing; expected 1)" in message
+    assert '$.end.text (not expected: "the answer is 42")' in message
+
+
 def test_a_missing_node_or_path_fails_naming_it() -> None:
     assert "node 'nope' has no output" in verdict({"kind": "equals", "node": "nope", "value": 1}).message
     assert "nothing at $.end.missing" in verdict({"kind": "equals", "path": "$.end.missing", "value": 1}).message

@@ -1,6 +1,6 @@
 """Expectations of a suite case on a run's output, and their checks (pure).
 
-Standard library and jsonschema only. An expectation is a JSON object; `parse` turns it into
+Standard library, jsonschema and the core's JSON diff only. An expectation is a JSON object; `parse` turns it into
 an `Expectation` or raises `BadExpectation` naming the field (the surfaces answer 422), and
 `check` holds it against the output of a finished run, returning a `Verdict`.
 
@@ -34,11 +34,14 @@ from typing import Any
 import jsonschema
 from jsonschema.exceptions import SchemaError
 
+from workflows.core.outputdiff import Change, diff_json
+
 KINDS = ("equals", "path_equals", "contains", "schema", "tolerance", "judge")
 NAME = re.compile(r"[A-Za-z0-9_\-]+")
 INDEX = re.compile(r"\[(-?\d+)\]")
 QUOTED = re.compile(r"""\[(?:"((?:[^"\\]|\\.)*)"|'([^'\\]*)')\]""")
 MISSING = object()
+DIFFS_NAMED = 3  # differing leaves an equals failure names
 
 
 class BadExpectation(ValueError):
@@ -249,7 +252,20 @@ def short(value: Any, limit: int = 120) -> str:
 def check_equals(e: Expectation, target: Any) -> Verdict:
     if same_json(target, e.value):
         return Verdict(True, "")
-    return Verdict(False, f"{e.describe()}: expected {short(e.value)}, got {short(target)}.")
+    if not isinstance(target, dict | list) or not isinstance(e.value, dict | list):
+        return Verdict(False, f"{e.describe()}: expected {short(e.value)}, got {short(target)}.")
+    diff = diff_json(e.value, target, DIFFS_NAMED)
+    where = "; ".join(difference(c) for c in diff.changes) + ("; …" if diff.truncated else "")
+    return Verdict(False, f"{e.describe()}: differs at {where}.")
+
+
+def difference(change: Change) -> str:
+    """One leaf that differs, from what was expected to what was found."""
+    if change.kind == "added":
+        return f"{change.path} (not expected: {short(change.after, 60)})"
+    if change.kind == "removed":
+        return f"{change.path} (missing; expected {short(change.before, 60)})"
+    return f"{change.path} (expected {short(change.before, 60)}, got {short(change.after, 60)})"
 
 
 def check_contains(e: Expectation, target: Any) -> Verdict:

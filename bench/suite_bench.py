@@ -22,7 +22,7 @@ import sys
 import time
 from typing import Any
 
-from dashboard_bench import REPO, Bench
+from dashboard_bench import DATA_DIR, REPO, Bench, services
 
 import harness
 
@@ -66,6 +66,8 @@ def main() -> None:
             measure(bench, llm, args.cases)
         finally:
             harness.stop(bench.procs)
+            if bench.started_services:
+                services.down(DATA_DIR)
 
 
 def measure(bench: Bench, llm: Any, n: int) -> None:

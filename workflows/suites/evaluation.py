@@ -151,5 +151,5 @@ def summary(cases: list[SuiteCaseRun]) -> dict[str, Any]:
         "passed": sum(1 for c in cases if c.passed),
         "failed": sum(1 for c in cases if not c.passed),
         "changed": sum(1 for c in cases if c.changed),
-        "cost": str(sum(costs, Decimal(0))) if costs else None,
+        "cost": f"{sum(costs, Decimal(0)):f}" if costs else None,
     }

@@ -22,9 +22,8 @@ import sys
 import time
 from typing import Any
 
-from dashboard_bench import DATA_DIR, REPO, Bench, services
-
 import harness
+from dashboard_bench import DATA_DIR, REPO, Bench, services
 
 sys.path.insert(0, str(REPO))
 
@@ -32,7 +31,9 @@ NODES = ("plan", "draft", "review")
 
 
 def definition() -> dict[str, Any]:
-    nodes = [{"id": n, "handler": "llm.chat", "config": {"prompt": f"{n} for {{input.topic}}"}} for n in NODES]
+    nodes = [
+        {"id": n, "handler": "llm.chat", "config": {"prompt": f"{n} for {{input.topic}}"}} for n in NODES
+    ]
     edges = [{"source": a, "target": b} for a, b in zip(NODES, NODES[1:], strict=False)]
     return {"nodes": nodes, "edges": edges}
 
@@ -96,9 +97,13 @@ def measure(bench: Bench, llm: Any, n: int) -> None:
     began = time.perf_counter()
     suite_run = running.start_suite_run(suite, calls="recorded")
     case_ids = list(suite_run.cases.values_list("run_id", flat=True))
-    ended = wait(lambda: Run.objects.filter(pk__in=case_ids, status__in=RUN_FINISHED).count() == n, 600, "cases")
+    ended = wait(
+        lambda: Run.objects.filter(pk__in=case_ids, status__in=RUN_FINISHED).count() == n, 600, "cases"
+    )
     evaluated = wait(
-        lambda: SuiteRun.objects.filter(pk=suite_run.pk, evaluated_at__isnull=False).exists(), 600, "evaluation"
+        lambda: SuiteRun.objects.filter(pk=suite_run.pk, evaluated_at__isnull=False).exists(),
+        600,
+        "evaluation",
     )
     report("recorded suite", n, ended - began, len(llm.requests) - calls)
     row = SuiteRun.objects.get(pk=suite_run.pk)

@@ -57,7 +57,9 @@ def wire_runtime() -> None:
     duties.register(duties.Duty("budget holds", budget_holds.OFFER_SECONDS, budget_holds.offer_held))
     duties.register(duties.Duty("lost reservations", 5.0, budget_ledger.settle_lost, exclusive=True))
     duties.register(
-        duties.Duty("suite runs", suite_evaluation.EVERY_SECONDS, suite_evaluation.evaluate_ended, exclusive=True)
+        duties.Duty(
+            "suite runs", suite_evaluation.EVERY_SECONDS, suite_evaluation.evaluate_ended, exclusive=True
+        )
     )
     gates.register("required suites", suite_gate.check_publish)
     if not any(isinstance(gate, BudgetGate) for gate in admission.GATES):

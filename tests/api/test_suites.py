@@ -34,7 +34,9 @@ def flow(db: Any) -> Workflow:
     return publish("flow", CHAIN)
 
 
-def test_a_suite_built_from_the_last_runs_has_a_case_per_run_expecting_its_output(api: Api, flow: Workflow) -> None:
+def test_a_suite_built_from_the_last_runs_has_a_case_per_run_expecting_its_output(
+    api: Api, flow: Workflow
+) -> None:
     made = [finished_run(flow, n) for n in range(3)]
     answer = api.post("workflows/flow/suites", {"name": "recent", "from_runs": {"last": 2}})
     assert answer.status_code == 201, answer.content
@@ -48,15 +50,21 @@ def test_a_suite_built_from_the_last_runs_has_a_case_per_run_expecting_its_outpu
 def test_picked_runs_that_did_not_succeed_are_refused_naming_the_run(api: Api, flow: Workflow) -> None:
     good = finished_run(flow, 1)
     running, _ = runs.start_run(flow, {"n": 2})
-    answer = api.post("workflows/flow/suites", {"name": "picked", "from_runs": {"runs": [good.pk, running.pk]}})
+    answer = api.post(
+        "workflows/flow/suites", {"name": "picked", "from_runs": {"runs": [good.pk, running.pk]}}
+    )
     body = assert_problem(answer, 422)
     assert f"runs[1]: run {running.pk} running" in body["detail"]
     assert not Suite.objects.exists()
 
 
-def test_a_malformed_jsonl_line_is_refused_naming_its_number_and_nothing_is_added(api: Api, flow: Workflow) -> None:
+def test_a_malformed_jsonl_line_is_refused_naming_its_number_and_nothing_is_added(
+    api: Api, flow: Workflow
+) -> None:
     suite = api.post("workflows/flow/suites", {"name": "upload"}).json()
-    text = "\n".join([json.dumps({"input": {"n": 1}}), "", json.dumps({"input": {"n": 2}}), '{"input": {"n": 3}'])
+    text = "\n".join(
+        [json.dumps({"input": {"n": 1}}), "", json.dumps({"input": {"n": 2}}), '{"input": {"n": 3}']
+    )
     body = assert_problem(api.post(f"suites/{suite['id']}/cases/upload", {"jsonl": text}), 422)
     assert body["detail"].startswith("line 4: not JSON")
     bad_field = "\n".join([json.dumps({"input": {"n": 1}}), json.dumps({"input": 5})])
@@ -69,7 +77,9 @@ def test_a_malformed_jsonl_line_is_refused_naming_its_number_and_nothing_is_adde
     assert [c["name"] for c in answer.json()] == ["n0", "n1", "n2"]
 
 
-def test_a_json_path_that_does_not_parse_is_a_422_naming_the_path_and_the_character(api: Api, flow: Workflow) -> None:
+def test_a_json_path_that_does_not_parse_is_a_422_naming_the_path_and_the_character(
+    api: Api, flow: Workflow
+) -> None:
     case = {"input": {}, "expectations": [{"kind": "path_equals", "path": "$.a..b", "value": 1}]}
     body = assert_problem(api.post("workflows/flow/suites", {"name": "paths", "cases": [case]}), 422)
     assert "cases[0]: expectations[0].path: '$.a..b' does not parse at character 4" in body["detail"]
@@ -80,7 +90,8 @@ def test_a_case_whose_input_fails_the_versions_input_schema_is_refused_naming_ca
     api: Api, flow: Workflow
 ) -> None:
     suite = api.post(
-        "workflows/flow/suites", {"name": "typed", "cases": [{"input": {"n": 1}, "name": "ok"}, {"input": {}, "name": "bare"}]}
+        "workflows/flow/suites",
+        {"name": "typed", "cases": [{"input": {"n": 1}, "name": "ok"}, {"input": {}, "name": "bare"}]},
     ).json()
     schema = {"type": "object", "required": ["n"], "properties": {"n": {"type": "integer"}}}
     versions.create_version(flow, {**CHAIN, "input_schema": schema})
@@ -120,7 +131,9 @@ def test_an_operator_may_run_a_suite_on_a_version_but_not_on_a_draft_nor_create_
     assert_problem(operator.post(f"suites/{suite['id']}/runs", {"draft": True}), 403)
 
 
-def test_publishing_a_draft_is_refused_while_a_required_suite_has_not_passed_on_it(api: Api, flow: Workflow) -> None:
+def test_publishing_a_draft_is_refused_while_a_required_suite_has_not_passed_on_it(
+    api: Api, flow: Workflow
+) -> None:
     api.post("workflows/flow/suites", {"name": "gate", "required_to_publish": True, "cases": [{"input": {}}]})
     draft = versions.create_version(flow, {**CHAIN, "description": "changed"})
     body = assert_problem(api.post(f"workflows/flow/versions/{draft.number}/publish", {}), 409)

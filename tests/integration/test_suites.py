@@ -44,7 +44,11 @@ def definition(refund_prompt: str = "refund {input.n}") -> dict[str, Any]:
         return {"id": node_id, "handler": "llm.chat", "config": {"prompt": prompt}}
 
     return {
-        "nodes": [chat("ask", "classify {input.n}"), chat("refund", refund_prompt), chat("other", "answer {input.n}")],
+        "nodes": [
+            chat("ask", "classify {input.n}"),
+            chat("refund", refund_prompt),
+            chat("other", "answer {input.n}"),
+        ],
         "edges": [
             {"source": "ask", "target": "refund", "when": 'input.kind == "refund"'},
             {"source": "ask", "target": "other", "when": 'input.kind != "refund"'},
@@ -98,7 +102,9 @@ def test_a_suite_of_recorded_runs_against_a_draft_that_changes_one_branch_fails_
     assert asked == sorted(f"refund v2 {r.input['n']}" for r in made if r.input["kind"] == "refund")
     assert all(c.run.priority == running.PRIORITY for c in found.cases)
     message = found.failing[0].verdicts[0]["message"]
-    assert message.startswith('equals on the final output: differs at $.refund.content (expected "echo: refund ')
+    assert message.startswith(
+        'equals on the final output: differs at $.refund.content (expected "echo: refund '
+    )
 
 
 def test_a_publish_gated_on_a_failing_suite_is_refused_naming_the_failing_cases_and_passes_once_it_passes(
@@ -128,7 +134,18 @@ def test_workflow_test_writes_junit_that_a_junit_parser_reads_back_and_exits_non
     draft(workflow, "refund v2 {input.n}")
     out = tmp_path / "suite.xml"
     with pytest.raises(CommandError) as caught:
-        call_command("workflow", "test", "triage", "--suite", "recent", "--draft", "--junit", str(out), "--timeout", "90")
+        call_command(
+            "workflow",
+            "test",
+            "triage",
+            "--suite",
+            "recent",
+            "--draft",
+            "--junit",
+            str(out),
+            "--timeout",
+            "90",
+        )
     assert caught.value.returncode == 1
     root = ET.parse(out).getroot()
     testsuite = root.find("testsuite")
@@ -138,7 +155,9 @@ def test_workflow_test_writes_junit_that_a_junit_parser_reads_back_and_exits_non
     assert set(cases) == {f"run {r.pk}" for r in made}
     refund = next(r for r in made if r.input["kind"] == "refund")
     failure = cases[f"run {refund.pk}"].find("failure")
-    assert failure is not None and failure.get("message", "").startswith("equals on the final output: differs at $.refund.content")
+    assert failure is not None and failure.get("message", "").startswith(
+        "equals on the final output: differs at $.refund.content"
+    )
     assert all(c.find("failure") is None for name, c in cases.items() if name != f"run {refund.pk}")
     # The published version itself passes: exit 0 (no exception).
     call_command("workflow", "test", "triage", "--suite", "recent", "--version", "1", "--junit", str(out))

@@ -61,7 +61,9 @@ def test_an_equals_failure_on_objects_names_each_differing_path() -> None:
 
 def test_a_missing_node_or_path_fails_naming_it() -> None:
     assert "node 'nope' has no output" in verdict({"kind": "equals", "node": "nope", "value": 1}).message
-    assert "nothing at $.end.missing" in verdict({"kind": "equals", "path": "$.end.missing", "value": 1}).message
+    assert (
+        "nothing at $.end.missing" in verdict({"kind": "equals", "path": "$.end.missing", "value": 1}).message
+    )
 
 
 def test_a_schema_failure_names_where_the_output_breaks_it() -> None:

@@ -112,13 +112,17 @@ def parse_path(path: str) -> tuple[str | int, ...]:
 def resolve(value: Any, steps: tuple[str | int, ...]) -> Any:
     """The value at `steps` in `value`, or MISSING."""
     for step in steps:
-        if isinstance(step, int) and isinstance(value, list) and -len(value) <= step < len(value):
-            value = value[step]
-        elif isinstance(step, str) and isinstance(value, dict) and step in value:
-            value = value[step]
-        else:
-            return MISSING
+        value = step_into(value, step)
+        if value is MISSING:
+            break
     return value
+
+
+def step_into(value: Any, step: str | int) -> Any:
+    if isinstance(step, int):
+        in_range = isinstance(value, list) and -len(value) <= step < len(value)
+        return value[step] if in_range else MISSING
+    return value[step] if isinstance(value, dict) and step in value else MISSING
 
 
 # --------------------------------------------------------------------------- parsing

@@ -51,12 +51,19 @@ def create_suite(request: HttpRequest, workflow: Workflow) -> HttpResponse:
         last = int(post.get("last") or 0)
         cases = [building.case_of_run(r) for r in building.recent_runs(workflow, last)] if last else []
         suite = building.create_suite(
-            workflow, post.get("name", ""), post.get("description", ""), "required" in post, cases, request.user
+            workflow,
+            post.get("name", ""),
+            post.get("description", ""),
+            "required" in post,
+            cases,
+            request.user,
         )
     except (DomainError, ValueError) as exc:
         message = exc.message if isinstance(exc, DomainError) else "last: a number of runs."
         status = exc.http_status if isinstance(exc, DomainError) else 422
-        return render(request, "suites/suites.html", suites_context(workflow, error=message, posted=post), status=status)
+        return render(
+            request, "suites/suites.html", suites_context(workflow, error=message, posted=post), status=status
+        )
     messages.success(request, f"Suite {suite.name} created with {len(cases)} cases.")
     return redirect("suites:detail", slug=workflow.slug, suite_id=suite.pk)
 
@@ -100,9 +107,13 @@ def add_cases(request: HttpRequest, slug: str, suite_id: int) -> HttpResponse:
     upload = request.FILES.get("jsonl")
     try:
         if upload is not None:
-            made = building.upload(suite, upload.read().decode("utf-8", errors="replace"), request.user)
+            # Read one character past the limit: parse_jsonl refuses it, naming the limit.
+            text = upload.read(building.MAX_UPLOAD_CHARS * 4 + 4).decode("utf-8", errors="replace")
+            made = building.upload(suite, text, request.user)
         else:
-            made = building.add_runs(suite, building.recent_runs(suite.workflow, int(request.POST.get("last") or 0)), request.user)
+            made = building.add_runs(
+                suite, building.recent_runs(suite.workflow, int(request.POST.get("last") or 0)), request.user
+            )
     except DomainError as exc:
         return refused(request, suite, exc, "cases")
     except ValueError:
@@ -154,7 +165,12 @@ def report_page(request: HttpRequest, suite_run_id: int) -> HttpResponse:
         found = reports.report(suite_run_id)
     except DomainError as exc:
         return render(request, "404.html", {"message": exc.message}, status=exc.http_status)
-    context = {"nav": "workflows", "report": found, "run": found.suite_run, "workflow": found.suite_run.suite.workflow}
+    context = {
+        "nav": "workflows",
+        "report": found,
+        "run": found.suite_run,
+        "workflow": found.suite_run.suite.workflow,
+    }
     if request.headers.get("HX-Request"):
         return render(request, "suites/report_body.html", context)
     return render(request, "suites/report.html", context)

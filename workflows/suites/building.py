@@ -34,6 +34,7 @@ from workflows.store.suites import Suite, SuiteCase
 
 MAX_CASES = 500
 MAX_FROM_RUNS = 200
+MAX_UPLOAD_CHARS = 2_000_000
 
 
 @dataclass(frozen=True)
@@ -181,14 +182,18 @@ def add_runs(suite: Suite, picked: list[Run], user: Any = None) -> list[SuiteCas
 def parse_jsonl(text: str) -> list[CaseIn]:
     """Cases from JSONL: one object a line, `{"input": {...}, "name"?, "origin"?, "expectations"?}`;
     blank lines skipped; a bad line is refused naming its number (from 1)."""
+    if len(text) > MAX_UPLOAD_CHARS:
+        raise Invalid(f"file: at most {MAX_UPLOAD_CHARS:,} characters; split it into several uploads.")
     cases = []
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
             raw = json.loads(line)
-        except ValueError as exc:
+        except json.JSONDecodeError as exc:
             raise Invalid(f"line {number}: not JSON ({exc.msg} at column {exc.colno}).") from None
+        except RecursionError:
+            raise Invalid(f"line {number}: nested too deeply to be a case.") from None
         cases.append(case_in(raw, f"line {number}"))
     if not cases:
         raise Invalid("file: no cases in it; write one JSON object a line.")

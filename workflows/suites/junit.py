@@ -29,7 +29,8 @@ def junit_xml(found: Report) -> bytes:
     for case in found.cases:
         suite.append(testcase(case, suite_run.suite.name))
     ET.indent(root)
-    return ET.tostring(root, encoding="utf-8", xml_declaration=True)
+    written: bytes = ET.tostring(root, encoding="utf-8", xml_declaration=True)
+    return written
 
 
 def testcase(case: SuiteCaseRun, classname: str) -> ET.Element:

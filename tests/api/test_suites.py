@@ -139,3 +139,28 @@ def test_publishing_a_draft_is_refused_while_a_required_suite_has_not_passed_on_
     body = assert_problem(api.post(f"workflows/flow/versions/{draft.number}/publish", {}), 409)
     assert "required suite 'gate' has not run on this draft" in body["detail"]
     assert WorkflowVersion.objects.get(pk=draft.pk).status == WorkflowVersion.DRAFT
+
+
+def test_testing_against_recent_runs_refreshes_the_recent_suite_with_the_last_runs_and_runs_it_on_the_draft(
+    api: Api, flow: Workflow
+) -> None:
+    made = [finished_run(flow, n) for n in range(4)]
+    draft = versions.create_version(flow, {**CHAIN, "description": "a draft"})
+    first = api.post("workflows/flow/suites/recent-runs", {"last": 2})
+    assert first.status_code == 201, first.content
+    assert [c["origin"] for c in first.json()["cases"]] == [made[3].pk, made[2].pk]
+    assert first.json()["draft"] == draft.number
+    later = finished_run(flow, 9)
+    second = api.post("workflows/flow/suites/recent-runs", {"last": 2, "mode": "recorded"}).json()
+    assert sorted(c["origin"] for c in second["cases"]) == [made[3].pk, later.pk]
+    suite = Suite.objects.get(name="recent runs")
+    assert sorted(suite.cases.values_list("origin_id", flat=True)) == [made[3].pk, later.pk]
+    assert SuiteRun.objects.filter(suite=suite).count() == 2
+
+
+def test_testing_against_recent_runs_of_a_workflow_that_has_none_is_a_422_naming_last(
+    api: Api, flow: Workflow
+) -> None:
+    body = assert_problem(api.post("workflows/flow/suites/recent-runs", {"last": 5, "version": 1}), 422)
+    assert body["detail"].startswith("last: this workflow has no succeeded runs")
+    assert not Suite.objects.exists()

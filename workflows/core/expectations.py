@@ -41,7 +41,7 @@ NAME = re.compile(r"[A-Za-z0-9_\-]+")
 INDEX = re.compile(r"\[(-?\d+)\]")
 QUOTED = re.compile(r"""\[(?:"((?:[^"\\]|\\.)*)"|'([^'\\]*)')\]""")
 MISSING = object()
-DIFFS_NAMED = 3  # differing leaves an equals failure names
+DIFFS_NAMED = 5  # differing leaves an equals failure names
 
 
 class BadExpectation(ValueError):

@@ -1,4 +1,4 @@
-// The side panel's Recent runs tab: "Test against recent runs". Runs the workflow's suite of
+// The side panel's Suite tab: "Test against recent runs". Runs the workflow's suite of
 // its last N succeeded runs on the saved draft (POST .../suites/recent-runs: each case replays
 // its run's recorded calls and expects the output that run had), polls the suite run every
 // second until it is evaluated, and shows the report: pass or fail per case, the nodes that

@@ -164,3 +164,15 @@ def test_testing_against_recent_runs_of_a_workflow_that_has_none_is_a_422_naming
     body = assert_problem(api.post("workflows/flow/suites/recent-runs", {"last": 5, "version": 1}), 422)
     assert body["detail"].startswith("last: this workflow has no succeeded runs")
     assert not Suite.objects.exists()
+
+
+def test_a_suite_run_keeps_its_cases_expectations_when_the_suite_changes_under_it(
+    api: Api, flow: Workflow
+) -> None:
+    made = [finished_run(flow, n) for n in range(2)]
+    first = api.post("workflows/flow/suites/recent-runs", {"last": 1, "version": 1}).json()
+    finished_run(flow, 5)
+    api.post("workflows/flow/suites/recent-runs", {"last": 1, "version": 1})  # the first case is deleted
+    kept = SuiteRun.objects.get(pk=first["id"]).cases.get()
+    assert kept.case_id is None and kept.case_name == f"run {made[1].pk}"
+    assert kept.expectations == [{"kind": "equals", "value": {"second": {"n": 1}}}]

@@ -5,8 +5,8 @@ condition of publishing a draft. A SuiteCase is a run input, optionally the run 
 (its `origin`, whose recorded calls a case run replays) and its expectations
 (core/expectations.py, kept as their JSON). A SuiteRun is one run of a suite against a
 version (a published one, or the snapshot of a draft: `draft` names the draft, `checksum`
-its definition): one SuiteCaseRun per case links the case to an ordinary Run, and says how
-its calls are made (`calls`, as a fork's: core/callhash.py MODES) and, once the suite run is
+its definition): one SuiteCaseRun per case links the case to an ordinary Run, keeps the case's expectations as they were at the start,
+says how its calls are made (`calls`, as a fork's: core/callhash.py MODES) and, once the suite run is
 evaluated, whether it passed, each expectation's verdict, what changed against the origin,
 and its cost. A SuiteRun is evaluated once (`evaluated_at` set in the same statement that
 claims it) after its last case run ends. Models are named by label: models.py imports this
@@ -96,6 +96,8 @@ class SuiteCaseRun(models.Model):
         "workflows.Run", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     calls = models.CharField(max_length=20)
+    # The case's expectations as they were when the suite run started (the case may change or go).
+    expectations = models.JSONField(default=list)
     passed = models.BooleanField(null=True)
     verdicts = models.JSONField(default=list)  # [{expectation, passed, message, judge}]
     changed = models.JSONField(default=list)  # node ids whose status or output differ from the origin's

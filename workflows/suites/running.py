@@ -102,7 +102,13 @@ def start_case(suite_run: SuiteRun, case: SuiteCase, version: WorkflowVersion, m
     run, _ = runs.start_run(version.workflow, case.input, version=version, priority=PRIORITY)
     calls = mode if case.origin_id is not None else callhash.LIVE
     return SuiteCaseRun(
-        suite_run=suite_run, case=case, case_name=case.name, run=run, origin_id=case.origin_id, calls=calls
+        suite_run=suite_run,
+        case=case,
+        case_name=case.name,
+        run=run,
+        origin_id=case.origin_id,
+        calls=calls,
+        expectations=case.expectations,
     )
 
 

@@ -1,11 +1,12 @@
 """The one place a suite run is judged: once, after its last case run has ended.
 
-A scheduler duty (`evaluate_ended`, registered in workflows/apps.py, exclusive: one scheduler
-at a time) finds the suite runs not yet evaluated whose case runs have all ended, and
-evaluates each in one transaction that first locks its row (`SELECT ... FOR UPDATE SKIP
-LOCKED` where `evaluated_at IS NULL`): two schedulers, or a scheduler restarted mid-way,
-evaluate a suite run once; a scheduler killed mid-way leaves it unevaluated and the next
-tick does it again. Nothing is decided in a web request: the case runs end on the workers
+A scheduler duty (`evaluate_ended`, registered in workflows/apps.py, in every scheduler)
+finds the suite runs not yet evaluated whose case runs have all ended, and evaluates each in
+one transaction that first locks its row (`SELECT ... FOR UPDATE SKIP LOCKED` where
+`evaluated_at IS NULL`): two schedulers evaluate a suite run once; a scheduler killed
+mid-way leaves it unevaluated (the transaction rolls back) and the next tick does it again.
+Not an exclusive duty: those run under the reconciler's lock, which a judge's call (up to
+JUDGE_TIMEOUT_SECONDS) would outlast, letting a second scheduler send webhooks at once. Nothing is decided in a web request: the case runs end on the workers
 and the schedulers, killed or not, and the suite run follows from PostgreSQL alone.
 
 Per case: each expectation's verdict (core/expectations.py; a judge is an LLM call here,
@@ -35,7 +36,7 @@ from workflows.store.models import LLMCall, NodeRun, Run
 from workflows.store.suites import SuiteCaseRun, SuiteRun
 
 EVERY_SECONDS = 1.0
-JUDGE_TIMEOUT_SECONDS = 60.0
+JUDGE_TIMEOUT_SECONDS = 30.0  # a judge's call holds its scheduler's tick: kept short
 BATCH = 20
 
 

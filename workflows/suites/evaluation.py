@@ -12,7 +12,8 @@ and the schedulers, killed or not, and the suite run follows from PostgreSQL alo
 Per case: each expectation's verdict (core/expectations.py; a judge is an LLM call here,
 marked `judge` in the report; its failure to answer fails the expectation, naming why), a
 run that did not succeed fails the case, the nodes whose status or output changed against
-the case's origin (forks/comparison.py), and the run's LLM cost. A judge's own call is made
+the case's origin (the comparison's rule, forks/comparison.py, over node rows read once for
+the whole suite run), and the run's LLM cost. A judge's own call is made
 from the scheduler, outside any node: it is not recorded as a run's LLM call, nor priced.
 """
 
@@ -27,11 +28,11 @@ from django.db.models import Sum
 from django.utils import timezone
 
 from workflows.core import expectations as ex
+from workflows.core.outputdiff import diff_json
 from workflows.core.states import RUN_FINISHED, NodeStatus, RunStatus
-from workflows.forks.comparison import compare_runs
 from workflows.handlers.registry import HandlerError
 from workflows.llm import client, providers
-from workflows.runs import actions as runs
+from workflows.store.graphs import load_graph
 from workflows.store.models import LLMCall, NodeRun, Run
 from workflows.store.suites import SuiteCaseRun, SuiteRun
 
@@ -62,9 +63,11 @@ def evaluate(suite_run_id: int) -> int:
         )
         if suite_run is None:
             return 0
-        cases = list(suite_run.cases.select_related("run").order_by("id"))
+        cases = list(suite_run.cases.select_related("run", "origin").order_by("id"))
+        rows = node_rows(cases)
+        costs = run_costs([c.run_id for c in cases])
         for case in cases:
-            judge_case(case)
+            judge_case(case, rows, costs.get(case.run_id))
         SuiteCaseRun.objects.bulk_update(cases, ["passed", "verdicts", "changed", "cost"])
         suite_run.passed = all(c.passed for c in cases)
         suite_run.summary = summary(cases)
@@ -73,12 +76,29 @@ def evaluate(suite_run_id: int) -> int:
     return 1
 
 
-def judge_case(case: SuiteCaseRun) -> None:
+def node_rows(cases: list[SuiteCaseRun]) -> dict[int, dict[str, tuple[str, Any]]]:
+    """run id -> node id -> (status, output), for every case run and origin, in one query."""
+    ids = {c.run_id for c in cases} | {c.origin_id for c in cases if c.origin_id is not None}
+    rows: dict[int, dict[str, tuple[str, Any]]] = {run_id: {} for run_id in ids}
+    for run_id, node_id, status, output in NodeRun.objects.filter(run_id__in=ids).values_list(
+        "run_id", "node_id", "status", "output"
+    ):
+        rows[run_id][node_id] = (status, output)
+    return rows
+
+
+def run_costs(run_ids: list[int]) -> dict[int, Decimal | None]:
+    """run id -> the sum of its LLM calls' cost, in one query."""
+    found = LLMCall.objects.filter(run_id__in=run_ids).values("run_id").annotate(c=Sum("cost"))
+    return {r["run_id"]: r["c"] for r in found}
+
+
+def judge_case(case: SuiteCaseRun, rows: dict[int, dict[str, tuple[str, Any]]], cost: Decimal | None) -> None:
     run = case.run
-    final = runs.run_output(run)
-    nodes = dict(
-        NodeRun.objects.filter(run=run, status=NodeStatus.SUCCEEDED).values_list("node_id", "output")
-    )
+    graph = load_graph(run.version_id)
+    mine = {n: row for n, row in rows[run.pk].items() if n in graph.nodes}
+    nodes = {n: output for n, (status, output) in mine.items() if status == NodeStatus.SUCCEEDED}
+    final = {n: nodes[n] for n in graph.order if not graph.successors(n) and n in nodes}
     verdicts = []
     if run.status != RunStatus.SUCCEEDED:
         verdicts.append(
@@ -107,8 +127,9 @@ def judge_case(case: SuiteCaseRun) -> None:
         )
     case.verdicts = verdicts
     case.passed = all(v["passed"] for v in verdicts)
-    case.changed = changed_nodes(case)
-    case.cost = LLMCall.objects.filter(run_id=run.pk).aggregate(c=Sum("cost"))["c"]
+    origin = rows.get(case.origin_id) if case.origin_id is not None else None
+    case.changed = [] if origin is None else changed_nodes(case, origin, mine)
+    case.cost = cost
 
 
 def run_failure(run: Run) -> str:
@@ -142,12 +163,23 @@ def judge(
     return ex.judge_verdict(expectation, answer.text)
 
 
-def changed_nodes(case: SuiteCaseRun) -> list[str]:
-    """The nodes whose status or output differ from the case's origin's ([] without an origin)."""
-    if case.origin_id is None:
-        return []
-    comparison = compare_runs(case.origin_id, case.run_id)
-    return [n.node_id for n in comparison.nodes if n.verdict != "same"]
+def changed_nodes(
+    case: SuiteCaseRun, origin: dict[str, tuple[str, Any]], mine: dict[str, tuple[str, Any]]
+) -> list[str]:
+    """The nodes whose status or output differ from the origin's, by the comparison's rule
+    (forks/comparison.py: same = status alike and no JSON difference; a node of one side only
+    changed), in the origin's graph order, then the nodes only the case run's version has."""
+    assert case.origin is not None, "rows are read only for an origin that exists"
+    before, after = load_graph(case.origin.version_id), load_graph(case.run.version_id)
+    theirs = {n: row for n, row in origin.items() if n in before.nodes}
+    order = list(before.order) + [n for n in after.order if n not in before.nodes]
+    return [n for n in order if is_changed(theirs.get(n), mine.get(n))]
+
+
+def is_changed(left: tuple[str, Any] | None, right: tuple[str, Any] | None) -> bool:
+    if left is None or right is None:
+        return left is not right
+    return left[0] != right[0] or not diff_json(left[1], right[1], 1).is_same
 
 
 def summary(cases: list[SuiteCaseRun]) -> dict[str, Any]:

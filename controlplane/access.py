@@ -5,12 +5,12 @@ admins); roles are ordered, each includes the ones before it. API keys carry sco
 instead. Every action names the least role and the scope it needs.
 
     viewer    see workflows, runs, traces, dead letters, metrics
-    operator  + start, cancel runs; re-run from a node; fork a run; replay and discard dead letters; post events
+    operator  + start, cancel runs; re-run from a node; fork a run; run a suite; replay and discard dead letters; post events
     (anyone with a role may decide the approvals their node names them for: approvals.can_decide)
     editor    + create and change versions, publish, activate (roll back)
     admin     + API keys, users, workflow deletion, webhook triggers and subscriptions,
               LLM providers and prices
-    editor    + create and change versions, publish, activate (roll back); schedules
+    editor    + create and change versions, publish, activate (roll back); schedules; suites
     admin     + API keys, users, workflow deletion, webhook triggers and subscriptions
               draining and pausing workers; spend budgets (and a held call let over one); secrets (set and delete; never read back)
 
@@ -39,6 +39,9 @@ ACTIONS: dict[str, tuple[str, str]] = {
     # A fork starts a run (workflows/forks/); onto a draft it also needs "publish" (a snapshot).
     "fork_run": (OPERATOR, "run"),
     "pause_workflow": (OPERATOR, "operate"),
+    # A suite run starts runs (workflows/suites/); on a draft it also needs "publish" (a snapshot).
+    "run_suite": (OPERATOR, "run"),
+    "manage_suites": (EDITOR, "edit"),  # create suites, add cases, mark one required to publish
     "edit": (EDITOR, "edit"),
     "publish": (EDITOR, "edit"),
     "manage_schedules": (EDITOR, "edit"),

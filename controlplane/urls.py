@@ -16,6 +16,7 @@ urlpatterns = [
     path("budgets/", include("workflows.pages.urls_budgets")),
     path("secrets/", include("workflows.pages.urls_secrets")),
     path("", include("workflows.pages.urls_events")),
+    path("", include("workflows.pages.urls_suites")),
     path("healthz", monitoring_views.liveness, name="liveness"),
     # Browsers and pages without a <link rel="icon"> (the admin) ask for /favicon.ico.
     path("favicon.ico", RedirectView.as_view(url=static("favicon.svg"), permanent=True), name="favicon"),

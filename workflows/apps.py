@@ -37,6 +37,9 @@ def wire_runtime() -> None:
     from workflows.operations import retention
     from workflows.runtime import admission, duties, kinds
     from workflows.schedules import timetable
+    from workflows.suites import evaluation as suite_evaluation
+    from workflows.suites import gate as suite_gate
+    from workflows.versions import gates
     from workflows.waits import waiting
     from workflows.waits.kind import Waiting
 
@@ -53,5 +56,11 @@ def wire_runtime() -> None:
     duties.register(duties.Duty("webhooks", 0.0, webhooks.dispatch_round, exclusive=True))
     duties.register(duties.Duty("budget holds", budget_holds.OFFER_SECONDS, budget_holds.offer_held))
     duties.register(duties.Duty("lost reservations", 5.0, budget_ledger.settle_lost, exclusive=True))
+    duties.register(
+        duties.Duty(
+            "suite runs", suite_evaluation.EVERY_SECONDS, suite_evaluation.evaluate_ended, exclusive=True
+        )
+    )
+    gates.register("required suites", suite_gate.check_publish)
     if not any(isinstance(gate, BudgetGate) for gate in admission.GATES):
         admission.register(BudgetGate())

@@ -35,6 +35,7 @@ from controlplane import access
 from tests.api.conftest import Api, dead_letter
 from tests.api.test_approvals import waiting_run
 from tests.api.test_outages import dead_port
+from tests.api.test_suites import finished_run
 from tests.api.test_webhooks import signed
 from workflows.api.api import document
 from workflows.core.cloudevents import from_structured
@@ -120,6 +121,13 @@ BODIES: dict[str, Any] = {
     "set_secret": {"value": "walked"},
     "subscribe_to_topic": {"filter": "output.n > 0"},
     "create_topic_hook": {"name": "walked"},
+    "create_suite": {"name": "walked", "cases": [{"input": {"n": 1}}]},
+    "update_suite": {"required_to_publish": False},
+    "add_cases": {"cases": [{"input": {"n": 2}}]},
+    "add_cases_from_runs": {"last": 5},
+    "upload_cases": {"jsonl": '{"input": {"n": 3}}'},
+    "start_suite_run": {},
+    "test_recent_runs": {"last": 5, "version": 1},
 }
 
 
@@ -185,6 +193,9 @@ def walk(
         "workflows/chain/schedules", {**BODIES["create_schedule"], "name": "mornings"}
     ).json()
     budget = admin.post("budgets", {**BUDGET, "name": "world"}).json()
+    finished_run(chain, 1)  # a succeeded run for the suites built from runs
+    suite = admin.post("workflows/chain/suites", {"name": "world", "cases": [{"input": {"n": 1}}]}).json()
+    suite_run = admin.post(f"suites/{suite['id']}/runs", {}).json()
     topic_subscription = subscriptions.subscribe(chain, "walked.topic")
     event = {"specversion": "1.0", "id": "e-1", "source": "/walk", "type": "walked.topic", "data": {}}
     (published,) = publishing.publish_events([("walked.topic", from_structured(event))])
@@ -222,6 +233,8 @@ def walk(
             "id": budget["id"],  # a budget's (and, naming no hold, allow_hold's)
             "topic": "walked.topic",
             "event_id": published.row_id,
+            "suite_id": suite["id"],
+            "suite_run_id": suite_run["id"],
         },
     }
 

@@ -146,7 +146,7 @@ def test_editor_page_has_save_and_publish_buttons(editor: JsonClient) -> None:
     page = editor.get(url(state["slug"])).content.decode()
     assert 'data-cmd="save"' in page and 'data-cmd="publish"' in page
     config = json.loads(page.split('id="editor-config" type="application/json">')[1].split("</script>")[0])
-    assert config["can"] == {"edit": True, "publish": True, "run": True}
+    assert config["can"] == {"edit": True, "publish": True, "run": True, "runSuite": True}
     assert config["version"] == 2  # the newest draft, newer than the active version
 
 
@@ -154,7 +154,7 @@ def test_operator_page_offers_test_runs_but_no_editing(client_as: Callable[[str]
     state = setup()
     page = client_as(access.OPERATOR).get(url(state["slug"])).content.decode()
     config = json.loads(page.split('id="editor-config" type="application/json">')[1].split("</script>")[0])
-    assert config["can"] == {"edit": False, "publish": False, "run": True}
+    assert config["can"] == {"edit": False, "publish": False, "run": True, "runSuite": True}
     assert 'data-cmd="save"' not in page
 
 

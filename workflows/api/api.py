@@ -43,6 +43,7 @@ from workflows.api import (
     views_schedules,
     views_secrets,
     views_streams,
+    views_suites,
     views_topics,
     views_versions,
     views_workflows,
@@ -96,6 +97,7 @@ for module in (
     views_budgets,
     views_secrets,
     views_topics,
+    views_suites,
 ):
     api.add_router("", module.router)
 

@@ -11,8 +11,9 @@ replays its origin's:
   Nothing new is sent.
 - `recorded-then-live`: identical calls are replayed, new ones are made live (and recorded).
 
-The mode and origin of a run are read once per process (a fork's row never changes after
-it is written). Beside the handlers, so that a built-in handler (`http.request`) uses it too.
+A suite's case run replays the run its case came from the same way (store/suites.py).
+The mode and origin of a run are read once per process (a fork's row, and a case run's,
+never changes after it is written). Beside the handlers, so that a built-in handler (`http.request`) uses it too.
 A handler's slot variant reaches it through `arecorded_answer` and `arecord_live`, run where
 the worker's slots say (registry.run_sync: their sync thread).
 """
@@ -38,10 +39,14 @@ NEAREST_SCANNED = 50  # recorded calls of the node compared with a missed reques
 
 @functools.lru_cache(maxsize=4096)
 def replay_of(run_id: int) -> tuple[str, int | None] | None:
-    """(mode, origin run id) of a fork that replays its origin's calls; None for a live run."""
+    """(mode, origin run id) of a fork, or of a suite's case run (store/suites.py), that replays
+    its origin's calls; None for a live run."""
     from workflows.store.forks import RunFork
+    from workflows.store.suites import SuiteCaseRun
 
     row = RunFork.objects.filter(run_id=run_id).values_list("calls", "origin_id").first()
+    if row is None:
+        row = SuiteCaseRun.objects.filter(run_id=run_id).values_list("calls", "origin_id").first()
     if row is None or row[0] == callhash.LIVE:
         return None
     return row[0], row[1]

@@ -182,6 +182,7 @@ def editor_config(request: HttpRequest, workflow: Workflow, **extra: Any) -> dic
     return {
         "slug": slug,
         "title": workflow.title,
+        "activeNumber": workflow.active_version.number if workflow.active_version else None,
         "csrfToken": get_token(request),
         "user": user.get_username(),
         "role": access.role_of(user),
@@ -189,6 +190,7 @@ def editor_config(request: HttpRequest, workflow: Workflow, **extra: Any) -> dic
             "edit": access.can(user, "edit"),
             "publish": access.can(user, "publish"),
             "run": access.can(user, "start_run"),
+            "runSuite": access.can(user, "run_suite"),
         },
         "palette": editing.palette(),
         "workflows": editing.child_choices(workflow),
@@ -201,6 +203,7 @@ def editor_config(request: HttpRequest, workflow: Workflow, **extra: Any) -> dic
             "editor": reverse("editor:edit", args=[slug]),
             "diffPage": reverse("editor:diff", args=[slug]),
             "historyPage": reverse("editor:history", args=[slug]),
+            "suitesPage": reverse("suites:list", args=[slug]),
         },
         # The script builds /api/v1 paths from these two (static/editor/src/api.js).
         "api": {

@@ -831,6 +831,10 @@ from workflows.store.budgets import RunApiKey as RunApiKey  # noqa: E402
 from workflows.store.forks import RunFork as RunFork  # noqa: E402
 from workflows.store.recordings import RecordedCall as RecordedCall  # noqa: E402
 from workflows.store.secrets import Secret as Secret  # noqa: E402
+from workflows.store.suites import Suite as Suite  # noqa: E402
+from workflows.store.suites import SuiteCase as SuiteCase  # noqa: E402
+from workflows.store.suites import SuiteCaseRun as SuiteCaseRun  # noqa: E402
+from workflows.store.suites import SuiteRun as SuiteRun  # noqa: E402
 from workflows.store.topics import Topic as Topic  # noqa: E402
 from workflows.store.topics import TopicEvent as TopicEvent  # noqa: E402
 from workflows.store.topics import TopicHook as TopicHook  # noqa: E402

@@ -26,6 +26,7 @@ from workflows.secrets import usage
 from workflows.store import hotreads
 from workflows.store.errors import Conflict, Invalid, NotFound
 from workflows.store.models import Workflow, WorkflowVersion
+from workflows.versions import gates
 
 EXPORT_FORMAT = "switchyard.workflow/v1"
 
@@ -81,6 +82,7 @@ def create_version(
 def publish_version(version: WorkflowVersion, activate: bool = True) -> WorkflowVersion:
     """Freeze a draft (validated again: handlers and called workflows may have gone) and make it active."""
     parse(version.definition, version.workflow)
+    gates.check_publish(version)
     with transaction.atomic():
         locked = WorkflowVersion.objects.select_for_update().get(pk=version.pk)
         if locked.is_published:

@@ -55,6 +55,15 @@ export class Api {
     return this.request("POST", `${this.versionUrl(number)}/test-runs`, { input });
   }
 
+  // The editor's "Test against recent runs" (POST .../suites/recent-runs), then its report.
+  testRecentRuns(number, last, mode) {
+    return this.request("POST", `${this.workflowUrl}/suites/recent-runs`, { version: number, last, mode });
+  }
+
+  suiteRun(url) {
+    return this.request("GET", url);
+  }
+
   run(id) {
     return this.request("GET", `${this.runsUrl}/${id}`);
   }

@@ -11,6 +11,7 @@ import { Layouter, quickLayout } from "./layouter.js";
 import { Minimap } from "./minimap.js";
 import { definitionFromImport, Doc, EXPORT_FORMAT, UndoStack, withPath } from "./model.js";
 import { StartRunDialog } from "./startrun.js";
+import { SuitePanel } from "./suitepanel.js";
 import { TestRunPanel } from "./testrun.js";
 import { PUBLISH_NOTE, VersionsPanel } from "./versions.js";
 
@@ -51,6 +52,7 @@ export class Editor {
     this.inspector = new Inspector($("#ed-inspect", root), this);
     this.versionsPanel = new VersionsPanel($("#ed-versions", root), this);
     this.testRun = new TestRunPanel($("#ed-testrun", root), this);
+    this.suitePanel = new SuitePanel($("#ed-suite", root), this);
     this.scheduleValidation = debounce(() => this.validateNow(), VALIDATE_DELAY_MS);
     this.savePositionsSoon = debounce(() => this.savePositions(), 500);
   }
@@ -737,6 +739,7 @@ export class Editor {
     set("publish", Boolean(publishBlock), publishBlock || PUBLISH_NOTE);
     this.root.dataset.dirty = String(this.dirty);
     this.testRun.refresh();
+    this.suitePanel.refresh();
   }
 
   // ------------------------------------------------------------------ saving

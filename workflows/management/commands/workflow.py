@@ -6,13 +6,16 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError
 
+from workflows.core import callhash
 from workflows.store.errors import DomainError
 from workflows.store.models import Workflow, WorkflowVersion
+from workflows.store.suites import SuiteCaseRun, SuiteRun
+from workflows.suites import building, junit, reports, running
 from workflows.versions import publish as versions
 
 
 class Command(BaseCommand):
-    help = "Manage workflows: list, import, export, publish, activate."
+    help = "Manage workflows: list, import, export, publish, activate, test (run a regression suite)."
 
     def add_arguments(self, parser: Any) -> None:
         sub = parser.add_subparsers(dest="action", required=True)
@@ -30,6 +33,7 @@ class Command(BaseCommand):
             p = sub.add_parser(name, help=text)
             p.add_argument("slug")
             p.add_argument("version", type=int)
+        add_test_parser(sub)
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
@@ -67,8 +71,69 @@ class Command(BaseCommand):
         versions.activate_version(self.version(versions.get_workflow(options["slug"]), options["version"]))
         self.stdout.write(f"activated {options['slug']} v{options['version']}")
 
+    def do_test(self, options: dict[str, Any]) -> None:
+        """Run a suite, wait, print a summary; exit 0 only if every case passed (1: failures, 2: timed out)."""
+        workflow = versions.get_workflow(options["slug"])
+        suite = building.get_suite(workflow, options["suite"])
+        started = running.start_suite_run(suite, options["version"], options["draft"], options["mode"])
+        self.stdout.write(
+            f"suite {suite.name!r}: {suite.cases.count()} cases on {target(started)} (suite run {started.pk})"
+        )
+        found = reports.wait_for_report(started.pk, options["timeout"])
+        for case in found.cases:
+            self.stdout.write(case_line(case))
+        if options["junit"]:
+            with open(options["junit"], "wb") as out:
+                out.write(junit.junit_xml(found))
+        cost = f", cost {found.cost}" if found.cost is not None else ""
+        if found.state == "running":
+            raise CommandError(
+                f"timed out after {options['timeout']:g} s: {found.ended} of {len(found.cases)} cases ended.",
+                returncode=2,
+            )
+        self.stdout.write(
+            f"{len(found.cases) - len(found.failing)} passed, {len(found.failing)} failed{cost}"
+        )
+        if found.failing:
+            raise CommandError(f"{len(found.failing)} of {len(found.cases)} cases failed.", returncode=1)
+
     def version(self, workflow: Workflow, number: int) -> WorkflowVersion:
         try:
             return workflow.versions.get(number=number)
         except WorkflowVersion.DoesNotExist:
             raise CommandError(f"{workflow.slug} has no version {number}.") from None
+
+
+def add_test_parser(sub: Any) -> None:
+    test = sub.add_parser(
+        "test", help="Run a regression suite against a draft or a version and wait (exit 0 only if all pass)."
+    )
+    test.add_argument("slug")
+    test.add_argument("--suite", required=True, help="The suite's name.")
+    which = test.add_mutually_exclusive_group(required=True)
+    which.add_argument(
+        "--draft", action="store_true", help="Test the newest draft (frozen as a snapshot first)."
+    )
+    which.add_argument("--version", type=int, help="Test version N (a published version or a draft).")
+    test.add_argument(
+        "--mode",
+        choices=callhash.MODES,
+        help="How cases with an origin make their calls (default recorded-then-live).",
+    )
+    test.add_argument("--junit", metavar="FILE", help="Write the result as JUnit XML to FILE.")
+    test.add_argument(
+        "--timeout", type=float, default=600.0, help="Seconds to wait for the cases (default 600)."
+    )
+
+
+def target(suite_run: SuiteRun) -> str:
+    if suite_run.draft is not None:
+        return f"draft v{suite_run.draft.number} (snapshot v{suite_run.version.number})"
+    return f"v{suite_run.version.number}"
+
+
+def case_line(case: SuiteCaseRun) -> str:
+    mark = {True: "PASS", False: "FAIL", None: "...."}[case.passed]
+    changed = f" changed: {', '.join(case.changed)}" if case.changed else ""
+    why = "" if case.passed is not False else " -- " + reports.failure_message(case).replace("\n", "; ")
+    return f"{mark} {case.case_name} (run {case.run_id}){changed}{why}"

@@ -54,6 +54,7 @@ ProblemError = TypedDict(
         "node": NotRequired[str | None],
         "field": NotRequired[str],
         "cycle": NotRequired[list[str]],
+        "input_field": NotRequired[str],
     },
 )
 
@@ -281,6 +282,8 @@ class ValidationOut(TypedDict):
 class DefinitionCheck(TypedDict):
     valid: bool
     errors: list[ProblemError]
+    # What placeholders name that nothing is sure to provide (core/contracts.template_gaps): not refused.
+    warnings: list[ProblemError]
 
 
 class FieldChangeOut(TypedDict):
@@ -700,9 +703,10 @@ def validation(issues: list[Issue]) -> ValidationOut:
     return {"valid": not issues, "issues": [{"path": i.path, "message": i.message} for i in issues]}
 
 
-def definition_check(issues: list[Issue]) -> DefinitionCheck:
+def definition_check(issues: list[Issue], warnings: list[Issue]) -> DefinitionCheck:
     errors = [definition_error(i, "definition").as_dict() for i in issues]
-    return {"valid": not issues, "errors": errors}  # type: ignore[typeddict-item]  # as_dict() rows are plain dicts of DefinitionError's keys
+    noted = [definition_error(i, "definition").as_dict() for i in warnings]
+    return {"valid": not issues, "errors": errors, "warnings": noted}  # type: ignore[typeddict-item]  # as_dict() rows are plain dicts of DefinitionError's keys
 
 
 def api_key(k: ApiKey) -> KeyOut:

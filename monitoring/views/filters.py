@@ -23,7 +23,7 @@ SINCE = {
     "24h": timedelta(days=1),
     "7d": timedelta(days=7),
 }
-LETTER_STATUSES = (DeadLetter.OPEN, DeadLetter.REPLAYED, DeadLetter.DISCARDED)
+LETTER_STATUSES = (DeadLetter.OPEN, DeadLetter.REPLAYED, DeadLetter.DISCARDED, DeadLetter.COMPENSATED)
 
 
 def positive_int(raw: str | None) -> int | None:

@@ -108,7 +108,7 @@ def steps_by_run(run_ids: Collection[int]) -> dict[int, list[str]]:
 def resolve(letter: DeadLetter, steps: list[str], now: datetime) -> None:
     by = ", ".join(steps) or "its saga"
     letter.status, letter.resolved_at, letter.resolved_by = DeadLetter.COMPENSATED, now, None
-    letter.reason = f"compensated: run {letter.run_id} undid its work by {by}; nothing is left to replay"
+    letter.reason = f"run {letter.run_id} undid its work by {by}; nothing is left to replay"
     letter.save(update_fields=["status", "resolved_at", "resolved_by", "reason"])
     RunEvent.objects.create(
         run_id=letter.run_id,

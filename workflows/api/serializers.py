@@ -108,6 +108,10 @@ class RunSummary(TypedDict):
     workflow: str
     version: int
     version_id: int
+    # The version is the frozen copy of a draft made for a test run (not a release): "v7 (test)".
+    test_version: bool
+    # Started from the editor's Test run: left out of the lists unless `include_tests`.
+    test_run: bool
     status: str
     idempotency_key: str | None
     priority: int
@@ -508,6 +512,8 @@ def run_summary(r: Run) -> RunSummary:
         "workflow": r.workflow.slug,
         "version": r.version.number,
         "version_id": r.version_id,
+        "test_version": r.version.is_test_version,
+        "test_run": r.is_test,
         "status": r.status,
         "idempotency_key": r.idempotency_key,
         "priority": r.priority,

@@ -74,6 +74,17 @@ class WorkflowVersion(models.Model):
     def is_published(self) -> bool:
         return self.status == self.PUBLISHED
 
+    @property
+    def is_test_version(self) -> bool:
+        """Whether this is the frozen copy of a draft made for a test run or a fork onto a draft
+        (versions/editing.freeze_draft): published, never activated by it, labelled "test"
+        wherever its number is shown."""
+        return self.comment.startswith(TEST_VERSION_PREFIX)
+
+
+# The comment of a version frozen from a draft for a test run (versions/editing.freeze_draft).
+TEST_VERSION_PREFIX = "test-run snapshot of draft"
+
 
 class Run(models.Model):
     workflow = models.ForeignKey(Workflow, on_delete=models.PROTECT, related_name="runs")

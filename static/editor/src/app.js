@@ -306,7 +306,7 @@ export class Editor {
     const { definition, ...version } = detail;
     this.version = version;
     const label = $("#ed-version-label", this.root);
-    const parts = [`v${version.number}`, version.status];
+    const parts = [`v${version.number}`, version.test_snapshot ? "test version (a frozen draft, no release)" : version.status];
     if (version.status === "draft") parts.push(`revision ${version.revision}`);
     if (version.active) parts.push("active");
     label.textContent = parts.join(" · ");

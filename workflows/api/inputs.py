@@ -287,6 +287,11 @@ class RunQuery(Page):
     )
     error: str | None = Field(None, max_length=200, description="Text a dead letter's error contains.")
     node_id: str | None = Field(None, max_length=64, description="A node that died in the run.")
+    include_tests: bool = Field(
+        False,
+        description="Also list runs started from the editor's Test run (left out by default, "
+        "unless `version` is given).",
+    )
 
 
 class EventQuery(Query):

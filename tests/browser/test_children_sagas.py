@@ -3,9 +3,9 @@ compensation steps on the run page, and the editor's child-workflow picker and c
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
-import re
 from typing import Any
 
 from playwright.sync_api import Page, expect

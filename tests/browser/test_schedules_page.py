@@ -75,7 +75,9 @@ def test_the_schedules_page_lists_every_workflows_schedules_and_an_operator_paus
 ) -> None:
     reports = publish("reports", ONE)
     billing = publish("billing", ONE)
-    nightly = timetable.create_schedule(reports, {"name": "nightly", "cron": "0 3 * * *", "timezone": "Europe/Berlin"})
+    nightly = timetable.create_schedule(
+        reports, {"name": "nightly", "cron": "0 3 * * *", "timezone": "Europe/Berlin"}
+    )
     hourly = timetable.create_schedule(billing, {"name": "hourly invoices", "cron": "0 * * * *"})
     viewer = page_as("viewer")
     viewer.goto(f"{live_url}/")

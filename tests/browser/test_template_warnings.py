@@ -17,7 +17,11 @@ from workflows.store.models import WorkflowVersion
 FLOW = {
     "nodes": [
         {"id": "fetch", "handler": "core.echo"},
-        {"id": "tell", "handler": "core.fail", "config": {"message": "Order {input.order_id}: {upstream.fetch.body}"}},
+        {
+            "id": "tell",
+            "handler": "core.fail",
+            "config": {"message": "Order {input.order_id}: {upstream.fetch.body}"},
+        },
     ],
     "edges": [{"source": "fetch", "target": "tell"}],
 }

@@ -15,7 +15,10 @@ from workflows.runs import actions as runs
 from workflows.versions import editing
 
 FLOW = {"nodes": [{"id": "only", "handler": "core.noop"}], "edges": []}
-CHANGED = {"nodes": [{"id": "only", "handler": "core.noop"}, {"id": "more", "handler": "core.noop"}], "edges": []}
+CHANGED = {
+    "nodes": [{"id": "only", "handler": "core.noop"}, {"id": "more", "handler": "core.noop"}],
+    "edges": [],
+}
 
 
 def test_test_runs_are_left_out_of_the_runs_list_unless_asked_and_their_version_is_labelled(

@@ -58,7 +58,7 @@ def test_template_gaps_name_what_nothing_provides(
 ) -> None:
     gaps = template_gaps(chain(prompt, schema), outputs)
     assert [(g.code, g.field) for g in gaps] == expected
-    assert all(g.node == "summarise" and g.index == 1 for g in gaps)
+    assert all(g.node == "summarise" and g.position == 1 for g in gaps)
 
 
 def test_a_gap_message_names_the_node_and_the_field() -> None:

@@ -86,7 +86,7 @@ def strings_in(value: Any, where: tuple[str | int, ...]) -> Iterator[tuple[tuple
 class Gap(NamedTuple):
     """A placeholder in a node's config that nothing is sure to provide (a warning)."""
 
-    index: int  # the node's position in `nodes`
+    position: int  # the node's index in `nodes`
     node: str
     where: tuple[str | int, ...]  # the path inside the node's config
     code: str

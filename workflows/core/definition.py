@@ -284,7 +284,7 @@ def template_warnings(data: object, outputs: Mapping[str, Any]) -> list[Issue]:
     """
     issues = []
     for gap in template_gaps(data, outputs):
-        path = _format_path(("nodes", gap.index, "config", *gap.where))
+        path = _format_path(("nodes", gap.position, "config", *gap.where))
         field_name = gap.field if gap.code == INPUT_UNDECLARED else None
         issues.append(Issue(path, gap.message, gap.code, gap.node, input_field=field_name))
     return issues

@@ -336,6 +336,8 @@ def end_compensations(ends: list[tuple[int, str]]) -> None:
         return
     with transaction.atomic():
         ended = transitions.end_compensations(ends)
-        sagas.resolve_compensated_letters([run_id for run_id, status in ended if status == RunStatus.COMPENSATED])
+        sagas.resolve_compensated_letters(
+            [run_id for run_id, status in ended if status == RunStatus.COMPENSATED]
+        )
         childlinks.settle_parents([run_id for run_id, _ in ended])
     bus.publish_runs_finished(ended)

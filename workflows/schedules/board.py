@@ -37,12 +37,16 @@ def board(search: str = "", limit: int = BOARD_LIMIT) -> tuple[list[BoardRow], b
     if search.strip():
         words = search.strip()
         found = found.filter(
-            Q(name__icontains=words) | Q(workflow__slug__icontains=words) | Q(workflow__title__icontains=words)
+            Q(name__icontains=words)
+            | Q(workflow__slug__icontains=words)
+            | Q(workflow__title__icontains=words)
         )
     ordered = found.order_by(F("next_fire_at").asc(nulls_last=True), "workflow__slug", "name")
     schedules = list(ordered[: limit + 1])
     rows = [row_of(s) for s in schedules[:limit]]
-    rows.sort(key=lambda r: (not r.fires, r.next_fire_at is None, r.next_fire_at or datetime.max.astimezone()))
+    rows.sort(
+        key=lambda r: (not r.fires, r.next_fire_at is None, r.next_fire_at or datetime.max.astimezone())
+    )
     return rows, len(schedules) > limit
 
 

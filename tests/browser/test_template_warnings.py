@@ -7,7 +7,7 @@ from typing import Any
 
 from playwright.sync_api import Page, expect
 
-from tests.browser.editor_fixtures import open_editor
+from tests.browser.editor_fixtures import open_editor, select_node
 from tests.factories import make_workflow
 from tests.integration.conftest import wait_finished
 from tests.integration.runtime import Runtime
@@ -44,7 +44,11 @@ def test_unprovided_placeholders_are_warned_and_an_input_field_is_added_in_one_c
     page.set_viewport_size({"width": 1280, "height": 800})
     screenshot(page, "warned")
 
-    page.click('#ed-problems [data-field="order_id"]')
+    select_node(page, "tell")
+    field = page.locator('[data-field="config.message"] .ed-field-warning')
+    expect(field).to_have_count(2)  # under the field, in the inspector too
+    expect(field.first.locator('[data-add-field="order_id"]')).to_be_visible()
+    page.click('#ed-problems [data-add-field="order_id"]')
     expect(warnings).to_have_count(1)  # revalidated: order_id is declared now
     page.fill("#ed-comment", "declare order_id")
     page.click('[data-cmd="save"]')

@@ -666,7 +666,7 @@ export class Editor {
       this.change(() => (this.doc.inputSchema = withInputField(this.doc.inputSchema, name)));
       this.say(`Added ${name} (a required string) to the input schema; save to keep it.`);
     };
-    return h("button", { type: "button", class: "ed-add-field", "data-field": name, onclick: add, text: `Add ${name} to input schema` });
+    return h("button", { type: "button", class: "ed-add-field", "data-add-field": name, onclick: add, text: `Add ${name} to input schema` });
   }
 
   describe(issue) {

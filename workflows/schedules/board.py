@@ -3,15 +3,15 @@ whether it fires; searched by schedule name or workflow slug or title.
 
 Decided: one row per schedule, ordered by when it fires next (paused ones last), at most
 BOARD_LIMIT rows (the page says when more matched); the last run is read per row (an indexed
-lookup by workflow and idempotency-key prefix), which at the limit is 200 small queries,
-about 60 ms measured on the embedded PostgreSQL: cheaper to keep than a join on a key's
-parsed prefix.
+lookup by workflow and idempotency-key prefix): at the limit 200 small queries, simpler
+than a join on a key's parsed prefix. Not measured yet at that size; a page of a few dozen
+schedules is the expected case.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 
 from django.db.models import F, Q
 
@@ -19,6 +19,7 @@ from workflows.schedules.timetable import recent_runs
 from workflows.store.models import Run, Schedule
 
 BOARD_LIMIT = 200
+NEVER = datetime.max.replace(tzinfo=UTC)
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='run',
             name='is_test',
-            field=models.BooleanField(db_default=False),
+            field=models.BooleanField(db_default=False, default=False),
         ),
         migrations.AlterField(
             model_name='deadletter',

@@ -96,7 +96,7 @@ class Run(models.Model):
     input = models.JSONField(default=dict)
     # Started from the editor's Test run (versions/editing.start_test_run): left out of the
     # production lists and counts unless asked for (runs list, overview, workflow list).
-    is_test = models.BooleanField(db_default=False)  # db_default: raw INSERTs omit it
+    is_test = models.BooleanField(default=False, db_default=False)  # db_default: raw INSERTs omit it
     idempotency_key = models.CharField(max_length=200, null=True, blank=True)
     request_hash = models.CharField(max_length=80, blank=True)
     # Bumped by every replay: a finish decided from an older snapshot no longer applies.

@@ -66,3 +66,4 @@ def test_test_runs_are_left_out_of_the_runs_list_unless_asked_and_their_version_
     expect(page.locator('h1 [data-link="version"]')).to_have_text("v3 test")
     page.goto(f"{live_url}/workflows/shop-tests/history/")
     expect(page.locator("[data-test-version]")).to_have_count(1)
+    screenshot(page, "history-800")

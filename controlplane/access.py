@@ -5,7 +5,8 @@ admins); roles are ordered, each includes the ones before it. API keys carry sco
 instead. Every action names the least role and the scope it needs.
 
     viewer    see workflows, runs, traces, dead letters, metrics
-    operator  + start, cancel runs; re-run from a node; fork a run; run a suite; replay and discard dead letters; post events
+    operator  + start, cancel runs; re-run from a node; fork a run; run a suite; replay and discard dead letters;
+              post events; pause and resume schedules, run a schedule now
     (anyone with a role may decide the approvals their node names them for: approvals.can_decide)
     editor    + create and change versions, publish, activate (roll back)
     admin     + API keys, users, workflow deletion, webhook triggers and subscriptions,
@@ -42,6 +43,8 @@ ACTIONS: dict[str, tuple[str, str]] = {
     # A suite run starts runs (workflows/suites/); on a draft it also needs "publish" (a snapshot).
     "run_suite": (OPERATOR, "run"),
     "manage_suites": (EDITOR, "edit"),  # create suites, add cases, mark one required to publish
+    # Pause and resume a schedule, as a workflow (creating, changing, deleting: manage_schedules).
+    "operate_schedules": (OPERATOR, "operate"),
     "edit": (EDITOR, "edit"),
     "publish": (EDITOR, "edit"),
     "manage_schedules": (EDITOR, "edit"),

@@ -23,6 +23,7 @@ urlpatterns = [
     path("workflows/<slug:slug>/live/nodes/<str:node_id>/", views.workflow_node, name="workflow_node"),
     path("workflows/<slug:slug>/schedules/", views_schedules.workflow_schedules, name="workflow_schedules"),
     path("workflows/<slug:slug>/priority/", views_schedules.workflow_priority, name="workflow_priority"),
+    path("schedules/", views_schedules.schedules_board, name="schedules"),
     path("schedules/<int:schedule_id>/edit/", views_schedules.schedule_edit, name="schedule_edit"),
     path(
         "schedules/<int:schedule_id>/<str:action>/",

@@ -57,7 +57,9 @@ def load(run: Run, user: Any, after_span: int = 0) -> dict[str, Any]:
         .order_by("id")
         .values("id", "kind", "node_id", "attempt", "started_at", "at", "worker", "data")
     )
-    letters = list(DeadLetter.objects.filter(run=run).order_by("-id").values("id", "node_id", "status"))
+    letters = list(
+        DeadLetter.objects.filter(run=run).order_by("-id").values("id", "node_id", "status", "reason")
+    )
     return {
         "run": run,
         "nodes": nodes,

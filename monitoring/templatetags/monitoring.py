@@ -199,3 +199,18 @@ def seconds(value: float | None) -> str:
         return "–"
     start = datetime.fromtimestamp(0, UTC)
     return between(start, start + timedelta(seconds=float(value)))
+
+
+@register.filter
+def version_label(version: Any) -> str:
+    """A version's number as shown everywhere: "v7", or "v7 test" for the frozen copy of a
+    draft made for a test run (WorkflowVersion.is_test_version), which is no release."""
+    if version is None:
+        return "–"
+    if not getattr(version, "is_test_version", False):
+        return f"v{version.number}"
+    return format_html(
+        'v{} <span class="badge warn" data-test-version title="{}">test</span>',
+        version.number,
+        "A test version: the frozen copy of a draft made for a test run, published but never made active by it.",
+    )

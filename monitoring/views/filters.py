@@ -23,7 +23,7 @@ SINCE = {
     "24h": timedelta(days=1),
     "7d": timedelta(days=7),
 }
-LETTER_STATUSES = (DeadLetter.OPEN, DeadLetter.REPLAYED, DeadLetter.DISCARDED)
+LETTER_STATUSES = (DeadLetter.OPEN, DeadLetter.REPLAYED, DeadLetter.DISCARDED, DeadLetter.COMPENSATED)
 
 
 def positive_int(raw: str | None) -> int | None:
@@ -61,6 +61,7 @@ class RunFilter:
     node: str = ""
     before: int | None = None  # keyset paging: runs with a smaller id
     after: int | None = None  # keyset paging: runs with a larger id
+    tests: bool = False  # also the editor's test runs (left out by default)
 
     @classmethod
     def parse(cls, query: QueryDict) -> RunFilter:
@@ -79,6 +80,7 @@ class RunFilter:
             node=query.get("node", "").strip()[:64],
             before=positive_int(query.get("before")),
             after=positive_int(query.get("after")),
+            tests=query.get("tests") == "1",
         )
 
     def search(self) -> runsearch.RunSearch:
@@ -94,6 +96,7 @@ class RunFilter:
             error=self.error,
             node=self.node,
             priority=self.priority,
+            include_tests=self.tests,
         )
 
     def query(self, **changes: Any) -> str:
@@ -108,6 +111,7 @@ class RunFilter:
             "input": self.input,
             "error": self.error,
             "node": self.node,
+            "tests": "1" if self.tests else "",
         }
         values.update(changes)
         q = QueryDict(mutable=True)

@@ -48,9 +48,14 @@ MODES = [
 def version_choices(run: Run, user: Any) -> list[dict[str, Any]]:
     """The versions a person may fork onto, newest first: published ones, and drafts for editors."""
     drafts = access.can(user, "publish")
-    rows = run.workflow.versions.order_by("-number").only("number", "status")
+    rows = run.workflow.versions.order_by("-number").only("number", "status", "comment")
     return [
-        {"number": v.number, "status": v.status, "is_run_version": v.pk == run.version_id}
+        {
+            "number": v.number,
+            "status": v.status,
+            "is_run_version": v.pk == run.version_id,
+            "is_test_version": v.is_test_version,
+        }
         for v in rows
         if v.is_published or drafts
     ]

@@ -35,9 +35,14 @@ BULK_PERMISSION = {"cancel": "cancel_run", "replay": "replay"}
 @requires("view")
 def runs_list(request: HtmxRequest) -> HttpResponse:
     flt = RunFilter.parse(request.GET)
+    matching: dict[str, int] = {}
     try:
-        found = flt.search().apply(Run.objects.select_related("workflow", "version"))
+        search = flt.search()
+        found = search.apply(Run.objects.select_related("workflow", "version"))
         page = runsearch.page(found, PAGE_SIZE, flt.before, flt.after)
+        for action, needs in BULK_PERMISSION.items():  # the "all matching" buttons state their count
+            if access.can(request.user, needs):
+                matching[action] = runbulk.count_matching(action, search)  # type: ignore[arg-type]  # a key of BULK_PERMISSION: an Action
         problem = ""
     except Invalid as exc:
         page, problem = runsearch.RunPage([], None, None), exc.message
@@ -52,6 +57,8 @@ def runs_list(request: HtmxRequest) -> HttpResponse:
         "statuses": tuple(RunStatus),
         "workflows": Workflow.objects.order_by("slug").values_list("slug", flat=True),
         "selected": set(),
+        "matching": matching,
+        "count_cap": runbulk.COUNT_CAP,
         "nav": "runs",
     }
     template = "monitoring/fragments/runs_list.html" if request.htmx else "monitoring/runs.html"

@@ -1,7 +1,8 @@
-"""Schedules of a workflow on the pages: listed with their next fires and latest runs for
-viewers; created, changed, paused, resumed and deleted by editors (controlplane.access,
-`manage_schedules`, the API's check). A refused change re-renders its form with the errors
-beside their fields (422)."""
+"""Schedules on the pages: every schedule of every workflow (`/schedules/`, searchable) and a
+workflow's own, with their next fires and latest runs for viewers; paused, resumed and run
+now by operators (`operate_schedules`, `start_run`); created, changed and deleted by editors
+(`manage_schedules`): the same checks as the API's (controlplane.access). A refused change
+re-renders its form with the errors beside their fields (422)."""
 
 from __future__ import annotations
 
@@ -13,18 +14,25 @@ from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from controlplane import access
 from monitoring.views.guards import requires
 from workflows.core import priorities
 from workflows.core import schedules as core
+from workflows.schedules import board
 from workflows.schedules import timetable as schedules
 from workflows.store.errors import DomainError, Invalid
 from workflows.store.models import Schedule, Workflow
 from workflows.versions import catalog
 
-ACTIONS = ("pause", "resume", "delete")
+# action -> what it needs (controlplane.access), as the API's pause, resume, run and delete.
+ACTIONS = {
+    "pause": "operate_schedules",
+    "resume": "operate_schedules",
+    "run": "start_run",
+    "delete": "manage_schedules",
+}
 
 
 class ScheduleForm(forms.Form):
@@ -102,6 +110,8 @@ def workflow_schedules(request: HttpRequest, slug: str) -> HttpResponse:
         "rows": schedules.overview(workflow),
         "form": form,
         "can_manage": access.can(request.user, "manage_schedules"),
+        "can_operate": access.can(request.user, "operate_schedules"),
+        "can_run": access.can(request.user, "start_run"),
         "can_edit": access.can(request.user, "edit"),
         "nav": "workflows",
     }
@@ -122,21 +132,55 @@ def schedule_edit(request: HttpRequest, schedule_id: int) -> HttpResponse:
     return render(request, "monitoring/schedule_edit.html", context, status=422 if form.errors else 200)
 
 
+@require_GET
+@requires("view")
+def schedules_board(request: HttpRequest) -> HttpResponse:
+    """Every schedule of every workflow: next fire, last run, enabled; searched by name or workflow."""
+    search = request.GET.get("q", "").strip()
+    rows, more = board.board(search)
+    context = {
+        "rows": rows,
+        "more": more,
+        "limit": board.BOARD_LIMIT,
+        "search": search,
+        "can_operate": access.can(request.user, "operate_schedules"),
+        "can_run": access.can(request.user, "start_run"),
+        "nav": "schedules",
+    }
+    return render(request, "monitoring/schedules_board.html", context)
+
+
 @require_POST
-@requires("manage_schedules")
 def schedule_action(request: HttpRequest, schedule_id: int, action: str) -> HttpResponse:
-    """Pause, resume or delete a schedule."""
+    """Pause, resume, run now or delete a schedule; back to the page it was asked from."""
     if action not in ACTIONS:
         raise Http404(f"No schedule action {action!r}.")
+    return requires(ACTIONS[action])(act_on_schedule)(request, schedule_id, action)
+
+
+def act_on_schedule(request: HttpRequest, schedule_id: int, action: str) -> HttpResponse:
     schedule = get_object_or_404(Schedule.objects.select_related("workflow"), pk=schedule_id)
+    try:
+        said = do_action(request, schedule, action)
+    except DomainError as exc:  # run now: no active version, an input the workflow refuses
+        messages.error(request, f"Schedule {schedule.name!r} did not run: {exc.message}")
+    else:
+        messages.success(request, said)
+    if request.POST.get("back") == "board":
+        return redirect("schedules")
+    return redirect("workflow_schedules", slug=schedule.workflow.slug)
+
+
+def do_action(request: HttpRequest, schedule: Schedule, action: str) -> str:
+    """Apply one action; say what was done."""
     if action == "delete":
         schedules.delete_schedule(schedule.pk, request.user)
-    else:
-        schedules.set_enabled(schedule.pk, action == "resume", request.user)
-    messages.success(
-        request, f"Schedule {schedule.name!r} {'deleted' if action == 'delete' else action + 'd'}."
-    )
-    return redirect("workflow_schedules", slug=schedule.workflow.slug)
+        return f"Schedule {schedule.name!r} deleted."
+    if action == "run":
+        run = schedules.run_now(schedule.pk, request.user)
+        return f"Schedule {schedule.name!r} started run #{run.pk}."
+    schedules.set_enabled(schedule.pk, action == "resume", request.user)
+    return f"Schedule {schedule.name!r} {action}d."
 
 
 @require_POST

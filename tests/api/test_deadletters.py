@@ -28,6 +28,11 @@ def test_list_filters(api, chain) -> None:
     assert len(api.get("deadletters", node_id="second").json()["items"]) == 1
     assert len(api.get("deadletters", status="open", workflow="chain").json()["items"]) == 2
     assert api.get("deadletters", status="discarded").json()["items"] == []
+    # A letter its run's saga closed (runtime/compensations.py) is found by its own status.
+    DeadLetter.objects.filter(run=first).update(status=DeadLetter.COMPENSATED)
+    compensated = api.get("deadletters", status="compensated").json()["items"]
+    assert [item["run"] for item in compensated] == [first.pk]
+    assert len(api.get("deadletters", status="open").json()["items"]) == 1
     assert_problem(api.get("deadletters", run="x"), 400, "run")
 
 

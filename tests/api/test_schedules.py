@@ -81,6 +81,27 @@ def test_an_operator_reads_schedules_but_may_not_create_one(api_as, chain: Workf
     assert editor.post("workflows/chain/schedules", WEEKDAYS).status_code == 201
 
 
+def test_an_operator_pauses_resumes_and_runs_a_schedule_now_but_may_not_delete_it(
+    api: Api, api_as, chain: Workflow
+) -> None:
+    created = api.post("workflows/chain/schedules", WEEKDAYS).json()
+    operator = api_as(access.OPERATOR, "read", "run", "operate")
+    assert operator.post(f"schedules/{created['id']}/pause").json()["enabled"] is False
+    assert operator.post(f"schedules/{created['id']}/resume").json()["enabled"] is True
+    started = operator.post(f"schedules/{created['id']}/run")
+    assert started.status_code == 201, started.content
+    run = started.json()
+    assert started["Location"] == run["url"]
+    assert chain.runs.get(pk=run["id"]).input == {"n": 1}  # the schedule's input
+    listed = api.get(f"schedules/{created['id']}").json()["recent_runs"]
+    assert [r["id"] for r in listed] == [run["id"]]
+    assert AuditEntry.objects.filter(action="schedule.run_now", target_id=str(created["id"])).exists()
+    assert operator.delete(f"schedules/{created['id']}").status_code == 403
+    viewer = api_as(access.VIEWER, "read")
+    assert viewer.post(f"schedules/{created['id']}/run").status_code == 403
+    assert viewer.post(f"schedules/{created['id']}/pause").status_code == 403
+
+
 def test_a_run_takes_the_priority_it_is_started_with_or_the_workflows_default(
     api: Api, chain: Workflow
 ) -> None:

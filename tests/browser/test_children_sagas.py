@@ -3,6 +3,7 @@ compensation steps on the run page, and the editor's child-workflow picker and c
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,9 +14,10 @@ from tests.browser.editor_fixtures import open_editor, select_node
 from tests.factories import make_workflow
 from tests.integration.conftest import node, publish, wait_finished
 from tests.integration.runtime import Runtime
+from tests.integration.test_sagas import ended
 from workflows.handlers.demo import DEMO_SAGA
 from workflows.runs import actions as runs
-from workflows.store.models import ChildRun, Workflow, WorkflowVersion
+from workflows.store.models import ChildRun, DeadLetter, Workflow, WorkflowVersion
 
 PageAs = Callable[[str], Page]
 Screenshot = Callable[[Page, str], Path]
@@ -117,3 +119,25 @@ def test_the_editor_picks_a_child_workflow_and_a_compensate_handler_with_inline_
     assert nodes["call"]["config"] == {"workflow": "enrich"}
     assert nodes["book"]["compensate"]["handler"] == "core.delay"
     assert nodes["book"]["compensate"]["config"] == {"seconds": 1}
+
+
+def test_a_failure_the_saga_undid_shows_as_a_compensated_letter_not_an_open_one(
+    runtime: Runtime, page_as: PageAs, live_url: str, screenshot: Screenshot
+) -> None:
+    run, _ = runs.start_run(publish("demo-order-saga", DEMO_SAGA), {"order_id": "A-12", "card": "declined"})
+    assert ended(run).status == "compensated"
+    letter = DeadLetter.objects.get(run=run)
+    page = page_as("operator")
+    page.goto(f"{live_url}/runs/{run.pk}/")
+    chip = page.locator(f'.letters [data-letter="{letter.pk}"]')
+    expect(chip).to_contain_text("charge_payment · compensated")
+    expect(chip).to_have_attribute("title", re.compile("reserve_inventory~compensate"))
+    page.goto(f"{live_url}/dead-letters/?view=list")
+    expect(page.locator("body")).not_to_contain_text("charge_payment")  # not among the open ones
+    page.goto(f"{live_url}/dead-letters/?view=list&status=compensated")
+    expect(page.locator(f'a[href="/dead-letters/{letter.pk}/"]').first).to_be_visible()
+    page.goto(f"{live_url}/dead-letters/{letter.pk}/")
+    expect(page.locator("[data-letter-status]")).to_have_text("compensated")
+    expect(page.locator("main")).to_contain_text("undid its work by reserve_inventory~compensate")
+    expect(page.locator("main")).to_contain_text("by system")
+    screenshot(page, "letter-compensated")

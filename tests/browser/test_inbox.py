@@ -105,6 +105,8 @@ def test_bulk_approve_decides_the_selected_with_one_comment(
     row(page, first).locator('input[name="ids"]').check()
     row(page, second).locator('input[name="ids"]').check()
     expect(page.locator("[data-selected-count]")).to_have_text("2 selected")
+    expect(page.locator("[data-action=approve-selected]")).to_have_text("Approve 2 selected")
+    expect(page.locator("[data-action=reject-selected]")).to_have_text("Reject 2 selected")
     page.fill('#bulk-form input[name="comment"]', "batch of small refunds")
     screenshot(page, "inbox-bulk")
     page.click("[data-action=approve-selected]")

@@ -3,12 +3,14 @@ deleted by an editor; only listed for an operator."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from playwright.sync_api import expect
 
 from tests.integration.conftest import node, publish
 from tests.integration.runtime import Runtime, wait_for
+from workflows.schedules import timetable
 from workflows.store.models import Schedule
 
 ONE = {"nodes": [node("step")], "edges": []}
@@ -66,3 +68,47 @@ def test_an_operator_sees_schedules_but_no_form(runtime: Runtime, page_as: Any, 
     expect(page.locator("#new-schedule")).to_have_count(0)
     response = page.request.post(f"{live_url}/workflows/reports/schedules/", form={"name": "x"})
     assert response.status == 403
+
+
+def test_the_schedules_page_lists_every_workflows_schedules_and_an_operator_pauses_and_runs_one(
+    runtime: Runtime, page_as: Any, live_url: str, screenshot: Any
+) -> None:
+    reports = publish("reports", ONE)
+    billing = publish("billing", ONE)
+    nightly = timetable.create_schedule(
+        reports, {"name": "nightly", "cron": "0 3 * * *", "timezone": "Europe/Berlin"}
+    )
+    hourly = timetable.create_schedule(billing, {"name": "hourly invoices", "cron": "0 * * * *"})
+    viewer = page_as("viewer")
+    viewer.goto(f"{live_url}/")
+    viewer.locator('nav [data-link="schedules"]').click()
+    board = viewer.locator("#schedules-board")
+    expect(board.locator("tbody tr")).to_have_count(2)
+    expect(board.get_by_role("button")).to_have_count(0)  # a viewer only reads
+    next_fire = board.locator(f'tr[data-schedule="{hourly.pk}"] [data-field="next"] time')
+    expect(next_fire).to_have_attribute("title", re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d"))
+    expect(next_fire).to_contain_text("in ")
+    viewer.fill('#schedule-search [data-field="q"]', "billing")
+    viewer.click("#schedule-search button")
+    expect(board.locator("tbody tr")).to_have_count(1)
+    expect(board).to_contain_text("hourly invoices")
+
+    page = page_as("operator")
+    page.goto(f"{live_url}/schedules/")
+    row = page.locator(f'#schedules-board tr[data-schedule="{nightly.pk}"]')
+    expect(row.locator('[data-field="last"]')).to_contain_text("none yet")
+    row.locator('[data-action="run"]').click()
+    run = wait_for(lambda: reports.runs.first(), 10, "the run started now")
+    expect(row.locator('[data-link="last-run"]')).to_have_text(f"#{run.pk}")
+    assert run.idempotency_key.startswith(f"schedule:{nightly.pk}:now:")
+    row.locator('[data-action="pause"]').click()
+    expect(row.locator('[data-field="state"]')).to_have_text("paused")
+    expect(row.locator('[data-field="next"]')).to_contain_text("not while paused")
+    assert Schedule.objects.get(pk=nightly.pk).enabled is False
+    expect(row.locator('[data-action="edit"]')).to_have_count(0)
+    page.set_viewport_size({"width": 1280, "height": 700})
+    screenshot(page, "board-1280")
+    page.set_viewport_size({"width": 800, "height": 700})
+    screenshot(page, "board-800")
+    row.locator('[data-action="resume"]').click()
+    expect(row.locator('[data-field="state"]')).to_have_text("enabled")

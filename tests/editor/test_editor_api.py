@@ -69,7 +69,28 @@ def test_validate_accepts_a_valid_definition(editor: JsonClient) -> None:
     assert editor.post(api("fine", "validate"), {"definition": CHAIN}).json() == {
         "valid": True,
         "errors": [],
+        "warnings": [],
     }
+
+
+def test_validate_warns_of_a_placeholder_no_upstream_node_provides(editor: JsonClient) -> None:
+    make_workflow("gapped")
+    definition = {
+        "nodes": [
+            {"id": "a", "handler": "core.noop"},
+            {"id": "b", "handler": "core.fail", "config": {"message": "{upstream.c.x}"}},
+            {"id": "c", "handler": "core.noop"},
+        ],
+        "edges": [{"source": "a", "target": "b"}],
+    }
+    body = editor.post(api("gapped", "validate"), {"definition": definition}).json()
+    assert body["valid"] is True  # a warning refuses nothing
+    (warning,) = body["warnings"]
+    assert (warning["code"], warning["node"], warning["path"]) == (
+        "upstream_not_predecessor",
+        "b",
+        "definition.nodes[1].config.message",
+    )
 
 
 def test_validate_refuses_a_body_that_is_not_json(editor: JsonClient) -> None:

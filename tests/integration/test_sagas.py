@@ -12,7 +12,7 @@ from tests.integration.runtime import Runtime, wait_for
 from workflows.handlers.demo import DEMO_SAGA
 from workflows.runs import actions as runs
 from workflows.store.errors import Conflict, Invalid
-from workflows.store.models import ChildRun, DeadLetter, NodeRun, Run, RunEvent
+from workflows.store.models import AuditEntry, ChildRun, DeadLetter, NodeRun, Run, RunEvent
 from workflows.versions import publish as versions
 
 FINISHED = {"succeeded", "failed", "cancelled", "compensated", "compensation_failed"}
@@ -156,3 +156,42 @@ def test_a_bad_compensate_is_refused_naming_the_field(
         versions.create_version(workflow, {"nodes": [node("a", "core.echo", compensate=compensate)]})
     (issue,) = refused.value.issues
     assert issue.path == path and message in issue.message and issue.node == "a"
+
+
+def test_the_failure_a_saga_undid_is_closed_as_compensated_naming_its_steps(runtime: Runtime) -> None:
+    run, _ = runs.start_run(publish("demo-order-saga", DEMO_SAGA), {"order_id": "A-10", "card": "declined"})
+    assert ended(run).status == "compensated"
+    letter = DeadLetter.objects.get(run=run, node_id="charge_payment")
+    assert letter.status == "compensated"
+    assert letter.resolved_at is not None and letter.resolved_by is None
+    assert "reserve_inventory~compensate" in letter.reason
+    entry = AuditEntry.objects.get(action="deadletter.compensated", target_id=str(letter.pk))
+    assert entry.actor is None and entry.data["steps"] == ["reserve_inventory~compensate"]
+    assert RunEvent.objects.filter(run=run, kind="deadletter.compensated", node_id="charge_payment").exists()
+    with pytest.raises(Conflict, match="already compensated"):
+        runs.replay_dead_letter(letter.pk)
+
+
+def test_a_saga_that_could_not_undo_everything_leaves_its_letters_open(runtime: Runtime) -> None:
+    flow = {
+        "nodes": [
+            node("reserve", "core.echo", compensate={"handler": "core.fail", "config": {"message": "down"}}),
+            node("ship", "core.fail"),
+        ],
+        "edges": [{"source": "reserve", "target": "ship"}],
+    }
+    run, _ = runs.start_run(publish("half-undone", flow), {})
+    assert ended(run).status == "compensation_failed"
+    statuses = dict(DeadLetter.objects.filter(run=run).values_list("node_id", "status"))
+    assert statuses == {"ship": "open", "reserve~compensate": "open"}
+
+
+def test_a_compensated_child_runs_letter_is_closed_and_its_parents_stays_open(runtime: Runtime) -> None:
+    publish("demo-order-saga", DEMO_SAGA)
+    flow = {"nodes": [node("order", "workflow.run", config={"workflow": "demo-order-saga"})]}
+    run, _ = runs.start_run(publish("shop-letters", flow), {"order_id": "A-11", "card": "declined"})
+    assert wait_finished(run).status == "failed"
+    child = ChildRun.objects.get(parent_run=run).child
+    assert list(DeadLetter.objects.filter(run=child).values_list("status", flat=True)) == ["compensated"]
+    # The parent undid nothing (no compensate of its own): its failure is an operator's to look at.
+    assert list(DeadLetter.objects.filter(run=run).values_list("status", flat=True)) == ["open"]

@@ -16,6 +16,7 @@ from workflows.runs import actions as runs
 from workflows.runs import search as runsearch
 from workflows.runs import waiting
 from workflows.store.models import ChildRun, MapItem, NodeRun, Run, Wait
+from workflows.versions import editing
 from workflows.waits import waiting as waits
 
 
@@ -101,3 +102,15 @@ def test_a_run_started_while_its_workflow_is_paused_waits_for_the_resume(db: Any
     run, _ = runs.start_run(workflow, {})
     assert run.status == "waiting" and found("waiting") == {run.pk}
     assert waiting.waiting_for([run])[run.pk] == [waiting.PAUSED]
+
+
+def test_a_test_run_is_neither_counted_nor_listed_unless_asked_for(runtime: Runtime) -> None:
+    flow = publish("held", {"nodes": [node("hold", "wait.event", config={"key": "input.k"})]})
+    live, _ = runs.start_run(flow, {"k": "live"})
+    test = editing.start_test_run(flow.active_version, {"k": "test"})
+    for run in (live, test):
+        wait_for(lambda run=run: Wait.objects.filter(run=run, closed_at=None).exists(), 30, "the wait")
+    assert shown_counts() == {(flow.pk, "waiting"): 1}
+    assert found("waiting") == {live.pk}
+    with_tests = runsearch.RunSearch(status="waiting", include_tests=True).apply(Run.objects.all())
+    assert set(with_tests.values_list("id", flat=True)) == {live.pk, test.pk}

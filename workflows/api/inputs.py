@@ -70,7 +70,7 @@ Number = Annotated[int, Field(ge=1, le=2**31 - 1), BeforeValidator(whole_number)
 Scope = Literal["read", "run", "edit", "operate", "admin"]
 EventType = Literal[EVENT_TYPES]  # type: ignore[valid-type]  # a Literal of the tuple of event names: mypy cannot evaluate a Literal built at import
 RunStatus = Literal[tuple(RunStatus)]  # type: ignore[misc, assignment]  # a Literal of the enum's values, built at import: mypy cannot evaluate it, and the name is rebound from the enum
-LetterStatus = Literal["open", "replayed", "discarded"]
+LetterStatus = Literal["open", "replayed", "discarded", "compensated"]
 DeliveryStatus = Literal["pending", "sending", "succeeded", "failed"]
 Definition = Annotated[
     dict[str, Any],
@@ -287,6 +287,11 @@ class RunQuery(Page):
     )
     error: str | None = Field(None, max_length=200, description="Text a dead letter's error contains.")
     node_id: str | None = Field(None, max_length=64, description="A node that died in the run.")
+    include_tests: bool = Field(
+        False,
+        description="Also list runs started from the editor's Test run (left out by default, "
+        "unless `version` is given).",
+    )
 
 
 class EventQuery(Query):

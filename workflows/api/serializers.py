@@ -54,6 +54,7 @@ ProblemError = TypedDict(
         "node": NotRequired[str | None],
         "field": NotRequired[str],
         "cycle": NotRequired[list[str]],
+        "input_field": NotRequired[str],
     },
 )
 
@@ -107,6 +108,10 @@ class RunSummary(TypedDict):
     workflow: str
     version: int
     version_id: int
+    # The version is the frozen copy of a draft made for a test run (not a release): "v7 (test)".
+    test_version: bool
+    # Started from the editor's Test run: left out of the lists unless `include_tests`.
+    test_run: bool
     status: str
     idempotency_key: str | None
     priority: int
@@ -281,6 +286,8 @@ class ValidationOut(TypedDict):
 class DefinitionCheck(TypedDict):
     valid: bool
     errors: list[ProblemError]
+    # What placeholders name that nothing is sure to provide (core/contracts.template_gaps): not refused.
+    warnings: list[ProblemError]
 
 
 class FieldChangeOut(TypedDict):
@@ -505,6 +512,8 @@ def run_summary(r: Run) -> RunSummary:
         "workflow": r.workflow.slug,
         "version": r.version.number,
         "version_id": r.version_id,
+        "test_version": r.version.is_test_version,
+        "test_run": r.is_test,
         "status": r.status,
         "idempotency_key": r.idempotency_key,
         "priority": r.priority,
@@ -700,9 +709,10 @@ def validation(issues: list[Issue]) -> ValidationOut:
     return {"valid": not issues, "issues": [{"path": i.path, "message": i.message} for i in issues]}
 
 
-def definition_check(issues: list[Issue]) -> DefinitionCheck:
+def definition_check(issues: list[Issue], warnings: list[Issue]) -> DefinitionCheck:
     errors = [definition_error(i, "definition").as_dict() for i in issues]
-    return {"valid": not issues, "errors": errors}  # type: ignore[typeddict-item]  # as_dict() rows are plain dicts of DefinitionError's keys
+    noted = [definition_error(i, "definition").as_dict() for i in warnings]
+    return {"valid": not issues, "errors": errors, "warnings": noted}  # type: ignore[typeddict-item]  # as_dict() rows are plain dicts of DefinitionError's keys
 
 
 def api_key(k: ApiKey) -> KeyOut:

@@ -116,6 +116,7 @@ def list_runs(request: HttpRequest, q: Query[i.RunQuery]) -> Any:
             error=q.error or "",
             node=q.node_id or "",
             priority=q.priority_min,
+            include_tests=q.include_tests,
         )
     except Invalid as exc:
         raise ApiError(400, exc.message, [FieldError("query", "input", exc.message)]) from None

@@ -30,6 +30,7 @@ router = Router(tags=["schedules"])
 SlugPath = Annotated[str, Path(pattern=i.SLUG_PATTERN)]
 ScheduleId = Annotated[int, Path(ge=1, le=MAX_ID)]
 MANAGE = allowed("manage_schedules")
+OPERATE = allowed("operate_schedules")  # pause and resume: operators, as for a workflow
 API = "/api/v1"
 
 
@@ -146,7 +147,7 @@ def update_schedule(request: ApiRequest, schedule_id: ScheduleId, body: Schedule
 
 
 @router.post(
-    "/schedules/{id:schedule_id}/pause", response=ScheduleOut, auth=MANAGE, summary="Pause a schedule"
+    "/schedules/{id:schedule_id}/pause", response=ScheduleOut, auth=OPERATE, summary="Pause a schedule"
 )
 @refuses(404)
 def pause_schedule(request: ApiRequest, schedule_id: ScheduleId) -> Any:
@@ -155,12 +156,29 @@ def pause_schedule(request: ApiRequest, schedule_id: ScheduleId) -> Any:
 
 
 @router.post(
-    "/schedules/{id:schedule_id}/resume", response=ScheduleOut, auth=MANAGE, summary="Resume a schedule"
+    "/schedules/{id:schedule_id}/resume", response=ScheduleOut, auth=OPERATE, summary="Resume a schedule"
 )
 @refuses(404)
 def resume_schedule(request: ApiRequest, schedule_id: ScheduleId) -> Any:
     """Fire again; the catch-up policy decides what of the fires missed meanwhile runs."""
     return schedule_out(schedules.set_enabled(schedule_id, True, user=request.auth))
+
+
+@router.post(
+    "/schedules/{id:schedule_id}/run",
+    response={201: s.RunSummary},
+    auth=allowed("start_run"),
+    summary="Run a schedule now",
+)
+@refuses(404, 409)
+def run_schedule_now(request: ApiRequest, response: HttpResponse, schedule_id: ScheduleId) -> Any:
+    """Start a run of the schedule now, with its input and priority; its timetable is
+    unchanged. The run counts as the schedule's (its latest run, active for its overlap
+    policy); a second call in the same second answers the same run."""
+    run = schedules.run_now(schedule_id, user=request.auth)
+    data = s.run_summary(run)
+    response["Location"] = data["url"]
+    return Status(201, data)
 
 
 @router.delete("/schedules/{id:schedule_id}", response={204: None}, auth=MANAGE, summary="Delete a schedule")

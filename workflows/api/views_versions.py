@@ -16,11 +16,11 @@ from workflows.api.errors import ApiError, FieldError, issues_under
 from workflows.api.parsing import MAX_ID
 from workflows.api.schema import refuses
 from workflows.children import calls
-from workflows.core.definition import validate_definition
+from workflows.core.definition import template_warnings, validate_definition
 from workflows.core.diff import diff_definitions
 from workflows.store.errors import NotFound
 from workflows.store.models import WorkflowVersion
-from workflows.versions import catalog, drafts
+from workflows.versions import catalog, drafts, samples
 from workflows.versions import publish as versions
 
 router = Router(tags=["versions"])
@@ -194,10 +194,13 @@ def check_definition(request: HttpRequest, slug: SlugPath, body: i.ValidateIn) -
     """Check a definition without saving it, as a save would: 200 either way. Each error is
     an item of a problem's `errors` (`code`, `node`, `field` in the definition, `cycle`'s node
     ids), so what the editor shows while drawing is what a refused save would say. Anyone who
-    may look at the workflow may check (a viewer's canvas shows its problems too)."""
+    may look at the workflow may check (a viewer's canvas shows its problems too).
+    `warnings` lists placeholders nothing is sure to provide (an undeclared `{input.X}`, an
+    `{upstream.N.X}` whose N is not upstream or whose latest output has no X): not refused."""
     workflow = versions.get_workflow(slug)
     issues = validate_definition(body.definition, handlers.schemas(), versions.limits())
-    return s.definition_check(issues + calls.call_issues(body.definition, workflow))
+    warnings = template_warnings(body.definition, samples.known_outputs(workflow))
+    return s.definition_check(issues + calls.call_issues(body.definition, workflow), warnings)
 
 
 @router.get("/handlers", response=s.HandlerList, auth=allowed("view"), summary="List node handlers")

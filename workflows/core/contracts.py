@@ -12,16 +12,31 @@ Decided here: a field the schema lists but does not require is accepted (a run m
 it); the run-time error for a run that lacks it says what to start the run with. Only the
 first field is checked (`{input.customer.email}` needs `customer`): nested schemas are the
 author's to keep.
+
+Warnings (`template_gaps`): what a placeholder names that nothing is sure to provide, but a
+run might still (so a save is not refused). `{input.X}` in a definition that declares no
+input properties at all; `{upstream.N...}` where N is no node of the definition, or not a
+direct predecessor of the node (a node is given only its predecessors' outputs:
+core/compensation.given_by); `{upstream.N.X.Y}` where N's known output (the caller passes
+one per node, e.g. from the latest run that reached it) has no X, or X no Y. Paths are
+followed through objects only: a list or a scalar ends the check (its shape varies by run).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
 # The same placeholder grammar as handlers/builtin.py's templates, for the `input` root.
 INPUT_PLACEHOLDER = re.compile(r"\{input((?:\.[A-Za-z0-9_-]+)+)\}")
+UPSTREAM_PLACEHOLDER = re.compile(r"\{upstream((?:\.[A-Za-z0-9_-]+)*)\}")
+
+# What a Gap is about (the `code` of its warning).
+INPUT_UNDECLARED = "input_undeclared"
+UPSTREAM_UNKNOWN_NODE = "upstream_unknown_node"
+UPSTREAM_NOT_PREDECESSOR = "upstream_not_predecessor"
+UPSTREAM_MISSING_FIELD = "upstream_missing_field"
 
 
 class Unprovided(NamedTuple):
@@ -66,3 +81,108 @@ def strings_in(value: Any, where: tuple[str | int, ...]) -> Iterator[tuple[tuple
     elif isinstance(value, list):
         for index, item in enumerate(value):
             yield from strings_in(item, (*where, index))
+
+
+class Gap(NamedTuple):
+    """A placeholder in a node's config that nothing is sure to provide (a warning)."""
+
+    position: int  # the node's index in `nodes`
+    node: str
+    where: tuple[str | int, ...]  # the path inside the node's config
+    code: str
+    placeholder: str
+    field: str  # the input field, or the dotted path inside the upstream output
+    message: str
+
+
+def template_gaps(definition: Any, outputs: Mapping[str, Any]) -> list[Gap]:
+    """The placeholders of every node's config that nothing is sure to provide.
+
+    `outputs` maps a node id to an output it is known to give (absent: unknown, not checked).
+    """
+    if not isinstance(definition, Mapping):
+        return []
+    nodes = _nodes_by_index(definition.get("nodes"))
+    ids = {node_id for node_id, _ in nodes.values()}
+    preds = _predecessors(definition.get("edges"))
+    undeclared = declared_fields(definition.get("input_schema")) is None
+    gaps = []
+    for index, (node_id, config) in nodes.items():
+        for where, text in strings_in(config, ()):
+            found = (index, node_id, where)
+            if undeclared:
+                gaps += [_undeclared_input(found, m) for m in INPUT_PLACEHOLDER.finditer(text)]
+            for match in UPSTREAM_PLACEHOLDER.finditer(text):
+                gaps += _upstream_gaps(found, match, ids, preds.get(node_id, set()), outputs)
+    return gaps
+
+
+def _nodes_by_index(raw: Any) -> dict[int, tuple[str, Any]]:
+    """Each readable node: its index -> (id, config)."""
+    if not isinstance(raw, list):
+        return {}
+    return {
+        i: (str(n["id"]), n.get("config"))
+        for i, n in enumerate(raw)
+        if isinstance(n, Mapping) and isinstance(n.get("id"), str)
+    }
+
+
+def _predecessors(raw: Any) -> dict[str, set[str]]:
+    """Each node id -> the ids of the nodes with an edge into it."""
+    preds: dict[str, set[str]] = {}
+    for edge in raw if isinstance(raw, list) else []:
+        if isinstance(edge, Mapping) and isinstance(edge.get("source"), str):
+            preds.setdefault(str(edge.get("target")), set()).add(edge["source"])
+    return preds
+
+
+def _undeclared_input(found: tuple[int, str, tuple[str | int, ...]], match: re.Match[str]) -> Gap:
+    name = match[1].split(".")[1]
+    message = (
+        f"{match[0]} names `{name}`, but the definition declares no input schema: a run started "
+        f"without `{name}` fails at node '{found[1]}'; add `{name}` to the input schema"
+    )
+    return Gap(*found, INPUT_UNDECLARED, match[0], name, message)
+
+
+def _upstream_gaps(
+    found: tuple[int, str, tuple[str | int, ...]],
+    match: re.Match[str],
+    ids: set[str],
+    preds: set[str],
+    outputs: Mapping[str, Any],
+) -> list[Gap]:
+    node_id = found[1]
+    parts = match[1].split(".")[1:]
+    if not parts:
+        return []
+    source, path = parts[0], parts[1:]
+    if source not in ids:
+        message = f"{match[0]} names node '{source}', which this definition does not have (node '{node_id}')"
+        return [Gap(*found, UPSTREAM_UNKNOWN_NODE, match[0], source, message)]
+    if source not in preds:
+        message = (
+            f"{match[0]}: node '{source}' is not upstream of node '{node_id}' (a node is given only the "
+            f"outputs of nodes with an edge into it); add an edge {source} -> {node_id} or fix the placeholder"
+        )
+        return [Gap(*found, UPSTREAM_NOT_PREDECESSOR, match[0], source, message)]
+    missing = missing_path(outputs[source], path) if source in outputs else None
+    if missing is None:
+        return []
+    message = (
+        f"{match[0]}: the latest output of node '{source}' has no `{missing}` "
+        f"(node '{node_id}' would fail on it); pick a field that output has"
+    )
+    return [Gap(*found, UPSTREAM_MISSING_FIELD, match[0], missing, message)]
+
+
+def missing_path(value: Any, path: Sequence[str]) -> str | None:
+    """The dotted prefix of `path` that `value` lacks, following objects only; None: not missing."""
+    for depth, name in enumerate(path):
+        if not isinstance(value, Mapping):
+            return None
+        if name not in value:
+            return ".".join(path[: depth + 1])
+        value = value[name]
+    return None

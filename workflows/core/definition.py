@@ -26,7 +26,7 @@ import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from workflows.core.conditions import Condition, ConditionError
-from workflows.core.contracts import unprovided_fields
+from workflows.core.contracts import INPUT_UNDECLARED, template_gaps, unprovided_fields
 from workflows.core.egress import EgressPolicy, literal_refusal
 from workflows.core.engine import JOIN_RULES
 from workflows.core.graph import (
@@ -105,7 +105,9 @@ class Issue:
 
     ``code`` says what kind of problem it is (a word a program may branch on: "cycle",
     "unknown_handler", ...); ``node`` names the node it belongs to when that is known;
-    ``cycle`` lists a cycle's node ids in edge direction, the first repeated at the end.
+    ``cycle`` lists a cycle's node ids in edge direction, the first repeated at the end;
+    ``input_field`` names the run-input field a placeholder needs that the input schema does
+    not declare (the editor offers to add it).
     """
 
     path: str
@@ -113,6 +115,7 @@ class Issue:
     code: str = "invalid"
     node: str | None = None
     cycle: tuple[str, ...] | None = None
+    input_field: str | None = None
 
     def __str__(self) -> str:
         return f"{self.path}: {self.message}" if self.path else self.message
@@ -127,6 +130,8 @@ class Issue:
         }
         if self.cycle is not None:
             problem["cycle"] = list(self.cycle)
+        if self.input_field is not None:
+            problem["input_field"] = self.input_field
         return problem
 
 
@@ -269,6 +274,20 @@ def parse_definition(
     if issues or draft is None:
         raise DefinitionError(issues)
     return _build_graph(draft)
+
+
+def template_warnings(data: object, outputs: Mapping[str, Any]) -> list[Issue]:
+    """Return what the definition's placeholders name that nothing is sure to provide.
+
+    Warnings, not problems: a save is not refused for them (core/contracts.template_gaps).
+    `outputs` maps node ids to an output each is known to give (from a recent run).
+    """
+    issues = []
+    for gap in template_gaps(data, outputs):
+        path = _format_path(("nodes", gap.position, "config", *gap.where))
+        field_name = gap.field if gap.code == INPUT_UNDECLARED else None
+        issues.append(Issue(path, gap.message, gap.code, gap.node, input_field=field_name))
+    return issues
 
 
 def normalise(data: object) -> dict[str, Any]:
@@ -673,7 +692,7 @@ def _check_input_placeholders(draft: _Draft) -> list[Issue]:
                 f"carry it), or fix the placeholder{_node_suffix(raw)}"
             )
             path = _format_path(("nodes", index, "config", *found.where))
-            issues.append(Issue(path, message, "input_not_in_schema", _node_id(raw)))
+            issues.append(Issue(path, message, "input_not_in_schema", _node_id(raw), input_field=found.field))
     return issues
 
 

@@ -28,7 +28,7 @@ from controlplane import access
 from workflows.core.engine import JOINS
 from workflows.core.graph import DEFAULT_JOIN
 from workflows.store.errors import Conflict, NotFound
-from workflows.store.models import Workflow
+from workflows.store.models import TEST_VERSION_PREFIX, Workflow
 from workflows.templatetags.start_run import dialog_config
 from workflows.versions import catalog, editing
 from workflows.versions import publish as versions
@@ -158,6 +158,10 @@ def diff_page(request: HttpRequest, slug: str) -> HttpResponse:
         "config": config,
         "mode": "diff",
         "numbers": numbers,
+        # Versions frozen from a draft for a test run: labelled "(test)" in the pickers.
+        "test_numbers": {
+            v.number for v in workflow.versions.filter(comment__startswith=TEST_VERSION_PREFIX).only("number")
+        },
         "old": old,
         "new": new,
     }

@@ -39,6 +39,14 @@ def matching(action: Action, search: RunSearch) -> Any:
     return chosen.order_by("id")
 
 
+COUNT_CAP = 10_000  # the list's buttons say "10000+" beyond: an exact count is the confirm page's
+
+
+def count_matching(action: Action, search: RunSearch) -> int:
+    """How many runs `matching` selects, counted up to COUNT_CAP + 1 (for the list's buttons)."""
+    return int(matching(action, search).values("id")[: COUNT_CAP + 1].count())
+
+
 def act_on_runs(
     action: Action,
     chosen: RunSearch | Sequence[int],

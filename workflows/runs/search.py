@@ -39,6 +39,9 @@ class RunSearch:
     error: str = ""
     node: str = ""
     priority: int | None = None  # at least this priority (core/priorities.py)
+    # Runs started from the editor's Test run are left out unless asked for, or unless a
+    # version is named (a test version's runs are all test runs).
+    include_tests: bool = False
 
     def apply(self, runs: QuerySet[Run]) -> QuerySet[Run]:
         lookups: dict[str, Any] = {
@@ -50,6 +53,8 @@ class RunSearch:
             "priority__gte": self.priority,
         }
         runs = runs.filter(**{k: v for k, v in lookups.items() if v is not None})
+        if not self.include_tests and self.version is None:
+            runs = runs.filter(is_test=False)
         if self.status:  # as shown: `waiting` takes in running runs that wait (runs/waiting.py)
             runs = with_shown_status(runs, self.status)
         if self.error or self.node:

@@ -47,9 +47,10 @@ WAITS_OUTSIDE_SQL = f"""(r.status = '{RUNNING}' AND r.waiting_nodes > 0 AND (
 SHOWN_STATUS_SQL = f"CASE WHEN {WAITS_OUTSIDE_SQL} THEN '{WAITING}' ELSE r.status END"
 
 # How many runs of each workflow are in flight, by their shown status (the overview's counts).
+# The editor's test runs (Run.is_test) are not counted: the overview counts production runs.
 IN_FLIGHT_BY_SHOWN_STATUS_SQL = f"""
 SELECT r.workflow_id, {SHOWN_STATUS_SQL}, count(*) FROM {RUNS} r
-WHERE r.status IN ('{RUNNING}', '{WAITING}') GROUP BY 1, 2
+WHERE r.status IN ('{RUNNING}', '{WAITING}') AND NOT r.is_test GROUP BY 1, 2
 """
 
 

@@ -334,5 +334,6 @@ def end_compensations(ends: list[tuple[int, str]]) -> None:
         return
     with transaction.atomic():
         ended = transitions.end_compensations(ends)
+        sagas.resolve_compensated_letters([e.run_id for e in ended if e.status == RunStatus.COMPENSATED])
         childlinks.settle_parents([e.run_id for e in ended])
     bus.publish_runs_finished(ended)

@@ -163,6 +163,26 @@ def set_enabled(schedule_id: int, enabled: bool, user: Any = None) -> Schedule:
     return schedule
 
 
+def run_now(schedule_id: int, user: Any = None) -> Run:
+    """Start a run of the schedule now, with its input and priority, outside its timetable.
+
+    Its idempotency key carries the schedule's prefix (`schedule:<id>:now:<time>`), so it is
+    the schedule's latest run and counts as active for its overlap policy; the timetable
+    itself (next and last fire) is untouched.
+    """
+    schedule = get_schedule(schedule_id)
+    now = timezone.now()
+    with transaction.atomic():
+        run, _ = runs.start_run(
+            schedule.workflow,
+            schedule.input,
+            idempotency_key=f"{core.key_prefix(schedule.pk)}now:{iso(now)}",
+            priority=schedule.priority,
+        )
+        audit.record(user, "schedule.run_now", schedule, run=run.pk)
+    return run
+
+
 def delete_schedule(schedule_id: int, user: Any = None) -> None:
     """Delete a schedule; its runs stay."""
     with transaction.atomic():

@@ -74,6 +74,17 @@ class WorkflowVersion(models.Model):
     def is_published(self) -> bool:
         return self.status == self.PUBLISHED
 
+    @property
+    def is_test_version(self) -> bool:
+        """Whether this is the frozen copy of a draft made for a test run or a fork onto a draft
+        (versions/editing.freeze_draft): published, never activated by it, labelled "test"
+        wherever its number is shown."""
+        return self.comment.startswith(TEST_VERSION_PREFIX)
+
+
+# The comment of a version frozen from a draft for a test run (versions/editing.freeze_draft).
+TEST_VERSION_PREFIX = "test-run snapshot of draft"
+
 
 class Run(models.Model):
     workflow = models.ForeignKey(Workflow, on_delete=models.PROTECT, related_name="runs")
@@ -83,6 +94,9 @@ class Run(models.Model):
     waiting_nodes = models.PositiveIntegerField(db_default=0)  # db_default: raw INSERTs omit it
     priority = models.SmallIntegerField(db_default=0)  # core/priorities.py
     input = models.JSONField(default=dict)
+    # Started from the editor's Test run (versions/editing.start_test_run): left out of the
+    # production lists and counts unless asked for (runs list, overview, workflow list).
+    is_test = models.BooleanField(default=False, db_default=False)  # db_default: raw INSERTs omit it
     idempotency_key = models.CharField(max_length=200, null=True, blank=True)
     request_hash = models.CharField(max_length=80, blank=True)
     # Bumped by every replay: a finish decided from an older snapshot no longer applies.
@@ -263,6 +277,8 @@ class DeadLetter(models.Model):
     OPEN = "open"
     REPLAYED = "replayed"
     DISCARDED = "discarded"
+    # Closed by the system: its run's saga undid the run's work (runtime/compensations.py).
+    COMPENSATED = "compensated"
 
     run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="dead_letters")
     node_run = models.ForeignKey(NodeRun, on_delete=models.CASCADE, related_name="dead_letters")
@@ -276,7 +292,9 @@ class DeadLetter(models.Model):
         "MapItem", null=True, blank=True, on_delete=models.CASCADE, related_name="dead_letters"
     )
     status = models.CharField(
-        max_length=16, choices=[(OPEN, OPEN), (REPLAYED, REPLAYED), (DISCARDED, DISCARDED)], default=OPEN
+        max_length=16,
+        choices=[(OPEN, OPEN), (REPLAYED, REPLAYED), (DISCARDED, DISCARDED), (COMPENSATED, COMPENSATED)],
+        default=OPEN,
     )
     created_at = models.DateTimeField(auto_now_add=True)
     resolved_at = models.DateTimeField(null=True, blank=True)

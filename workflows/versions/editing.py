@@ -28,10 +28,10 @@ from workflows.llm import providers
 from workflows.runs import actions as runs
 from workflows.store import audit
 from workflows.store.errors import Invalid, NotFound
-from workflows.store.models import Run, Workflow, WorkflowVersion
+from workflows.store.models import TEST_VERSION_PREFIX, Run, Workflow, WorkflowVersion
 from workflows.versions import catalog
 
-SNAPSHOT_PREFIX = "test-run snapshot of draft"
+SNAPSHOT_PREFIX = TEST_VERSION_PREFIX
 
 
 # --------------------------------------------------------------------------- reading
@@ -79,7 +79,7 @@ def child_choices(workflow: Workflow) -> list[dict[str, Any]]:
 
 def is_snapshot(version: WorkflowVersion) -> bool:
     """Return whether a version is the frozen copy of a draft made for a test run."""
-    return version.comment.startswith(SNAPSHOT_PREFIX)
+    return version.is_test_version
 
 
 def get_version(workflow: Workflow, number: int) -> WorkflowVersion:
@@ -127,6 +127,8 @@ def start_test_run(version: WorkflowVersion, run_input: Any, user: Any = None) -
     with transaction.atomic():
         pinned = version if version.is_published else freeze_draft(version, user)
         run, _ = runs.start_run(pinned.workflow, run_input, version=pinned)
+        Run.objects.filter(pk=run.pk).update(is_test=True)
+        run.is_test = True
         audit.record(user, "run.test_start", run, version=pinned.number, edited_version=version.number)
     return run
 

@@ -9,7 +9,7 @@ import { Finder } from "./finder.js";
 import { Inspector } from "./inspector.js";
 import { Layouter, quickLayout } from "./layouter.js";
 import { Minimap } from "./minimap.js";
-import { definitionFromImport, Doc, EXPORT_FORMAT, UndoStack, withPath } from "./model.js";
+import { definitionFromImport, Doc, EXPORT_FORMAT, UndoStack, withInputField, withPath } from "./model.js";
 import { StartRunDialog } from "./startrun.js";
 import { SuitePanel } from "./suitepanel.js";
 import { TestRunPanel } from "./testrun.js";
@@ -308,7 +308,7 @@ export class Editor {
     const { definition, ...version } = detail;
     this.version = version;
     const label = $("#ed-version-label", this.root);
-    const parts = [`v${version.number}`, version.status];
+    const parts = [`v${version.number}`, version.test_snapshot ? "test version (a frozen draft, no release)" : version.status];
     if (version.status === "draft") parts.push(`revision ${version.revision}`);
     if (version.active) parts.push("active");
     label.textContent = parts.join(" · ");
@@ -565,10 +565,13 @@ export class Editor {
     this.root.dataset.validation = "done";
     if (!res.ok) return this.say(`Could not validate: ${res.error}`, "error");
     this.validatedJson = json;
-    this.applyIssues(res.data.errors, order);
+    this.applyIssues(res.data.errors, order, res.data.warnings ?? []);
   }
 
-  applyIssues(issues, order) {
+  // `warnings` (the server's, core/contracts.template_gaps): placeholders nothing is sure to
+  // provide; listed under the problems, never blocking a save.
+  applyIssues(issues, order, warnings = []) {
+    this.warnings = warnings.map((issue) => ({ ...issue, target: this.locate(issue, order) }));
     this.issues = issues.map((issue) => ({ ...issue, target: this.locate(issue, order) }));
     this.nodeIssues = new Map();
     this.edgeIssues = new Map();
@@ -631,6 +634,7 @@ export class Editor {
           { class: "ed-problem", tabindex: "0", onclick: () => this.reveal(issue), onkeydown: (e) => e.key === "Enter" && this.reveal(issue) },
           h("span", { class: "ed-where", text: this.describe(issue) }),
           issue.message,
+          this.addFieldButton(issue),
         ),
       );
     }
@@ -638,10 +642,33 @@ export class Editor {
       items.push(h("li", { class: "ed-muted", text: `… and ${this.issues.length - MAX_PROBLEMS_SHOWN} more.` }));
     }
     if (!items.length) items.push(h("li", { class: "ed-ok", text: "No problems: this definition is valid." }));
+    for (const issue of (this.warnings ?? []).slice(0, MAX_PROBLEMS_SHOWN)) items.push(this.warningItem(issue));
     replaceChildren(list, items);
     const count = this.issues.length + (this.refusal ? 1 : 0);
     $("#ed-problems-count", this.root).textContent = String(count);
     $("#ed-problems", this.root).dataset.count = String(count);
+  }
+
+  warningItem(issue) {
+    return h(
+      "li",
+      { class: "ed-problem ed-warning", tabindex: "0", onclick: () => this.reveal(issue), onkeydown: (e) => e.key === "Enter" && this.reveal(issue) },
+      h("span", { class: "ed-where", text: `warning · ${this.describe(issue)}` }),
+      issue.message,
+      this.addFieldButton(issue),
+    );
+  }
+
+  // One click adds the run-input field a placeholder needs to the input schema (a required string).
+  addFieldButton(issue) {
+    const name = issue.input_field;
+    if (!name || !this.canEdit) return null;
+    const add = (event) => {
+      event.stopPropagation();
+      this.change(() => (this.doc.inputSchema = withInputField(this.doc.inputSchema, name)));
+      this.say(`Added ${name} (a required string) to the input schema; save to keep it.`);
+    };
+    return h("button", { type: "button", class: "ed-add-field", "data-add-field": name, onclick: add, text: `Add ${name} to input schema` });
   }
 
   describe(issue) {

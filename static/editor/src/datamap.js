@@ -21,7 +21,7 @@ export class DataMap {
     const state = this.app.runState;
     if (state && state.raw) return { id: state.id, label: `test run ${state.id}`, input: state.raw.input, outputs: outputsOf(state.raw) };
     if (this.latest === undefined) {
-      const list = await this.app.api.request("GET", `${this.app.api.runsUrl}?${new URLSearchParams({ workflow: this.app.config.slug, limit: 1 })}`);
+      const list = await this.app.api.request("GET", `${this.app.api.runsUrl}?${new URLSearchParams({ workflow: this.app.config.slug, limit: 1, include_tests: "true" })}`);
       const first = list.ok ? list.data.items[0] : null;
       const run = first ? await this.app.api.run(first.id) : null;
       this.latest = run && run.ok ? run.data : null;

@@ -319,6 +319,13 @@ export class Inspector {
       target?.classList.add("ed-invalid");
       list?.append(h("li", { text: issue.message }));
     }
+    // Warnings (placeholders nothing provides) under their field too, in amber, never red.
+    const uid = nodes.size === 1 && edges.size === 0 ? [...nodes][0] : null;
+    for (const issue of (this.app.warnings ?? []).filter((w) => uid && w.target.uid === uid)) {
+      const target = bestField(fields, issue.target.field);
+      const list = target?.querySelector(":scope > .ed-field-issues") ?? top;
+      list?.append(h("li", { class: "ed-field-warning", text: issue.message }, this.app.addFieldButton(issue)));
+    }
   }
 
   // Show the last test run's result for the selected node, and the data it gives.

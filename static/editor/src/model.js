@@ -14,6 +14,7 @@ const nextUid = (prefix) => `${prefix}${++uidCounter}`;
 export class Doc {
   constructor() {
     this.description = "";
+    this.inputSchema = null; // the definition's input_schema, kept as it is (null: none)
     this.nodes = new Map(); // uid -> {uid, data, x, y}
     this.edges = new Map(); // uid -> {uid, source, target, data}
   }
@@ -24,6 +25,8 @@ export class Doc {
     const doc = new Doc();
     const dropped = [];
     doc.description = typeof definition.description === "string" ? definition.description : "";
+    const schema = definition.input_schema;
+    doc.inputSchema = schema && typeof schema === "object" && !Array.isArray(schema) ? schema : null;
     const byId = new Map(); // the first node of an id wins, as in the graph core
     for (const raw of Array.isArray(definition.nodes) ? definition.nodes : []) {
       const data = raw && typeof raw === "object" && !Array.isArray(raw) ? { ...raw } : { id: String(raw) };
@@ -53,6 +56,7 @@ export class Doc {
     }
     const definition = { nodes, edges };
     if (this.description) definition.description = this.description;
+    if (this.inputSchema) definition.input_schema = this.inputSchema;
     return definition;
   }
 
@@ -107,6 +111,7 @@ export class Doc {
   snapshot() {
     return {
       description: this.description,
+      inputSchema: this.inputSchema,
       nodes: [...this.nodes.values()].map((n) => ({ ...n })),
       edges: [...this.edges.values()].map((e) => ({ ...e })),
     };
@@ -114,12 +119,14 @@ export class Doc {
 
   restore(snap) {
     this.description = snap.description;
+    this.inputSchema = snap.inputSchema;
     this.nodes = new Map(snap.nodes.map((n) => [n.uid, { ...n }]));
     this.edges = new Map(snap.edges.map((e) => [e.uid, { ...e }]));
   }
 
   replaceWith(other) {
     this.description = other.description;
+    this.inputSchema = other.inputSchema;
     this.nodes = other.nodes;
     this.edges = other.edges;
   }
@@ -206,4 +213,14 @@ export class UndoStack {
     this.future = [];
     this.lastKey = null;
   }
+}
+
+// Return `schema` with `name` added as a required string property (an object schema if none).
+// The schema is treated as immutable, like node data: undo snapshots share it.
+export function withInputField(schema, name) {
+  const base = schema && typeof schema === "object" ? schema : { type: "object" };
+  const properties = { ...(base.properties ?? {}) };
+  if (!(name in properties)) properties[name] = { type: "string" };
+  const required = Array.isArray(base.required) ? base.required : [];
+  return { ...base, properties, required: required.includes(name) ? required : [...required, name] };
 }

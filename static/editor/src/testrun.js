@@ -17,7 +17,7 @@ export function overlay(run) {
     nodes[node.node_id] = { status: node.status, attempt: node.attempt, error: node.error.slice(0, ERROR_CHARS), output: preview(node.output) };
   }
   // `raw`: the run's input and nodes as the API gave them, for the inspector's data trees (datamap.js).
-  return { id: run.id, status: run.status, version: run.version, finished: FINISHED.has(run.status), nodes, raw: run };
+  return { id: run.id, status: run.status, version: run.version, testVersion: run.test_version, finished: FINISHED.has(run.status), nodes, raw: run };
 }
 
 function preview(output) {
@@ -123,7 +123,7 @@ export class TestRunPanel {
     );
     replaceChildren(
       this.result,
-      h("p", {}, h("a", { href: `/runs/${state.id}/`, dataset: { link: "test-run" }, text: `Run ${state.id}` }), ` on v${state.version}: `, h("strong", { class: `ed-run-status run-${state.status}`, text: state.status })),
+      h("p", {}, h("a", { href: `/runs/${state.id}/`, dataset: { link: "test-run" }, text: `Run ${state.id}` }), ` on ${state.testVersion ? "test version " : ""}v${state.version}: `, h("strong", { class: `ed-run-status run-${state.status}`, text: state.status })),
       h("ul", { class: "ed-run-nodes" }, items),
     );
     this.app.root.dataset.run = state.status;

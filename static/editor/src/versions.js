@@ -30,7 +30,7 @@ export class VersionsPanel {
     const rows = this.versions.map((v) => {
       const badges = [h("span", { class: `ed-badge ed-badge-${v.status}`, text: v.status })];
       if (v.active) badges.push(h("span", { class: "ed-badge ed-badge-active", text: "active" }));
-      if (v.test_snapshot) badges.push(h("span", { class: "ed-badge", text: "test snapshot" }));
+      if (v.test_snapshot) badges.push(h("span", { class: "ed-badge", text: "test version" }));
       const actions = [h("a", { href: `${app.config.urls.editor}?version=${v.number}`, text: v.number === current ? "open (current)" : "open" })];
       if (app.can.publish && v.status === "draft") {
         actions.push(h("button", { type: "button", class: "ed-link", onclick: () => app.publish(v.number), text: "publish" }));

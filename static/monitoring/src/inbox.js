@@ -26,6 +26,10 @@ function startInbox() {
   function count() {
     const n = boxes().filter((b) => b.checked).length;
     if (counter) counter.textContent = n ? n + " selected" : idle;
+    // Each button states how many approvals it decides (nothing is ticked for the person).
+    for (const button of document.querySelectorAll("[data-inbox-bulk] button[data-count-label]")) {
+      button.textContent = button.dataset.countLabel.replace("{n}", String(n));
+    }
   }
 
   list.addEventListener("htmx:beforeSwap", function () {

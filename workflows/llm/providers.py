@@ -28,6 +28,7 @@ class Endpoint:
     model: str
     timeout_seconds: float
     demo: bool
+    kind: str = LLMProvider.OPENAI  # which API it speaks: client.complete goes by it
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,7 @@ def endpoint_of(row: LLMProvider, model: str | None) -> Endpoint:
         model=model or row.default_model,
         timeout_seconds=row.timeout_seconds,
         demo=row.demo,
+        kind=row.kind,
     )
 
 

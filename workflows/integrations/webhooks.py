@@ -549,6 +549,7 @@ def post(delivery: WebhookDelivery) -> httpx.Response:
     run_id = (delivery.payload.get("data") or {}).get("run", {}).get("id")
     if isinstance(run_id, int):  # the receiver's spans join the run's trace
         headers["traceparent"] = traceids.run_traceparent(run_id)
+        headers["tracestate"] = traceids.tracestate_of(run_id)
     timeout = settings.SWITCHYARD["WEBHOOK_TIMEOUT_SECONDS"]
     # Checked again at connect time: the URL's name may resolve elsewhere by now.
     with egress_transport.client(timeout=timeout) as client:

@@ -34,7 +34,7 @@ class ProviderIn(Body):
     kind: Literal["openai", "anthropic"] = Field(
         "openai",
         description="The API the provider speaks: openai (chat completions, OpenAI-compatible) "
-        "or anthropic (Anthropic's Messages API; base_url like https://api.anthropic.com).",
+        "or anthropic (Anthropic's Messages API; base_url is the API's root, /v1/messages is added).",
     )
     base_url: str = Field(pattern=r"^https?://", max_length=500)
     default_model: str = Field(min_length=1, max_length=200)

@@ -5,6 +5,8 @@ model call, TOOL for each tool call."""
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
@@ -109,6 +111,45 @@ def test_the_spans_reach_an_otlp_receiver_with_their_openinference_kinds(
     assert spans["execute_tool demo.get_weather"].parent_span_id == agent.span_id
     assert agent.parent_span_id == spans[f"run {run_id}"].span_id
     assert agent.resource["service.name"] == "switchyard-test"
+
+
+PHOENIX = os.environ.get("SWITCHYARD_TEST_PHOENIX_URL", "")
+
+
+def events_of(run_id: int, workflow_id: int) -> list[sources.Event]:
+    return [
+        sources.Event(1, run_id, workflow_id, "node.attempt", "think", 1, 21.0, 20.0, "succeeded", 1000.0),
+        sources.Event(2, run_id, workflow_id, "node.attempt", "after", 1, 21.5, 21.1, "succeeded", 400.0),
+        sources.Event(3, run_id, workflow_id, "run.succeeded", "", 0, 22.0, None, None, None),
+    ]
+
+
+@pytest.mark.skipif(
+    not PHOENIX,
+    reason="SWITCHYARD_TEST_PHOENIX_URL names no running Arize Phoenix (docs/production/observability.md)",
+)
+def test_arize_phoenix_receives_the_spans_and_reads_their_kinds(db: None) -> None:
+    """Against a real OTLP/HTTP receiver that knows OpenInference, when one is running."""
+    import httpx
+
+    run_id, workflow_id = an_agent_run(db)
+    export = tracing.OtlpExport(PHOENIX, "switchyard-test")
+    export.export(events_of(run_id, workflow_id))
+    export.flush()
+    export.shutdown()
+    trace = f"{traceids.trace_id(run_id):032x}"
+    deadline, found = time.monotonic() + 30, {}
+    while time.monotonic() < deadline and len(found) < 5:
+        answer = httpx.get(f"{PHOENIX}/v1/projects/default/spans", params={"limit": 1000}).json()
+        found = {s["name"]: s for s in answer["data"] if s["context"]["trace_id"] == trace}
+        time.sleep(0.5)
+    assert {name: span["span_kind"] for name, span in found.items()} == {
+        f"run {run_id}": "CHAIN",
+        "node think": "AGENT",
+        "node after": "CHAIN",
+        "chat claude-sonnet-4-5": "LLM",
+        "execute_tool demo.get_weather": "TOOL",
+    }
 
 
 def test_the_receiver_refuses_what_is_not_otlp_protobuf(receiver: OtlpReceiver) -> None:

@@ -10,7 +10,6 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
-from typing import Any
 
 import pytest
 

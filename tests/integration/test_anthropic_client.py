@@ -225,3 +225,10 @@ def test_the_coroutine_reads_the_same_stream_the_same_way(fake: FakeAnthropicSer
     assert deltas == ["Checking."] and done.finish_reason == "tool_calls"
     assert done.tool_calls == [{"id": "toolu_9", "name": "weather", "arguments": {"city": "Bergen"}}]
     assert done.first_token_ms is not None
+
+
+def test_a_kind_without_a_module_is_refused_not_called_in_the_wrong_shape(fake: FakeAnthropicServer) -> None:
+    odd = Endpoint("odd", fake.base_url, KEY, "m", 5.0, False, kind="gemini")
+    with pytest.raises(CallFailed, match="provider kind 'gemini' is not available") as failed:
+        ask(fake, endpoint=odd)
+    assert not failed.value.retryable and fake.requests == []

@@ -1,7 +1,8 @@
 """One call to Anthropic's Messages API (`POST {base_url}/v1/messages`), streamed or not.
 
 The provider kind "anthropic" behind the same seam as the OpenAI-compatible kind:
-`client.complete` hands a call here when its endpoint is of this kind. The caller's messages
+`client.complete` hands a call here when its endpoint is of this kind (workflows/apps.py
+registers this module with `client.register_kind` when Django starts). The caller's messages
 and tools stay in OpenAI's shape (the agent loop, the recorded steps and replays know no
 other); this module translates them on the way out and the answer on the way back:
 

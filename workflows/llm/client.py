@@ -20,11 +20,11 @@ import asyncio
 import json
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
@@ -34,9 +34,6 @@ from workflows.handlers import egress
 from workflows.handlers.builtin import USER_AGENT, shown_url, snippet, switchyard_settings
 from workflows.handlers.registry import HandlerError
 from workflows.llm.providers import Endpoint
-from workflows.store.models import LLMProvider
-
-ANTHROPIC_KIND = LLMProvider.ANTHROPIC
 
 # The payload keys a node's options may not set: the client owns them.
 RESERVED_OPTIONS = frozenset({"model", "messages", "tools", "stream", "stream_options"})
@@ -125,6 +122,36 @@ OnDelta = Callable[[str], None]  # a piece of streamed text
 OnCalls = Callable[[toolcalls.ToolCalls], None]  # the tool calls so far (read them when needed)
 
 
+class KindCalls(Protocol):
+    """How a provider kind other than OpenAI-compatible makes `complete`'s call (a module)."""
+
+    complete: Callable[..., Completion]
+    acomplete: Callable[..., Awaitable[Completion]]
+
+
+# Provider kind -> the module that calls its API (anthropic_messages.py), registered when
+# Django starts (workflows/apps.py): it builds on this module, which so does not import it.
+OTHER_KINDS: dict[str, KindCalls] = {}
+OPENAI_KIND = "openai"
+
+
+def register_kind(kind: str, calls: KindCalls) -> None:
+    """Make `complete` and `acomplete` hand calls to providers of `kind` to `calls`."""
+    OTHER_KINDS[kind] = calls
+
+
+def kind_calls(endpoint: Endpoint, where: str) -> KindCalls | None:
+    """The module for the endpoint's kind; None for OpenAI-compatible; an error for a kind
+    this process has no module for (never a silent call in the wrong API's shape)."""
+    if endpoint.kind == OPENAI_KIND:
+        return None
+    if endpoint.kind not in OTHER_KINDS:
+        raise _Call(endpoint, where, 0.0).fail(
+            f"provider kind {endpoint.kind!r} is not available in this process.", retryable=False
+        )
+    return OTHER_KINDS[endpoint.kind]
+
+
 def complete(
     endpoint: Endpoint,
     messages: list[dict[str, Any]],
@@ -148,10 +175,9 @@ def complete(
     A provider of the Anthropic kind is called through its Messages API instead
     (anthropic_messages.py): the same arguments, messages and tools in OpenAI's shape, the
     same Completion and errors."""
-    if endpoint.kind == ANTHROPIC_KIND:
-        from workflows.llm import anthropic_messages  # it builds on this module
-
-        return anthropic_messages.complete(
+    other = kind_calls(endpoint, where)
+    if other is not None:
+        return other.complete(
             endpoint, messages, tools=tools, options=options, idempotency_key=idempotency_key,
             timeout_seconds=timeout_seconds, where=where, on_delta=on_delta, on_calls=on_calls, trace=trace,
         )  # fmt: skip
@@ -192,10 +218,9 @@ async def acomplete(
     trace: dict[str, str] | None = None,
 ) -> Completion:
     """`complete` as a coroutine: the same request, answer and errors, awaited on httpx's AsyncClient."""
-    if endpoint.kind == ANTHROPIC_KIND:
-        from workflows.llm import anthropic_messages  # it builds on this module
-
-        return await anthropic_messages.acomplete(
+    other = kind_calls(endpoint, where)
+    if other is not None:
+        return await other.acomplete(
             endpoint, messages, tools=tools, options=options, idempotency_key=idempotency_key,
             timeout_seconds=timeout_seconds, where=where, on_delta=on_delta, on_calls=on_calls, trace=trace,
         )  # fmt: skip

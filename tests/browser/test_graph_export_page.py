@@ -68,9 +68,11 @@ def test_an_admin_adds_an_anthropic_provider_on_the_llm_page(page_as: Any, live_
     form.locator("input[name=default_model]").fill("claude-sonnet-4-5")
     form.get_by_role("button", name="Save provider").click()
     row = page.locator("#provider-claude")
-    expect(row.locator('[data-field="kind"]')).to_have_text("Anthropic Messages API")
+    expect(row.locator('[data-field="kind"]')).to_have_text("Anthropic")
     assert LLMProvider.objects.get(name="claude").kind == "anthropic"
     assert "sk-ant-page-secret" not in page.content()
+    row.scroll_into_view_if_needed()
+    shots(page, "llm-providers-table")
     page.goto(f"{live_url}/llm/?edit=claude#provider-form")
     expect(page.locator("select[name=kind]")).to_have_value("anthropic")
     shots(page, "llm-provider-kind")

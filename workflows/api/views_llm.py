@@ -31,10 +31,11 @@ ModelName = Annotated[str, Path(min_length=1, max_length=200)]
 
 class ProviderIn(Body):
     name: str = Field(pattern=r"^[a-z][a-z0-9_-]{0,59}$")
-    kind: Literal["openai", "anthropic"] = Field(
-        "openai",
+    kind: Literal["openai", "anthropic"] | None = Field(
+        None,
         description="The API the provider speaks: openai (chat completions, OpenAI-compatible) "
-        "or anthropic (Anthropic's Messages API; base_url is the API's root, /v1/messages is added).",
+        "or anthropic (Anthropic's Messages API; base_url is the API's root, /v1/messages is added). "
+        "Omit (or null) to keep a provider's kind; a new provider is openai.",
     )
     base_url: str = Field(pattern=r"^https?://", max_length=500)
     default_model: str = Field(min_length=1, max_length=200)

@@ -41,7 +41,7 @@ class ProviderChange:
     timeout_seconds: float = 60.0
     is_default: bool = False
     api_key: str | None = None
-    kind: str = LLMProvider.OPENAI
+    kind: str | None = None  # None: keep the stored kind (a new provider: OpenAI-compatible)
 
 
 def is_provider_name(name: str) -> bool:
@@ -68,7 +68,7 @@ def check_provider(change: ProviderChange) -> None:
     """Refuse a provider that could not serve, naming the field."""
     if not is_provider_name(change.name):
         raise Invalid(f"name: use {NAME_HELP}; got {change.name[:80]!r}.")
-    if change.kind not in KINDS:
+    if change.kind is not None and change.kind not in KINDS:
         raise Invalid(f"kind: give one of {', '.join(KINDS)}; got {str(change.kind)[:40]!r}.")
     if not is_base_url(change.base_url):
         raise Invalid(
@@ -134,7 +134,8 @@ def lock_provider(name: str) -> LLMProvider:
 def apply_change(row: LLMProvider, change: ProviderChange) -> bool:
     """Copy a change onto a row; return whether the key changed (its value is never returned)."""
     row.name = change.name
-    row.kind = change.kind
+    if change.kind is not None:
+        row.kind = change.kind
     row.base_url = change.base_url
     row.default_model = change.default_model.strip()
     row.offered_models = [m.strip() for m in change.models if m.strip() != row.default_model]

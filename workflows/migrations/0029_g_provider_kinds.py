@@ -11,7 +11,7 @@ class Migration(migrations.Migration):
             model_name="llmprovider",
             name="kind",
             field=models.CharField(
-                choices=[("openai", "OpenAI-compatible"), ("anthropic", "Anthropic Messages API")],
+                choices=[("openai", "OpenAI-compatible"), ("anthropic", "Anthropic")],
                 default="openai",
                 max_length=20,
             ),

@@ -85,7 +85,7 @@ def change_from(post: Any) -> catalog.ProviderChange:
         timeout = -1.0  # refused by check_provider, naming timeout_seconds
     return catalog.ProviderChange(
         name=post.get("name", "").strip(),
-        kind=post.get("kind", "openai").strip(),
+        kind=post.get("kind", "").strip() or None,
         base_url=post.get("base_url", "").strip(),
         default_model=post.get("default_model", "").strip(),
         models=tuple(m.strip() for m in post.get("models", "").replace(",", "\n").splitlines() if m.strip()),

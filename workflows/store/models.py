@@ -480,7 +480,7 @@ class LLMProvider(models.Model):
     after it is saved."""
 
     OPENAI, ANTHROPIC = "openai", "anthropic"
-    KINDS = [(OPENAI, "OpenAI-compatible"), (ANTHROPIC, "Anthropic Messages API")]
+    KINDS = [(OPENAI, "OpenAI-compatible"), (ANTHROPIC, "Anthropic")]
 
     name = models.SlugField(max_length=60, unique=True)
     kind = models.CharField(max_length=20, choices=KINDS, default=OPENAI)

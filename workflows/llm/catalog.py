@@ -18,9 +18,11 @@ from django.db import IntegrityError, transaction
 
 from workflows.core import egress
 from workflows.handlers import egress as egress_transport
+from workflows.llm import providers
 from workflows.store import audit
 from workflows.store.errors import Conflict, Invalid, NotFound
 from workflows.store.models import LLMPrice, LLMProvider
+from workflows.store.secrets import Secret
 from workflows.store.texts import is_text
 
 NAME_PATTERN = re.compile(r"[a-z][a-z0-9_-]{0,59}")
@@ -90,6 +92,9 @@ def check_provider(change: ProviderChange) -> None:
         )
     if change.api_key is not None and len(change.api_key) > 4000:
         raise Invalid("api_key: at most 4000 characters.")
+    named = providers.secret_named(change.api_key or "")
+    if named is not None and not Secret.objects.filter(name=named).exists():
+        raise Invalid(f"api_key: there is no secret named {named!r}; set it under Secrets first.")
 
 
 def get_provider(name: str) -> LLMProvider:

@@ -1,4 +1,8 @@
-"""One call to an OpenAI-compatible chat completions endpoint, streamed or not.
+"""One call to an LLM provider, streamed or not: the seam every LLM node calls.
+
+An OpenAI-compatible provider's call is made here (chat completions); a provider of another
+kind is handed to the module registered for its kind (`register_kind`: the Anthropic
+Messages API, anthropic_messages.py, which reuses this module's call, errors and assembly).
 
 `complete` sends the messages (and tools), and returns a `Completion`: text, tool calls in
 OpenAI's shape, finish reason, model, token counts and latency. With `on_delta` it asks for
@@ -12,6 +16,7 @@ Every failure is a `HandlerError` that names the provider, the model and `where`
 with the key redacted: a provider may echo the key back in its error body. An answer that
 refuses the request itself (400, 401, 403, 404, 422) is not retryable: the node is dead
 after that attempt rather than paying for the same refusal again (NOT_RETRYABLE_STATUSES).
+A refusal keeps its status and its retry-after and rate-limit headers (`CallFailed`).
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from tests.integration.conftest import publish, two_workers_and_a_scheduler, wai
 from tests.integration.runtime import Runtime
 from workflows.llm import catalog
 from workflows.runs import actions as runs
+from workflows.secrets import catalog as secrets
 from workflows.store import traceids
 from workflows.store.models import DeadLetter, LLMCall, NodeRun
 
@@ -28,14 +29,17 @@ MODEL = "claude-sonnet-4-5"  # on the shipped price list: 3 and 15 per million t
 
 @pytest.fixture
 def claude(transactional_db: Any) -> Iterator[FakeAnthropicServer]:
+    """The fake Messages API as the default provider, its key in the secrets store (the
+    workers read it at call time: the fake refuses any other key)."""
     with FakeAnthropicServer(api_key=KEY) as fake:
+        secrets.set_secret("CLAUDE_KEY", KEY)
         change = catalog.ProviderChange(
             name="claude",
             kind="anthropic",
             base_url=fake.base_url,
             default_model=MODEL,
             is_default=True,
-            api_key=KEY,
+            api_key="{secret.CLAUDE_KEY}",
         )
         catalog.save_provider(change)
         yield fake

@@ -23,6 +23,7 @@ class WorkflowsConfig(AppConfig):
             ]
         )
         wire_runtime()
+        wire_provider_kinds()
 
 
 def wire_runtime() -> None:
@@ -64,3 +65,13 @@ def wire_runtime() -> None:
     gates.register("required suites", suite_gate.check_publish)
     if not any(isinstance(gate, BudgetGate) for gate in admission.GATES):
         admission.register(BudgetGate())
+
+
+def wire_provider_kinds() -> None:
+    """Plug the LLM provider kinds other than OpenAI-compatible into `client.complete`."""
+    from typing import cast
+
+    from workflows.llm import anthropic_messages, client
+    from workflows.store.models import LLMProvider
+
+    client.register_kind(LLMProvider.ANTHROPIC, cast(client.KindCalls, anthropic_messages))

@@ -14,6 +14,13 @@ it, so a workflow and the workflows it calls are one trace. Each LLM call of an
 attempt is a child span of the attempt's, with the OpenTelemetry GenAI attributes
 (gen_ai.system, gen_ai.request.model, gen_ai.response.model, gen_ai.usage.*_tokens,
 gen_ai.response.finish_reasons).
+
+Beside the GenAI attributes, each span says what it is in OpenInference's words
+(`openinference.span.kind`), which Arize Phoenix and other LLM observability tools group by:
+CHAIN for a run and for a node attempt of any kind but an agent's, AGENT for an `llm.agent`
+attempt, LLM for each model call (with `llm.model_name` and `llm.token_count.*`), TOOL for
+an agent's tool call (`tool.name`). A node's kind is read from its run's pinned version
+(store/graphs.py caches the parsed graph).
 """
 
 from __future__ import annotations
@@ -24,6 +31,8 @@ from typing import Any, Protocol
 from django.conf import settings
 
 from workflows.core.agent import FAILED, TOOL
+from workflows.core.graph import AGENT
+from workflows.store.graphs import load_graph
 from workflows.store.models import AgentStep, LLMCall, Run
 from workflows.store.traceids import (  # noqa: F401 - the id scheme lives in the store, for the workers too
     attempt_span_id,
@@ -36,6 +45,9 @@ from workflows.store.traceids import (  # noqa: F401 - the id scheme lives in th
 
 log = logging.getLogger(__name__)
 RUN_FINISHED = {"run.succeeded", "run.failed", "run.cancelled"}
+# OpenInference's span kinds (openinference-semantic-conventions, `OpenInferenceSpanKindValues`).
+SPAN_KIND = "openinference.span.kind"
+CHAIN, AGENT_SPAN, LLM_SPAN, TOOL_SPAN = "CHAIN", "AGENT", "LLM", "TOOL"
 
 
 class Exporter(Protocol):
@@ -72,6 +84,24 @@ def genai_attributes(call: LLMCall) -> dict[str, Any]:
         attributes["switchyard.llm.cost"] = float(call.cost)
     if call.first_token_ms is not None:
         attributes["switchyard.llm.time_to_first_token_ms"] = call.first_token_ms
+    if call.cache_read_tokens is not None:
+        attributes["gen_ai.usage.cache_read.input_tokens"] = call.cache_read_tokens
+    if call.cache_write_tokens is not None:
+        attributes["gen_ai.usage.cache_creation.input_tokens"] = call.cache_write_tokens
+    return {**attributes, **openinference_llm_attributes(call)}
+
+
+def openinference_llm_attributes(call: LLMCall) -> dict[str, Any]:
+    """The OpenInference attributes of one model call: its kind, model and token counts."""
+    attributes: dict[str, Any] = {SPAN_KIND: LLM_SPAN, "llm.model_name": call.response_model or call.model}
+    counts = {"prompt": call.input_tokens, "completion": call.output_tokens}
+    attributes.update({f"llm.token_count.{k}": v for k, v in counts.items() if v is not None})
+    if call.input_tokens is not None and call.output_tokens is not None:
+        attributes["llm.token_count.total"] = call.input_tokens + call.output_tokens
+    if call.cache_read_tokens is not None:
+        attributes["llm.token_count.prompt_details.cache_read"] = call.cache_read_tokens
+    if call.cache_write_tokens is not None:
+        attributes["llm.token_count.prompt_details.cache_write"] = call.cache_write_tokens
     return attributes
 
 
@@ -99,6 +129,9 @@ class OtlpExport:
         self.parents = trace_parents({e.run_id for e in batch})
         attempts = [e for e in batch if e.kind == "node.attempt" and e.started_at is not None]
         calls = self.llm_calls(attempts)
+        self.versions = dict(
+            Run.objects.filter(pk__in={e.run_id for e in attempts}).values_list("id", "version_id")
+        )
         for e in batch:
             if e.kind == "node.attempt" and e.started_at is not None:
                 self.processor.on_end(self.node_span(e))
@@ -128,6 +161,13 @@ class OtlpExport:
         self.processor.shutdown()  # type: ignore[no-untyped-call]  # OpenTelemetry's BatchSpanProcessor.shutdown has no annotations
 
     parents: dict[int, tuple[int, int]] = {}
+    versions: dict[int, int] = {}  # run id -> its pinned version id, for the attempts' kinds
+
+    def attempt_kind(self, e: Any) -> str:
+        """AGENT for an `llm.agent` attempt, CHAIN for any other node's (or one not found)."""
+        version = self.versions.get(e.run_id)
+        node = load_graph(version).nodes.get(e.node_id) if version is not None else None
+        return AGENT_SPAN if node is not None and node.kind == AGENT else CHAIN
 
     def span(
         self,
@@ -170,7 +210,8 @@ class OtlpExport:
     def node_span(self, e: Any) -> Any:
         ok = e.status == "succeeded"
         span_id = attempt_span_id(e.run_id, e.node_id, e.attempt)
-        return self.span(f"node {e.node_id}", span_id, run_span_id(e.run_id), e, e.started_at, ok)
+        kind = {SPAN_KIND: self.attempt_kind(e)}
+        return self.span(f"node {e.node_id}", span_id, run_span_id(e.run_id), e, e.started_at, ok, kind)
 
     def tool_span(self, e: Any, step: AgentStep) -> Any:
         """An agent's tool call, `execute_tool <tool>` as the GenAI conventions name it, a
@@ -192,7 +233,13 @@ class OtlpExport:
     def run_span(self, e: Any, created: float) -> Any:
         caller = self.parents.get(e.run_id, (0, None))[1]
         return self.span(
-            f"run {e.run_id}", run_span_id(e.run_id), caller, e, created, e.kind == "run.succeeded"
+            f"run {e.run_id}",
+            run_span_id(e.run_id),
+            caller,
+            e,
+            created,
+            e.kind == "run.succeeded",
+            {SPAN_KIND: CHAIN},
         )
 
     def llm_span(self, e: Any, call: LLMCall) -> Any:
@@ -215,6 +262,8 @@ class OtlpExport:
 
 def tool_attributes(step: AgentStep) -> dict[str, Any]:
     attributes: dict[str, Any] = {
+        SPAN_KIND: TOOL_SPAN,
+        "tool.name": step.tool,
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": step.tool,
         "gen_ai.tool.call.id": step.call_id,

@@ -31,6 +31,8 @@ def test_http_request_sends_the_runs_trace_and_the_attempts_span(
     wait_finished(joined)
     wait_finished(own)
     sent = [r["headers"]["traceparent"] for r in server.seen]
+    states = {r["headers"]["tracestate"] for r in server.seen}
+    assert states == {f"switchyard=r:{joined.pk}", f"switchyard=r:{own.pk}"}
     assert all(re.fullmatch(r"00-[0-9a-f]{32}-[0-9a-f]{16}-01", s) for s in sent)
     assert (
         f"00-4bf92f3577b34da6a3ce929d0e0e4736-{traceids.attempt_span_id(joined.pk, 'call', 1):016x}-01"

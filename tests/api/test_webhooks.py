@@ -231,6 +231,7 @@ def test_finished_runs_and_dead_letters_are_delivered_signed(chain, subscription
     assert (
         h2["traceparent"] == f"00-{traceids.trace_id(dead.pk):032x}-{traceids.run_span_id(dead.pk):016x}-01"
     )
+    assert (h1["tracestate"], h2["tracestate"]) == (f"switchyard=r:{ok.pk}", f"switchyard=r:{dead.pk}")
 
 
 def test_a_failing_endpoint_is_retried_with_backoff_then_given_up(

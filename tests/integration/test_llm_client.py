@@ -230,3 +230,13 @@ def test_an_answer_read_as_one_body_has_no_time_to_first_token(fake: FakeLLMServ
     assert ask(fake).first_token_ms is None  # not streamed
     fake.streaming = False
     assert ask(fake, []).first_token_ms is None  # asked to stream, answered in one body
+
+
+def test_the_trace_context_goes_with_the_call(fake: FakeLLMServer) -> None:
+    trace = {
+        "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
+        "tracestate": "switchyard=r:9",
+    }
+    ask(fake, trace=trace)
+    sent = fake.requests[0].headers
+    assert (sent["traceparent"], sent["tracestate"]) == (trace["traceparent"], "switchyard=r:9")

@@ -41,7 +41,14 @@ from workflows.core import callhash
 from workflows.core.graph import Node
 from workflows.handlers.builtin import time_budget
 from workflows.llm import client, providers, replays, streams
-from workflows.llm.handler import acall_recorded, admit_call, call_recorded, chat_messages, resolve_for
+from workflows.llm.handler import (
+    acall_recorded,
+    admit_call,
+    call_recorded,
+    chat_messages,
+    resolve_for,
+    trace_headers,
+)
 from workflows.runtime import admission
 from workflows.runtime.kinds import Parked
 from workflows.runtime.limits import ToolTimeout, time_limit
@@ -70,6 +77,7 @@ class Loop:
     steps: list[core.Step]
     seq: int  # the number the next step takes (read once: only this attempt adds steps)
     writer: streams.TextWriter | None = None  # the attempt's text stream (none outside a worker)
+    trace: dict[str, str] | None = None  # the W3C trace context its model calls carry
 
     def take_seq(self) -> int:
         self.seq += 1
@@ -117,7 +125,8 @@ def start_loop(ctx: handlers.NodeContext, writer: streams.TextWriter | None = No
     at = agents.Attempt(ctx.node_run_id, ctx.run_id, ctx.node_id, ctx.attempt, fingerprint)
     steps = agents.loop_steps(at)
     offer = offer_tools(tools, [str(slug) for slug in ctx.config.get("workflow_tools") or ()])
-    return Loop(ctx, at, endpoint, opening, offer, steps, agents.next_seq(at.noderun_id), writer)
+    seq = agents.next_seq(at.noderun_id)
+    return Loop(ctx, at, endpoint, opening, offer, steps, seq, writer, trace_headers(ctx))
 
 
 def offer_tools(names: list[str], workflows: Sequence[str] = ()) -> Offer:
@@ -169,6 +178,7 @@ class Turn:
             "where": loop.where,
             "on_delta": loop.writer.on_delta if loop.writer else None,
             "on_calls": loop.writer.on_calls if loop.writer else None,
+            "trace": loop.trace,
         }
 
 

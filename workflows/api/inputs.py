@@ -211,6 +211,12 @@ class DiffQuery(Query):
     to_version: Number = Field(alias="to", description="Version number to compare to.")
 
 
+class GraphQuery(Query):
+    format: Literal["mermaid", "dot"] = Field(
+        "mermaid", description="mermaid (a Mermaid flowchart) or dot (a Graphviz digraph)."
+    )
+
+
 class ExportQuery(Query):
     version: Number | None = Field(None, description="Version number; the active version by default.")
 

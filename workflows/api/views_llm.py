@@ -9,7 +9,7 @@ through that provider (`workflows.llm.prices.pick_price`). A model name may hold
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from django.http import HttpRequest, HttpResponse
 from ninja import Path, Router, Status
@@ -31,6 +31,12 @@ ModelName = Annotated[str, Path(min_length=1, max_length=200)]
 
 class ProviderIn(Body):
     name: str = Field(pattern=r"^[a-z][a-z0-9_-]{0,59}$")
+    kind: Literal["openai", "anthropic"] | None = Field(
+        None,
+        description="The API the provider speaks: openai (chat completions, OpenAI-compatible) "
+        "or anthropic (Anthropic's Messages API; base_url is the API's root, /v1/messages is added). "
+        "Omit (or null) to keep a provider's kind; a new provider is openai.",
+    )
     base_url: str = Field(pattern=r"^https?://", max_length=500)
     default_model: str = Field(min_length=1, max_length=200)
     models: list[Annotated[str, Field(min_length=1, max_length=200)]] = Field(
@@ -50,6 +56,7 @@ class PriceIn(Body):
 
 class ProviderOut(TypedDict):
     name: str
+    kind: str
     label: str
     base_url: str
     default_model: str
@@ -99,6 +106,7 @@ def provider_out(row: LLMProvider) -> ProviderOut:
     """A provider as answered: never its key."""
     return {
         "name": row.name,
+        "kind": row.kind,
         "label": f"{row.name} — {DEMO_LABEL}" if row.demo else row.name,
         "base_url": row.base_url,
         "default_model": row.default_model,
@@ -133,6 +141,7 @@ def offered_out(found: prices.OfferedPrice) -> OfferedPriceOut:
 def change_of(body: ProviderIn) -> catalog.ProviderChange:
     return catalog.ProviderChange(
         name=body.name,
+        kind=body.kind,
         base_url=body.base_url,
         default_model=body.default_model,
         models=tuple(body.models),

@@ -14,10 +14,11 @@ from workflows.api import serializers as s
 from workflows.api.auth import ApiRequest, allowed
 from workflows.api.errors import ApiError, FieldError, issues_under
 from workflows.api.parsing import MAX_ID
-from workflows.api.schema import refuses
+from workflows.api.schema import answers_as, refuses
 from workflows.children import calls
 from workflows.core.definition import template_warnings, validate_definition
 from workflows.core.diff import diff_definitions
+from workflows.core.graphexport import export_graph
 from workflows.store.errors import NotFound
 from workflows.store.models import WorkflowVersion
 from workflows.versions import catalog, drafts, samples
@@ -82,6 +83,32 @@ def create_version(request: ApiRequest, response: HttpResponse, slug: SlugPath, 
 def read_version(request: HttpRequest, response: HttpResponse, slug: SlugPath, number: NumberPath) -> Any:
     """Read a version with its definition; its ETag is the token for If-Match."""
     return with_etag(response, get_version(slug, number))
+
+
+GRAPH_SCHEMA = {
+    "type": "string",
+    "description": "The graph as a Mermaid flowchart (format=mermaid) or a Graphviz digraph (format=dot).",
+}
+
+
+@router.get(
+    VERSION + "/graph",
+    response={200: None},
+    auth=allowed("view"),
+    summary="Export a version's graph as Mermaid or Graphviz DOT",
+)
+@answers_as("text/plain", GRAPH_SCHEMA)
+@refuses(404)
+def export_version_graph(
+    request: HttpRequest, slug: SlugPath, number: NumberPath, q: Query[i.GraphQuery]
+) -> Any:
+    """The version's graph as text: each node's id, kind and handler, edge conditions as labels.
+
+    Drafts too, valid or not. Paste Mermaid into a Markdown file or mermaid.live; render DOT
+    with `dot -Tsvg`."""
+    version = get_version(slug, number)
+    text = export_graph(version.definition, q.format, f"{slug} v{number}")
+    return HttpResponse(text, content_type="text/plain; charset=utf-8")
 
 
 @router.put(

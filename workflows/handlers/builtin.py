@@ -644,6 +644,7 @@ def request_headers(
     headers = httpx.Headers({"User-Agent": USER_AGENT, "Idempotency-Key": ctx.idempotency_key})
     if traceparent:
         headers["traceparent"] = traceparent
+        headers["tracestate"] = f"switchyard=r:{ctx.run_id}"  # as store/traceids.tracestate_of
     for name, value in (ctx.config.get("headers") or {}).items():
         headers[name] = render_template(str(value), sources, f"http.request config.headers.{name}")
     return headers

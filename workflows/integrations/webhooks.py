@@ -581,6 +581,7 @@ def request_of(delivery: WebhookDelivery) -> Request | Exception:
         run_id = (delivery.payload.get("data") or {}).get("run", {}).get("id")
         if isinstance(run_id, int):  # the receiver's spans join the run's trace
             headers["traceparent"] = traceids.run_traceparent(run_id)
+            headers["tracestate"] = traceids.tracestate_of(run_id)
         return Request(subscription.url, body, headers)
     except Exception as exc:  # the attempt's boundary: see send_one
         return exc

@@ -18,15 +18,18 @@ from django.db import IntegrityError, transaction
 
 from workflows.core import egress
 from workflows.handlers import egress as egress_transport
+from workflows.llm import providers
 from workflows.store import audit
 from workflows.store.errors import Conflict, Invalid, NotFound
 from workflows.store.models import LLMPrice, LLMProvider
+from workflows.store.secrets import Secret
 from workflows.store.texts import is_text
 
 NAME_PATTERN = re.compile(r"[a-z][a-z0-9_-]{0,59}")
 NAME_HELP = "lowercase letters, digits, '-' and '_', starting with a letter, at most 60 characters"
 MAX_TIMEOUT_SECONDS = 3600.0
 MAX_MODELS = 100
+KINDS = tuple(kind for kind, _ in LLMProvider.KINDS)
 
 
 @dataclass(frozen=True)
@@ -40,6 +43,7 @@ class ProviderChange:
     timeout_seconds: float = 60.0
     is_default: bool = False
     api_key: str | None = None
+    kind: str | None = None  # None: keep the stored kind (a new provider: OpenAI-compatible)
 
 
 def is_provider_name(name: str) -> bool:
@@ -66,6 +70,8 @@ def check_provider(change: ProviderChange) -> None:
     """Refuse a provider that could not serve, naming the field."""
     if not is_provider_name(change.name):
         raise Invalid(f"name: use {NAME_HELP}; got {change.name[:80]!r}.")
+    if change.kind is not None and change.kind not in KINDS:
+        raise Invalid(f"kind: give one of {', '.join(KINDS)}; got {str(change.kind)[:40]!r}.")
     if not is_base_url(change.base_url):
         raise Invalid(
             "base_url: give an http:// or https:// URL (at most 500 characters) with a host, "
@@ -86,6 +92,9 @@ def check_provider(change: ProviderChange) -> None:
         )
     if change.api_key is not None and len(change.api_key) > 4000:
         raise Invalid("api_key: at most 4000 characters.")
+    named = providers.secret_named(change.api_key or "")
+    if named is not None and not Secret.objects.filter(name=named).exists():
+        raise Invalid(f"api_key: there is no secret named {named!r}; set it under Secrets first.")
 
 
 def get_provider(name: str) -> LLMProvider:
@@ -107,7 +116,13 @@ def save_provider(change: ProviderChange, actor: Any = None, *, existing: str | 
             row.save()
             action = "llm_provider.create" if existing is None else "llm_provider.update"
             audit.record(
-                actor, action, row, name=row.name, key_changed=key_changed, is_default=row.is_default
+                actor,
+                action,
+                row,
+                name=row.name,
+                kind=row.kind,
+                key_changed=key_changed,
+                is_default=row.is_default,
             )
     except IntegrityError:
         raise Conflict(f"name: a provider named {change.name!r} already exists.") from None
@@ -124,6 +139,8 @@ def lock_provider(name: str) -> LLMProvider:
 def apply_change(row: LLMProvider, change: ProviderChange) -> bool:
     """Copy a change onto a row; return whether the key changed (its value is never returned)."""
     row.name = change.name
+    if change.kind is not None:
+        row.kind = change.kind
     row.base_url = change.base_url
     row.default_model = change.default_model.strip()
     row.offered_models = [m.strip() for m in change.models if m.strip() != row.default_model]

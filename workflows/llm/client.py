@@ -1,4 +1,8 @@
-"""One call to an OpenAI-compatible chat completions endpoint, streamed or not.
+"""One call to an LLM provider, streamed or not: the seam every LLM node calls.
+
+An OpenAI-compatible provider's call is made here (chat completions); a provider of another
+kind is handed to the module registered for its kind (`register_kind`: the Anthropic
+Messages API, anthropic_messages.py, which reuses this module's call, errors and assembly).
 
 `complete` sends the messages (and tools), and returns a `Completion`: text, tool calls in
 OpenAI's shape, finish reason, model, token counts and latency. With `on_delta` it asks for
@@ -12,6 +16,7 @@ Every failure is a `HandlerError` that names the provider, the model and `where`
 with the key redacted: a provider may echo the key back in its error body. An answer that
 refuses the request itself (400, 401, 403, 404, 422) is not retryable: the node is dead
 after that attempt rather than paying for the same refusal again (NOT_RETRYABLE_STATUSES).
+A refusal keeps its status and its retry-after and rate-limit headers (`CallFailed`).
 """
 
 from __future__ import annotations
@@ -20,11 +25,11 @@ import asyncio
 import json
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
@@ -54,10 +59,23 @@ class Completion:
     # Time to first token: from sending the request to the first piece of the answer (text or
     # tool call) in a stream; None for an answer that came as one body (nothing came first).
     first_token_ms: float | None = None
+    # Of input_tokens, those read from / written to the prompt cache, when the provider says.
+    cache_read_tokens: int | None = None
+    cache_write_tokens: int | None = None
 
 
 class CallFailed(HandlerError):
-    """A call that failed; the message already names provider, model and node."""
+    """A call that failed; the message already names provider, model and node.
+
+    `status` and `headers` are the provider's answer when it refused with a non-2xx status
+    (a circuit breaker reads `retry-after` and the rate-limit headers from them)."""
+
+    def __init__(
+        self, message: str, *, retryable: bool = True, status: int | None = None, headers: Any = None
+    ) -> None:
+        super().__init__(message, retryable=retryable)
+        self.status = status
+        self.headers: dict[str, str] = dict(headers or {})
 
 
 @dataclass
@@ -67,6 +85,7 @@ class _Call:
     deadline: float
     started: float = 0.0  # time.monotonic() when the request was sent
     first_token_ms: float | None = None  # set by the first piece of a streamed answer
+    path: str = "/chat/completions"  # appended to the provider's base_url
 
     def mark_first_token(self) -> None:
         if self.first_token_ms is None:
@@ -74,14 +93,18 @@ class _Call:
 
     @property
     def url(self) -> str:
-        return self.endpoint.base_url.rstrip("/") + "/chat/completions"
+        return self.endpoint.base_url.rstrip("/") + self.path
 
-    def fail(self, detail: str, *, retryable: bool = True) -> CallFailed:
+    def fail(
+        self, detail: str, *, retryable: bool = True, response: httpx.Response | None = None
+    ) -> CallFailed:
         """Return the error to raise: named, located and with the key taken out."""
         e = self.endpoint
         demo = " (demo provider)" if e.demo else ""
         text = f"{self.where}: provider {e.provider!r}{demo}, model {e.model!r}: {detail}"
-        return CallFailed(redact(text, e.api_key), retryable=retryable)
+        status = response.status_code if response is not None else None
+        headers = kept_headers(response) if response is not None else None
+        return CallFailed(redact(text, e.api_key), retryable=retryable, status=status, headers=headers)
 
     @contextmanager
     def told_as_failures(self, timeout_seconds: float) -> Iterator[None]:
@@ -104,6 +127,36 @@ OnDelta = Callable[[str], None]  # a piece of streamed text
 OnCalls = Callable[[toolcalls.ToolCalls], None]  # the tool calls so far (read them when needed)
 
 
+class KindCalls(Protocol):
+    """How a provider kind other than OpenAI-compatible makes `complete`'s call (a module)."""
+
+    complete: Callable[..., Completion]
+    acomplete: Callable[..., Awaitable[Completion]]
+
+
+# Provider kind -> the module that calls its API (anthropic_messages.py), registered when
+# Django starts (workflows/apps.py): it builds on this module, which so does not import it.
+OTHER_KINDS: dict[str, KindCalls] = {}
+OPENAI_KIND = "openai"
+
+
+def register_kind(kind: str, calls: KindCalls) -> None:
+    """Make `complete` and `acomplete` hand calls to providers of `kind` to `calls`."""
+    OTHER_KINDS[kind] = calls
+
+
+def kind_calls(endpoint: Endpoint, where: str) -> KindCalls | None:
+    """The module for the endpoint's kind; None for OpenAI-compatible; an error for a kind
+    this process has no module for (never a silent call in the wrong API's shape)."""
+    if endpoint.kind == OPENAI_KIND:
+        return None
+    if endpoint.kind not in OTHER_KINDS:
+        raise _Call(endpoint, where, 0.0).fail(
+            f"provider kind {endpoint.kind!r} is not available in this process.", retryable=False
+        )
+    return OTHER_KINDS[endpoint.kind]
+
+
 def complete(
     endpoint: Endpoint,
     messages: list[dict[str, Any]],
@@ -115,16 +168,28 @@ def complete(
     where: str,
     on_delta: OnDelta | None = None,
     on_calls: OnCalls | None = None,
+    trace: dict[str, str] | None = None,
 ) -> Completion:
     """Make one chat completion call; raise HandlerError naming provider, model and `where`.
 
     Streamed (with `on_delta`): each piece of text goes to `on_delta`, and after each piece
     of a tool call, the calls so far to `on_calls` (assembled, not copied: joining their
-    arguments on every piece would cost the square of their length)."""
+    arguments on every piece would cost the square of their length). `trace`: the W3C
+    `traceparent`/`tracestate` headers to send (traceids.trace_headers).
+
+    A provider of the Anthropic kind is called through its Messages API instead
+    (anthropic_messages.py): the same arguments, messages and tools in OpenAI's shape, the
+    same Completion and errors."""
+    other = kind_calls(endpoint, where)
+    if other is not None:
+        return other.complete(
+            endpoint, messages, tools=tools, options=options, idempotency_key=idempotency_key,
+            timeout_seconds=timeout_seconds, where=where, on_delta=on_delta, on_calls=on_calls, trace=trace,
+        )  # fmt: skip
     started = time.monotonic()
     call = _Call(endpoint, where, started + timeout_seconds, started)
     payload = request_payload(endpoint, messages, tools, options, stream=on_delta is not None)
-    headers = request_headers(endpoint, idempotency_key)
+    headers = request_headers(endpoint, idempotency_key, trace)
     with (
         call.told_as_failures(timeout_seconds),
         http_client().stream(
@@ -133,7 +198,9 @@ def complete(
     ):
         if not 200 <= response.status_code < 300:
             raise call.fail(
-                status_error(response, read_body(response, call)), retryable=is_retryable_status(response)
+                status_error(response, read_body(response, call)),
+                retryable=is_retryable_status(response),
+                response=response,
             )
         if is_event_stream(response):
             parts = read_stream(response, call, on_delta, on_calls)
@@ -153,19 +220,26 @@ async def acomplete(
     where: str,
     on_delta: OnDelta | None = None,
     on_calls: OnCalls | None = None,
+    trace: dict[str, str] | None = None,
 ) -> Completion:
     """`complete` as a coroutine: the same request, answer and errors, awaited on httpx's AsyncClient."""
+    other = kind_calls(endpoint, where)
+    if other is not None:
+        return await other.acomplete(
+            endpoint, messages, tools=tools, options=options, idempotency_key=idempotency_key,
+            timeout_seconds=timeout_seconds, where=where, on_delta=on_delta, on_calls=on_calls, trace=trace,
+        )  # fmt: skip
     started = time.monotonic()
     call = _Call(endpoint, where, started + timeout_seconds, started)
     payload = request_payload(endpoint, messages, tools, options, stream=on_delta is not None)
-    headers = request_headers(endpoint, idempotency_key)
+    headers = request_headers(endpoint, idempotency_key, trace)
     with call.told_as_failures(timeout_seconds):
         async with async_http_client().stream(
             "POST", call.url, headers=headers, json=payload, timeout=timeout_seconds
         ) as response:
             if not 200 <= response.status_code < 300:
                 detail = status_error(response, await aread_body(response, call))
-                raise call.fail(detail, retryable=is_retryable_status(response))
+                raise call.fail(detail, retryable=is_retryable_status(response), response=response)
             if is_event_stream(response):
                 parts = await aread_stream(response, call, on_delta, on_calls)
             else:
@@ -218,9 +292,11 @@ def request_payload(
     return payload
 
 
-def request_headers(endpoint: Endpoint, idempotency_key: str) -> httpx.Headers:
-    """The headers: Authorization only when the provider has a key."""
-    headers = httpx.Headers({"User-Agent": USER_AGENT, "Idempotency-Key": idempotency_key})
+def request_headers(
+    endpoint: Endpoint, idempotency_key: str, trace: dict[str, str] | None = None
+) -> httpx.Headers:
+    """The headers: the trace context when given; Authorization only when the provider has a key."""
+    headers = httpx.Headers({"User-Agent": USER_AGENT, "Idempotency-Key": idempotency_key, **(trace or {})})
     if endpoint.api_key:
         headers["Authorization"] = f"Bearer {endpoint.api_key}"
     return headers
@@ -285,6 +361,20 @@ def status_error(response: httpx.Response, body: bytes) -> str:
         f"POST {shown_url(str(response.request.url))} answered {response.status_code} "
         f"{response.reason_phrase}: {detail}.{hint}"
     )
+
+
+# The answer's headers a failed call keeps (CallFailed.headers), for whoever decides when to
+# try the provider again: how long to wait, and what the provider says is left of its limits.
+KEPT_HEADERS = ("retry-after", "retry-after-ms", "request-id", "x-request-id")
+KEPT_PREFIXES = ("anthropic-ratelimit-", "x-ratelimit-")
+
+
+def kept_headers(response: httpx.Response) -> dict[str, str]:
+    return {
+        name.lower(): value
+        for name, value in response.headers.items()
+        if name.lower() in KEPT_HEADERS or name.lower().startswith(KEPT_PREFIXES)
+    }
 
 
 # --- assembling an answer -------------------------------------------------------------------

@@ -16,6 +16,7 @@ from workflows.handlers.registry import HandlerError, NodeContext, node, on_loop
 from workflows.llm import client, providers, replays, streams, usage
 from workflows.runtime import admission
 from workflows.runtime.offload import run_sync
+from workflows.store import traceids
 
 NAME_FIELD: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": 200}
 CHAT_SCHEMA: dict[str, Any] = {
@@ -61,6 +62,7 @@ def llm_chat(ctx: NodeContext) -> dict[str, Any]:
     admitted = admit_call(ctx, endpoint, messages, None, options)
     options = admitted.options(options)
     writer = streams.writer_for(ctx)
+    trace = trace_headers(ctx)
 
     def call() -> client.Completion:
         return client.complete(
@@ -71,6 +73,7 @@ def llm_chat(ctx: NodeContext) -> dict[str, Any]:
             timeout_seconds=timeout,
             where=where,
             on_delta=writer.on_delta if writer else None,
+            trace=trace,
         )
 
     return streams.streamed(
@@ -90,6 +93,7 @@ async def llm_chat_on_loop(ctx: NodeContext) -> dict[str, Any]:
     admitted = await run_sync(admit_call, ctx, endpoint, messages, None, options)
     options = admitted.options(options)
     writer = await run_sync(streams.writer_for, ctx)
+    trace = await run_sync(trace_headers, ctx)
 
     async def call() -> client.Completion:
         return await client.acomplete(
@@ -100,12 +104,21 @@ async def llm_chat_on_loop(ctx: NodeContext) -> dict[str, Any]:
             timeout_seconds=timeout,
             where=where,
             on_delta=writer.on_delta if writer else None,
+            trace=trace,
         )
 
     async def produce() -> dict[str, Any]:
         return chat_output(await acall_recorded(ctx, endpoint, call, admitted=admitted, request=request))
 
     return await streams.astreamed(writer, produce)
+
+
+def trace_headers(ctx: NodeContext) -> dict[str, str] | None:
+    """The W3C trace context the attempt's LLM calls carry (its span as their parent, as
+    `http.request`'s); None for a context made outside a worker (no attempt row)."""
+    if not ctx.node_run_id:
+        return None
+    return traceids.trace_headers(ctx.run_id, ctx.node_id, ctx.attempt)
 
 
 def resolve_for(ctx: NodeContext, where: str) -> providers.Endpoint:

@@ -25,6 +25,9 @@ from datetime import date
 from decimal import Decimal
 
 LISTED_ON = date(2025, 9, 1)
+# Anthropic's current models (Claude 4.5), read later than the rest: each says so in its note.
+ANTHROPIC_LISTED_ON = date(2025, 11, 24)
+_READ_LATER = f"read {ANTHROPIC_LISTED_ON.isoformat()}"
 
 OPENAI, ANTHROPIC, GOOGLE, MISTRAL, DEEPSEEK = "OpenAI", "Anthropic", "Google", "Mistral", "DeepSeek"
 DEMO = "Switchyard demo"
@@ -59,6 +62,9 @@ PRICE_LIST: tuple[Listed, ...] = (
     _listed(OPENAI, "o3", "2", "8"),
     _listed(OPENAI, "o4-mini", "1.1", "4.4"),
     _listed(OPENAI, "o3-mini", "1.1", "4.4"),
+    _listed(ANTHROPIC, "claude-opus-4-5", "5", "25", _READ_LATER),
+    _listed(ANTHROPIC, "claude-sonnet-4-5", "3", "15", _READ_LATER + "; prompts up to 200k tokens"),
+    _listed(ANTHROPIC, "claude-haiku-4-5", "1", "5", _READ_LATER),
     _listed(ANTHROPIC, "claude-opus-4-1", "15", "75"),
     _listed(ANTHROPIC, "claude-opus-4", "15", "75"),
     _listed(ANTHROPIC, "claude-opus-4-0", "15", "75"),

@@ -2,16 +2,22 @@
 
 A provider row marked `is_default` serves nodes that name none; without one, the
 LLM_BASE_URL / LLM_API_KEY / LLM_MODEL settings act as a provider named "default". The key
-leaves this module only inside an `Endpoint`, which the client sends and redacts.
+leaves this module only inside an `Endpoint`, which the client sends and redacts. A key
+stored as a reference to the secrets store, exactly `{secret.NAME}`, is read from the store
+when the endpoint is resolved (in the worker, at call time), so one secret can serve several
+providers and rotate without touching them.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from workflows.core import secretrefs
 from workflows.handlers import builtin
 from workflows.handlers.registry import HandlerError
+from workflows.store import secrets
 from workflows.store.models import LLMProvider
 
 SETTINGS_PROVIDER = "default"
@@ -28,6 +34,7 @@ class Endpoint:
     model: str
     timeout_seconds: float
     demo: bool
+    kind: str = LLMProvider.OPENAI  # which API it speaks: client.complete goes by it
 
 
 @dataclass(frozen=True)
@@ -58,14 +65,39 @@ def settings_endpoint(model: str | None) -> Endpoint:
     )
 
 
+KEY_REFERENCE = re.compile(r"^\{secret\.(" + secretrefs.NAME_PATTERN + r")\}$")
+
+
+def secret_named(api_key: str) -> str | None:
+    """The secret a stored key refers to (`{secret.NAME}`), or None for a key stored as it is."""
+    match = KEY_REFERENCE.match(api_key or "")
+    return match[1] if match else None
+
+
+def key_of(row: LLMProvider) -> str:
+    """The key to send: as stored, or the value of the secret it refers to, read now."""
+    name = secret_named(row.api_key)
+    if name is None:
+        return row.api_key
+    value = secrets.reveal(name)
+    if value is None:
+        raise HandlerError(
+            f"config.provider: provider {row.name!r} takes its api_key from secret {name!r}, "
+            "which does not exist; an admin sets it under Secrets.",
+            retryable=False,
+        )
+    return value
+
+
 def endpoint_of(row: LLMProvider, model: str | None) -> Endpoint:
     return Endpoint(
         provider=row.name,
         base_url=row.base_url,
-        api_key=row.api_key,
+        api_key=key_of(row),
         model=model or row.default_model,
         timeout_seconds=row.timeout_seconds,
         demo=row.demo,
+        kind=row.kind,
     )
 
 

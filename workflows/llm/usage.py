@@ -64,6 +64,8 @@ def record_call(
         demo=endpoint.demo,
         latency_ms=completion.latency_ms if completion else 0.0,
         first_token_ms=completion.first_token_ms if completion else None,
+        cache_read_tokens=completion.cache_read_tokens if completion else None,
+        cache_write_tokens=completion.cache_write_tokens if completion else None,
         cost=cost_of(endpoint.provider, model, **tokens) if cost is None else cost,
         finish_reason=(completion.finish_reason or "")[:40] if completion else "",
         error=(error or "")[:2000],

@@ -13,4 +13,5 @@ urlpatterns = [
     path("<slug:slug>/", views.editor_page, name="edit"),
     path("<slug:slug>/diff/", views.diff_page, name="diff"),
     path("<slug:slug>/history/", views.history_page, name="history"),
+    path("<slug:slug>/versions/<int:number>/graph.<str:ext>", views.graph_download, name="graph"),
 ]

@@ -27,6 +27,7 @@ from django.urls import reverse
 from controlplane import access
 from workflows.core.engine import JOINS
 from workflows.core.graph import DEFAULT_JOIN
+from workflows.core.graphexport import export_graph
 from workflows.store.errors import Conflict, NotFound
 from workflows.store.models import TEST_VERSION_PREFIX, Workflow
 from workflows.templatetags.start_run import dialog_config
@@ -177,6 +178,21 @@ def history_page(request: HttpRequest, slug: str) -> HttpResponse:
         {**editing.version_summary(v, workflow.active_version_id), "created": v.created_at} for v in rows
     ]
     return render(request, "editor/history.html", {"workflow": workflow, "history": history, "nav": NAV})
+
+
+GRAPH_FORMATS = {"mmd": "mermaid", "dot": "dot"}  # a download's extension -> graphexport's format
+
+
+@page("view")
+def graph_download(request: HttpRequest, slug: str, number: int, ext: str) -> HttpResponse:
+    """Download a version's graph as Mermaid (.mmd) or Graphviz DOT (.dot): the API's text."""
+    if ext not in GRAPH_FORMATS:
+        raise Http404(f"Export as .mmd (Mermaid) or .dot (Graphviz), not .{ext[:20]}.")
+    version = editing.get_version(versions.get_workflow(slug), number)
+    text = export_graph(version.definition, GRAPH_FORMATS[ext], f"{slug} v{number}")
+    response = HttpResponse(text, content_type="text/plain; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{slug}-v{number}.{ext}"'
+    return response
 
 
 def editor_config(request: HttpRequest, workflow: Workflow, **extra: Any) -> dict[str, Any]:

@@ -31,6 +31,7 @@ def page_context(**extra: Any) -> dict[str, Any]:
         "price_list_date": price_list.LISTED_ON,
         "offered_models": sorted({m for p in providers for m in p.models_offered()}),
         "demo_label": DEMO_LABEL,
+        "provider_kinds": LLMProvider.KINDS,
         "today": usage.day_totals(),
         "top": usage.top_workflows(),
         "by_model": usage.model_totals(),
@@ -84,6 +85,7 @@ def change_from(post: Any) -> catalog.ProviderChange:
         timeout = -1.0  # refused by check_provider, naming timeout_seconds
     return catalog.ProviderChange(
         name=post.get("name", "").strip(),
+        kind=post.get("kind", "").strip() or None,
         base_url=post.get("base_url", "").strip(),
         default_model=post.get("default_model", "").strip(),
         models=tuple(m.strip() for m in post.get("models", "").replace(",", "\n").splitlines() if m.strip()),

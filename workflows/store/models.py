@@ -493,10 +493,15 @@ class WebhookCursor(models.Model):
 
 
 class LLMProvider(models.Model):
-    """A named OpenAI-compatible endpoint. The key is write-only: no page, API answer, log
-    line or error ever shows it again after it is saved."""
+    """A named endpoint of a kind (OpenAI-compatible chat completions, or Anthropic's Messages
+    API). The key is write-only: no page, API answer, log line or error ever shows it again
+    after it is saved."""
+
+    OPENAI, ANTHROPIC = "openai", "anthropic"
+    KINDS = [(OPENAI, "OpenAI-compatible"), (ANTHROPIC, "Anthropic")]
 
     name = models.SlugField(max_length=60, unique=True)
+    kind = models.CharField(max_length=20, choices=KINDS, default=OPENAI)
     base_url = models.URLField(max_length=500)
     api_key = models.TextField(blank=True)
     default_model = models.CharField(max_length=200)
@@ -574,6 +579,10 @@ class LLMCall(models.Model):
     output_tokens = models.PositiveIntegerField(null=True, blank=True)
     latency_ms = models.FloatField(default=0.0)
     first_token_ms = models.FloatField(null=True, blank=True)  # streamed calls: time to first token
+    # Of input_tokens, those read from and written to the provider's prompt cache (Anthropic
+    # reports them apart; NULL when the provider does not say).
+    cache_read_tokens = models.PositiveIntegerField(null=True, blank=True)
+    cache_write_tokens = models.PositiveIntegerField(null=True, blank=True)
     cost = models.DecimalField(max_digits=16, decimal_places=8, null=True, blank=True)
     finish_reason = models.CharField(max_length=40, blank=True)
     error = models.TextField(blank=True)

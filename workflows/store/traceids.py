@@ -77,6 +77,21 @@ def traceparent_of(run_id: int, node_id: str, attempt: int) -> str:
     return f"00-{trace:032x}-{attempt_span_id(run_id, node_id, attempt):016x}-01"
 
 
+# Our own member of the W3C `tracestate` list: which run a call was made for, so a server's
+# logs can name it (the key is ours: lowercase, the value without ',' or '=').
+TRACESTATE_KEY = "switchyard"
+
+
+def tracestate_of(run_id: int) -> str:
+    """The W3C `tracestate` outbound calls carry: Switchyard's member, naming the run."""
+    return f"{TRACESTATE_KEY}=r:{run_id}"
+
+
+def trace_headers(run_id: int, node_id: str, attempt: int) -> dict[str, str]:
+    """The `traceparent` and `tracestate` headers of an outbound call an attempt makes."""
+    return {"traceparent": traceparent_of(run_id, node_id, attempt), "tracestate": tracestate_of(run_id)}
+
+
 def run_traceparent(run_id: int) -> str:
     """The W3C `traceparent` of a call made about a whole run (a webhook delivery): the run's
     trace, the run's span as the parent, sampled."""

@@ -34,6 +34,7 @@ def wire_runtime() -> None:
     from workflows.children.kind import ChildRunKind
     from workflows.core.graph import WAIT_KINDS
     from workflows.integrations import webhooks
+    from workflows.mcp import catalog as mcp_catalog
     from workflows.operations import retention
     from workflows.runtime import admission, duties, kinds
     from workflows.schedules import timetable
@@ -53,5 +54,10 @@ def wire_runtime() -> None:
     duties.register(duties.Duty("webhooks", 0.0, webhooks.dispatch_round, exclusive=True))
     duties.register(duties.Duty("budget holds", budget_holds.OFFER_SECONDS, budget_holds.offer_held))
     duties.register(duties.Duty("lost reservations", 5.0, budget_ledger.settle_lost, exclusive=True))
+    duties.register(
+        duties.Duty(
+            "MCP tool lists", mcp_catalog.STALE_CHECK_SECONDS, mcp_catalog.start_refresh, exclusive=True
+        )
+    )
     if not any(isinstance(gate, BudgetGate) for gate in admission.GATES):
         admission.register(BudgetGate())

@@ -834,3 +834,4 @@ from workflows.store.secrets import Secret as Secret  # noqa: E402
 from workflows.store.topics import Topic as Topic  # noqa: E402
 from workflows.store.topics import TopicEvent as TopicEvent  # noqa: E402
 from workflows.store.topics import TopicSubscription as TopicSubscription  # noqa: E402
+from workflows.store.mcpservers import McpServer as McpServer  # noqa: E402

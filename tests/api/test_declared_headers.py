@@ -118,6 +118,7 @@ BODIES: dict[str, Any] = {
     "create_budget": BUDGET,
     "update_budget": {**BUDGET, "name": "world", "amount": 2_000_000},
     "set_secret": {"value": "walked"},
+    "set_mcp_server": {"transport": "http", "url": "http://127.0.0.1:9/mcp", "timeout_seconds": 2},
     "subscribe_to_topic": {"filter": "output.n > 0"},
 }
 
@@ -184,6 +185,7 @@ def walk(
         "workflows/chain/schedules", {**BODIES["create_schedule"], "name": "mornings"}
     ).json()
     budget = admin.post("budgets", {**BUDGET, "name": "world"}).json()
+    assert admin.put("mcp-servers/walked-mcp", BODIES["set_mcp_server"]).status_code == 200
     topic_subscription = subscriptions.subscribe(chain, "walked.topic")
     event = {"specversion": "1.0", "id": "e-1", "source": "/walk", "type": "walked.topic", "data": {}}
     (published,) = publishing.publish_events([("walked.topic", from_structured(event))])
@@ -218,6 +220,7 @@ def walk(
             "id": budget["id"],  # a budget's (and, naming no hold, allow_hold's)
             "topic": "walked.topic",
             "event_id": published.row_id,
+            "server": "walked-mcp",
         },
     }
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import time
 from typing import Any
 
+import anyio
 from mcp.server.mcpserver import Context, MCPServer
 
 server = MCPServer("switchyard-test-tools")
@@ -50,9 +50,9 @@ def note(note: str, ctx: Context) -> dict[str, Any]:
 
 
 @server.tool()
-def slow(seconds: float) -> str:
-    """Answer after `seconds` seconds."""
-    time.sleep(seconds)
+async def slow(seconds: float) -> str:
+    """Answer after `seconds` seconds (awaited: the server goes on answering other calls)."""
+    await anyio.sleep(seconds)
     return f"slept {seconds}"
 
 

@@ -1,0 +1,185 @@
+"""Agents calling MCP tools, with real workers and a scheduler as processes, the fake LLM
+provider asking for the calls, and real MCP servers: the Python SDK server (streamable HTTP,
+counting its calls) and the npm reference server (stdio)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fakes.llm_server import FakeLLMServer
+from tests.integration.conftest import free_port, publish, two_workers_and_a_scheduler, wait_finished
+from tests.integration.mcp_servers import STDIO_COMMANDS, noted, python_server, stdio_env
+from tests.integration.runtime import Runtime, wait_for
+from tests.integration.test_agent import bodies, completion, scripted, steps
+from workflows.mcp import catalog, servers
+from workflows.runs import actions as runs
+from workflows.store import traceids
+from workflows.store.models import NodeRun
+
+
+@pytest.fixture
+def llm() -> Iterator[FakeLLMServer]:
+    with FakeLLMServer() as fake:
+        yield fake
+
+
+@pytest.fixture
+def calls_log(tmp_path: Path) -> Path:
+    return tmp_path / "calls.log"
+
+
+@pytest.fixture
+def pytools_url(calls_log: Path) -> Iterator[str]:
+    with python_server(calls_log) as url:
+        yield url
+
+
+@pytest.fixture
+def mcp_runtime(
+    transactional_db: Any, redis_clean: None, llm: FakeLLMServer, settings: Any
+) -> Iterator[Runtime]:
+    settings.SWITCHYARD = {**settings.SWITCHYARD, "MCP_STDIO_COMMANDS": STDIO_COMMANDS}
+    yield from two_workers_and_a_scheduler(LLM_BASE_URL=llm.base_url, LLM_MODEL="fake-model", **stdio_env())
+
+
+def register(name: str, **given: Any) -> None:
+    row = catalog.refresh(servers.set_server(name, servers.ServerIn(**given)))
+    assert row.tools_error == "", row.tools_error
+
+
+def agent_flow(mcp_tools: list[dict[str, Any]], max_attempts: int = 1) -> dict[str, Any]:
+    config = {"prompt": "Do the task for {input.who}.", "mcp_tools": mcp_tools, "max_steps": 5}
+    node = {"id": "agent", "handler": "llm.agent", "config": config}
+    node["retry"] = {"max_attempts": max_attempts, "backoff_seconds": 0.1}
+    return {"nodes": [node], "edges": []}
+
+
+def tool_steps(run: Any) -> list[Any]:
+    return [s for s in steps(run) if s.kind == "tool"]
+
+
+def test_an_agent_calls_mcp_tools_over_http_and_stdio_and_finishes(
+    mcp_runtime: Runtime, llm: FakeLLMServer, pytools_url: str, calls_log: Path
+) -> None:
+    register("pytools", transport="http", url=pytools_url, timeout_seconds=20)
+    register("everything", transport="stdio", command="everything", timeout_seconds=20)
+    llm.reply = scripted(
+        completion(
+            None, ("mcp__pytools__note", {"note": "first"}), ("mcp__everything__echo", {"message": "hi"})
+        ),
+        completion("Noted and echoed."),
+    )
+    tools = [{"server": "pytools", "tools": ["note"]}, {"server": "everything", "tools": ["echo"]}]
+    run, _ = runs.start_run(publish("mcp-agent", agent_flow(tools)), {"who": "ana"})
+
+    assert wait_finished(run, 90).status == "succeeded"
+    output = NodeRun.objects.get(run=run, node_id="agent").output
+    assert (output["content"], output["tool_calls"]) == ("Noted and echoed.", 2)
+    note, echo = tool_steps(run)
+    assert (note.tool, note.status, note.result) == ("mcp:pytools/note", "ok", {"noted": "first"})
+    assert (echo.tool, echo.status, echo.result) == ("mcp:everything/echo", "ok", "Echo: hi")
+    offered = {t["function"]["name"] for t in llm.requests[0].json["tools"]}
+    assert offered == {"mcp__pytools__note", "mcp__everything__echo"}
+    told = [m["content"] for m in llm.requests[1].json["messages"] if m["role"] == "tool"]
+    assert told == ['{"noted": "first"}', "Echo: hi"]
+    (call,) = noted(calls_log)
+    assert call["key"] == note.idempotency_key == f"{run.pk}:agent:tool:1.0"
+    traceparent = traceids.traceparent_of(run.pk, "agent", 1)
+    assert call["header_traceparent"] == call["meta_traceparent"] == traceparent
+
+
+def test_a_worker_killed_mid_way_through_mcp_calls_repeats_no_completed_call(
+    mcp_runtime: Runtime, llm: FakeLLMServer, pytools_url: str, calls_log: Path
+) -> None:
+    register("pytools", transport="http", url=pytools_url, timeout_seconds=20)
+    cut, released = threading.Event(), threading.Event()
+
+    def third_turn() -> dict[str, Any]:
+        if not cut.is_set():  # the first time: hold the answer until the worker is gone
+            cut.set()
+            released.wait(60)
+        return completion("Both notes taken.")
+
+    llm.reply = scripted(
+        completion(None, ("mcp__pytools__note", {"note": "first"})),
+        completion(None, ("mcp__pytools__note", {"note": "second"})),
+        third_turn,
+    )
+    flow = agent_flow([{"server": "pytools", "tools": ["note"]}], max_attempts=3)
+    run, _ = runs.start_run(publish("mcp-kill", flow), {"who": "ana"})
+    wait_for(cut.is_set, 60, "the third model turn to be asked")
+    mcp_runtime.kill(NodeRun.objects.get(run=run, node_id="agent").worker)
+    released.set()
+
+    assert wait_finished(run, 90).status == "succeeded"
+    node = NodeRun.objects.get(run=run, node_id="agent")
+    assert node.attempt == 2 and (node.output["turns"], node.output["tool_calls"]) == (3, 2)
+    calls = noted(calls_log)
+    assert [c["note"] for c in calls] == ["first", "second"], (
+        "each completed MCP call reached the server once"
+    )
+    assert len({c["key"] for c in calls}) == 2
+    sent = bodies(llm)
+    assert len(sent) == 4 and sent[2] == sent[3], "only the model turn cut by the kill was asked again"
+    assert [(s.kind, s.attempt) for s in steps(run)] == [
+        ("turn", 1),
+        ("tool", 1),
+        ("turn", 1),
+        ("tool", 1),
+        ("turn", 2),
+    ]
+
+
+def test_bad_servers_and_tools_are_bounded_errors_told_to_the_model(
+    mcp_runtime: Runtime, llm: FakeLLMServer, pytools_url: str
+) -> None:
+    register("pytools", transport="http", url=pytools_url, timeout_seconds=3)
+    register("gone", transport="http", url=pytools_url, timeout_seconds=3)
+    register("big", transport="http", url=pytools_url, timeout_seconds=30)  # 50 MB take a while to make
+    register("garbage", transport="stdio", command="pytools", timeout_seconds=30)  # listed while it spoke MCP
+    servers.set_server(
+        "gone", servers.ServerIn("http", url=f"http://127.0.0.1:{free_port()}/mcp", timeout_seconds=3)
+    )
+    catalog_row = servers.get_server("gone")
+    catalog_row.tools = servers.get_server("pytools").tools  # the tools it listed before it went down
+    catalog_row.save()
+    garbage = servers.get_server("garbage")
+    garbage.command, garbage.timeout_seconds = "garbage", 3  # now it answers with lines that are not JSON-RPC
+    garbage.save()
+    llm.reply = scripted(
+        completion(
+            None,
+            ("mcp__pytools__slow", {"seconds": 30}),
+            ("mcp__pytools__fail", {"reason": "no stock"}),
+            ("mcp__big__huge", {"megabytes": 50}),
+            ("mcp__gone__note", {"note": "x"}),
+            ("mcp__garbage__note", {"note": "x"}),
+        ),
+        completion("Everything failed; reporting."),
+    )
+    tools = [
+        {"server": "pytools", "tools": ["slow", "fail"]},
+        {"server": "big", "tools": ["huge"]},
+        {"server": "gone", "tools": ["note"]},
+        {"server": "garbage", "tools": ["note"]},
+    ]
+    began = time.monotonic()
+    run, _ = runs.start_run(publish("mcp-bad", agent_flow(tools)), {"who": "ana"})
+
+    assert wait_finished(run, 120).status == "succeeded"
+    assert time.monotonic() - began < 60, "no call outlived its server's timeout by much"
+    errors = {s.tool: s.error for s in tool_steps(run)}
+    assert all(s.status == "error" for s in tool_steps(run))
+    assert errors["mcp:pytools/slow"] == "MCP server 'pytools', tool 'slow': no answer within 3 s"
+    assert errors["mcp:pytools/fail"].startswith("Error executing tool fail")
+    assert "exceeded the 1048576 byte limit" in errors["mcp:big/huge"]
+    assert errors["mcp:gone/note"].startswith("MCP server 'gone', tool 'note': ConnectError")
+    assert errors["mcp:garbage/note"] == "MCP server 'garbage', tool 'note': no answer within 3 s"
+    told = [m["content"] for m in llm.requests[1].json["messages"] if m["role"] == "tool"]
+    assert len(told) == 5 and all(t.startswith("error: ") and len(t) <= 2000 for t in told)

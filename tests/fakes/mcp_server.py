@@ -31,7 +31,9 @@ def log_call(ctx: Context, note: str) -> None:
     context = ctx.request_context
     meta = dict(context.meta or {}) if context.meta is not None else {}
     request = context.request
-    header = request.headers.get("traceparent") if request is not None and hasattr(request, "headers") else None
+    header = (
+        request.headers.get("traceparent") if request is not None and hasattr(request, "headers") else None
+    )
     line = {
         "note": note,
         "key": meta.get("io.switchyard/idempotency-key"),

@@ -92,7 +92,7 @@ async def list_tools(conn: Connection) -> list[dict[str, Any]]:
                 cursor = None
                 for _ in range(LIST_PAGES):
                     params = {"cursor": cursor} if cursor else None
-                    page = await opened.list_tools(params=params)  # type: ignore[arg-type]  # the SDK validates a dict
+                    page = await opened.list_tools(params=params)
                     found += [t.model_dump(by_alias=True, exclude_none=True, mode="json") for t in page.tools]
                     cursor = page.next_cursor
                     if not cursor:

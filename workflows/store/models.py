@@ -829,9 +829,9 @@ from workflows.store.budgets import BudgetLedger as BudgetLedger  # noqa: E402
 from workflows.store.budgets import BudgetReservation as BudgetReservation  # noqa: E402
 from workflows.store.budgets import RunApiKey as RunApiKey  # noqa: E402
 from workflows.store.forks import RunFork as RunFork  # noqa: E402
+from workflows.store.mcpservers import McpServer as McpServer  # noqa: E402
 from workflows.store.recordings import RecordedCall as RecordedCall  # noqa: E402
 from workflows.store.secrets import Secret as Secret  # noqa: E402
 from workflows.store.topics import Topic as Topic  # noqa: E402
 from workflows.store.topics import TopicEvent as TopicEvent  # noqa: E402
 from workflows.store.topics import TopicSubscription as TopicSubscription  # noqa: E402
-from workflows.store.mcpservers import McpServer as McpServer  # noqa: E402

@@ -17,10 +17,11 @@ from tests.integration.conftest import free_port, publish, two_workers_and_a_sch
 from tests.integration.mcp_servers import STDIO_COMMANDS, noted, python_server, stdio_env
 from tests.integration.runtime import Runtime, wait_for
 from tests.integration.test_agent import bodies, completion, scripted, steps
+from workflows.forks import forking
 from workflows.mcp import catalog, servers
 from workflows.runs import actions as runs
 from workflows.store import traceids
-from workflows.store.models import NodeRun
+from workflows.store.models import NodeRun, RecordedCall
 
 
 @pytest.fixture
@@ -183,3 +184,34 @@ def test_bad_servers_and_tools_are_bounded_errors_told_to_the_model(
     assert errors["mcp:garbage/note"] == "MCP server 'garbage', tool 'note': no answer within 3 s"
     told = [m["content"] for m in llm.requests[1].json["messages"] if m["role"] == "tool"]
     assert len(told) == 5 and all(t.startswith("error: ") and len(t) <= 2000 for t in told)
+
+
+@pytest.fixture
+def no_slots_runtime(
+    transactional_db: Any, redis_clean: None, llm: FakeLLMServer, settings: Any
+) -> Iterator[Runtime]:
+    """Workers without slots: an agent's MCP calls run under asyncio.run, one at a time."""
+    yield from two_workers_and_a_scheduler(
+        LLM_BASE_URL=llm.base_url, LLM_MODEL="fake-model", SWITCHYARD_WORKER_SLOTS="0", **stdio_env()
+    )
+
+
+def test_a_recorded_fork_answers_mcp_calls_from_the_record_without_reaching_the_server(
+    no_slots_runtime: Runtime, llm: FakeLLMServer, pytools_url: str, calls_log: Path
+) -> None:
+    register("pytools", transport="http", url=pytools_url, timeout_seconds=20)
+    llm.reply = scripted(completion(None, ("mcp__pytools__note", {"note": "once"})), completion("Done."))
+    flow = agent_flow([{"server": "pytools", "tools": ["note"]}])
+    origin, _ = runs.start_run(publish("mcp-replay", flow), {"who": "ana"})
+    assert wait_finished(origin, 90).status == "succeeded"
+    assert [c["note"] for c in noted(calls_log)] == ["once"]
+
+    fork = wait_finished(forking.fork_run(origin.pk, "agent", calls="recorded"), 90)
+
+    assert fork.status == "succeeded"
+    assert [c["note"] for c in noted(calls_log)] == ["once"], "the server got no second call"
+    assert len(llm.requests) == 2, "the provider got no call either"
+    (step,) = tool_steps(fork)
+    assert (step.tool, step.result) == ("mcp:pytools/note", {"noted": "once"})
+    replayed = RecordedCall.objects.filter(run=fork, kind="tool").values_list("outcome", "step")
+    assert list(replayed) == [("replayed", "tool mcp:pytools/note")]

@@ -52,6 +52,14 @@ def note(note: str, ctx: Context) -> dict[str, Any]:
 
 
 @server.tool()
+def whoami(ctx: Context) -> dict[str, Any]:
+    """Say which `x-token` header the call came with (streamable HTTP; null over stdio)."""
+    request = ctx.request_context.request
+    token = request.headers.get("x-token") if request is not None and hasattr(request, "headers") else None
+    return {"token": token}
+
+
+@server.tool()
 async def slow(seconds: float) -> str:
     """Answer after `seconds` seconds (awaited: the server goes on answering other calls)."""
     await anyio.sleep(seconds)

@@ -20,6 +20,7 @@ from tests.integration.test_agent import bodies, completion, scripted, steps
 from workflows.forks import forking
 from workflows.mcp import catalog, servers
 from workflows.runs import actions as runs
+from workflows.secrets import catalog as secrets
 from workflows.store import traceids
 from workflows.store.models import NodeRun, RecordedCall
 
@@ -215,3 +216,29 @@ def test_a_recorded_fork_answers_mcp_calls_from_the_record_without_reaching_the_
     assert (step.tool, step.result) == ("mcp:pytools/note", {"noted": "once"})
     replayed = RecordedCall.objects.filter(run=fork, kind="tool").values_list("outcome", "step")
     assert list(replayed) == [("replayed", "tool mcp:pytools/note")]
+
+
+def test_a_secret_sent_as_a_header_never_reaches_the_step_or_the_record(
+    mcp_runtime: Runtime, llm: FakeLLMServer, pytools_url: str
+) -> None:
+    secrets.set_secret("TOOL_TOKEN", "tok-4471-never-shown")
+    register(
+        "pytools",
+        transport="http",
+        url=pytools_url,
+        headers={"X-Token": "{secret.TOOL_TOKEN}"},
+        timeout_seconds=20,
+    )
+    llm.reply = scripted(completion(None, ("mcp__pytools__whoami", {})), completion("Known."))
+    run, _ = runs.start_run(
+        publish("mcp-secret", agent_flow([{"server": "pytools", "tools": ["whoami"]}])), {"who": "ana"}
+    )
+
+    assert wait_finished(run, 90).status == "succeeded"
+    (step,) = tool_steps(run)
+    assert step.result == {"token": "[secret:TOOL_TOKEN]"}, (
+        "the server got the value; the step keeps its name"
+    )
+    recorded = RecordedCall.objects.get(run=run, kind="tool")
+    assert recorded.response == {"result": {"token": "[secret:TOOL_TOKEN]"}}
+    assert "tok-4471" not in llm.requests[1].body.decode()

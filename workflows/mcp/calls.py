@@ -12,7 +12,8 @@ handler tool's; this module is what lies between it and the server:
   `_meta` carrying the step's idempotency key (`io.switchyard/idempotency-key`, the same in
   every attempt that makes the call) and the `traceparent` (also an HTTP header on the
   streamable HTTP transport).
-- `keep` (sync): records the answer for replay (secret values redacted).
+- `keep` (sync): records the answer for replay. Results and errors are redacted as they
+  come back (`redaction`: a secret's value revealed for a header becomes `[secret:NAME]`).
 
 Every failure is an `Outcome` with an error the model is told (bounded by the loop), never
 an exception: a server down, slow, speaking malformed JSON-RPC, a tool's own error, a
@@ -98,8 +99,9 @@ async def make(ctx: NodeContext, call: Prepared, arguments: dict[str, Any], key:
             traceparent=call.traceparent,
         )
     except client.McpFailed as exc:
-        return Outcome(error=str(exc))
-    return Outcome(answer.result, answer.error)
+        return Outcome(error=redaction.redact(str(exc)))
+    # A server may echo what it was sent: a revealed header's value never reaches the step.
+    return Outcome(redaction.redact_value(answer.result), redaction.redact(answer.error))
 
 
 def keep(ctx: NodeContext, name: str, arguments: dict[str, Any], outcome: Outcome) -> None:
@@ -107,5 +109,4 @@ def keep(ctx: NodeContext, name: str, arguments: dict[str, Any], outcome: Outcom
     if outcome.replayed:
         return
     answer = {"error": outcome.error} if outcome.error else {"result": outcome.result}
-    request = callhash.tool_request(name, arguments)
-    replays.record_live(ctx, request, redaction.redact_value(answer), f"tool {name}")
+    replays.record_live(ctx, callhash.tool_request(name, arguments), answer, f"tool {name}")

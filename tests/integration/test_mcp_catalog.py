@@ -5,10 +5,12 @@ and what a definition's `mcp_tools` is refused for."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
+from django.utils import timezone
 
 from tests.integration.conftest import free_port
 from tests.integration.mcp_servers import STDIO_COMMANDS, everything_server, python_server
@@ -114,3 +116,16 @@ def test_a_definition_offering_an_unknown_server_or_tool_is_refused_naming_the_f
         ("nodes[0].config.mcp_tools[1].server", "unknown_mcp_server"),
     ]
     assert versions.parse(agent([{"server": "pytools", "tools": ["note", "slow"]}])) is not None
+
+
+def test_the_duty_lists_again_only_the_servers_older_than_the_ttl(pytools: McpServer, settings: Any) -> None:
+    settings.SWITCHYARD = {**settings.SWITCHYARD, "MCP_TOOLS_TTL_SECONDS": 3600}
+    fresh = catalog.refresh(servers.set_server("fresh", servers.ServerIn("stdio", command="everything")))
+    assert catalog.refresh_stale() == 1, "pytools, never listed"
+    pytools.refresh_from_db()
+    assert "note" in names(pytools)
+    McpServer.objects.filter(pk=pytools.pk).update(tools_listed_at=timezone.now() - timedelta(hours=2))
+    assert catalog.refresh_stale() == 1
+    assert McpServer.objects.get(pk=fresh.pk).tools_listed_at == fresh.tools_listed_at, (
+        "the fresh one was left alone"
+    )

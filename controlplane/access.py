@@ -13,7 +13,7 @@ instead. Every action names the least role and the scope it needs.
               LLM providers and prices
     editor    + create and change versions, publish, activate (roll back); schedules; suites
     admin     + API keys, users, workflow deletion, webhook triggers and subscriptions
-              draining and pausing workers; spend budgets (and a held call let over one); secrets (set and delete; never read back)
+              draining and pausing workers; spend budgets (and a held call let over one); secrets (set and delete; never read back); MCP servers
 
 An API key acts for its owner: it may do what its scopes allow *and* its owner's role allows
 (`api_key_can`), so a key never outlives a demotion or does more than the person holding it.
@@ -57,6 +57,7 @@ ACTIONS: dict[str, tuple[str, str]] = {
     "manage_workers": (ADMIN, "admin"),
     "manage_budgets": (ADMIN, "admin"),  # spend budgets, and allowing a held call over one
     "manage_secrets": (ADMIN, "admin"),  # set (write-only), delete, read the history of secrets
+    "manage_mcp": (ADMIN, "admin"),  # register, delete MCP servers and list their tools again
 }
 SCOPES = ("read", "run", "edit", "operate", "admin")
 

@@ -6,6 +6,7 @@ generated reference (docs/gen_reference.py) reads the comments beside each `env_
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import TypedDict
@@ -47,6 +48,23 @@ def env_float(name: str, default: float) -> float:
         return float(raw)
     except ValueError:
         raise ImproperlyConfigured(f"{name} must be a number, got {raw!r}.") from None
+
+
+def mcp_stdio_commands(raw: str) -> dict[str, list[str]]:
+    """Parse SWITCHYARD_MCP_STDIO_COMMANDS: a JSON object, name -> argv (a non-empty list of strings)."""
+    if not raw.strip():
+        return {}
+    try:
+        found = json.loads(raw)
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"SWITCHYARD_MCP_STDIO_COMMANDS must be a JSON object: {exc}") from None
+    if not isinstance(found, dict) or not all(
+        isinstance(argv, list) and argv and all(isinstance(a, str) for a in argv) for argv in found.values()
+    ):
+        raise ImproperlyConfigured(
+            'SWITCHYARD_MCP_STDIO_COMMANDS must map names to argv lists: {"files": ["npx", "server"]}.'
+        )
+    return {str(name): list(argv) for name, argv in found.items()}
 
 
 def egress_allow(raw: str) -> list[str]:
@@ -286,6 +304,9 @@ class SwitchyardSettings(TypedDict):
     SECRETS_KEY: str
     MCP_WAIT_SECONDS: float
     MCP_MAX_WAIT_SECONDS: float
+    MCP_STDIO_COMMANDS: dict[str, list[str]]
+    MCP_TOOLS_TTL_SECONDS: float
+    MCP_MAX_RESULT_BYTES: int
 
 
 SWITCHYARD: SwitchyardSettings = {
@@ -356,6 +377,13 @@ SWITCHYARD: SwitchyardSettings = {
     "MCP_WAIT_SECONDS": env_float("SWITCHYARD_MCP_WAIT_SECONDS", 30.0),
     # The longest wait a call may ask for (`_meta["io.switchyard/waitSeconds"]`, docs/integrators/mcp.md).
     "MCP_MAX_WAIT_SECONDS": env_float("SWITCHYARD_MCP_MAX_WAIT_SECONDS", 300.0),
+    # MCP servers over stdio: the only commands an admin may choose (workflows/mcp), as a JSON
+    # object name -> argv. Nothing typed in a browser or a definition is ever run.
+    "MCP_STDIO_COMMANDS": mcp_stdio_commands(env_str("SWITCHYARD_MCP_STDIO_COMMANDS", "")),
+    # An MCP server's tool list is listed again when older than this (docs/admins/mcp-servers.md).
+    "MCP_TOOLS_TTL_SECONDS": env_float("SWITCHYARD_MCP_TOOLS_TTL_SECONDS", 3600.0),
+    # An MCP tool call's result is cut to this many bytes of JSON (the model is told it was cut).
+    "MCP_MAX_RESULT_BYTES": env_int("SWITCHYARD_MCP_MAX_RESULT_BYTES", 256 * 1024),
 }
 
 AUTH_PASSWORD_VALIDATORS = [

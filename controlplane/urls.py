@@ -15,6 +15,7 @@ urlpatterns = [
     path("llm/", include("workflows.pages.urls_llm")),
     path("budgets/", include("workflows.pages.urls_budgets")),
     path("secrets/", include("workflows.pages.urls_secrets")),
+    path("mcp-servers/", include("workflows.pages.urls_mcp")),
     path("", include("workflows.pages.urls_events")),
     path("", include("workflows.pages.urls_suites")),
     path("healthz", monitoring_views.liveness, name="liveness"),

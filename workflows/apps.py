@@ -35,6 +35,7 @@ def wire_runtime() -> None:
     from workflows.children.kind import ChildRunKind
     from workflows.core.graph import WAIT_KINDS
     from workflows.integrations import webhooks
+    from workflows.mcp import catalog as mcp_catalog
     from workflows.operations import retention
     from workflows.runtime import admission, duties, kinds
     from workflows.schedules import timetable
@@ -60,6 +61,11 @@ def wire_runtime() -> None:
     duties.register(
         duties.Duty(
             "suite runs", suite_evaluation.EVERY_SECONDS, suite_evaluation.evaluate_ended, exclusive=True
+        )
+    )
+    duties.register(
+        duties.Duty(
+            "MCP tool lists", mcp_catalog.STALE_CHECK_SECONDS, mcp_catalog.start_refresh, exclusive=True
         )
     )
     gates.register("required suites", suite_gate.check_publish)

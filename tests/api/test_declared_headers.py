@@ -119,6 +119,7 @@ BODIES: dict[str, Any] = {
     "create_budget": BUDGET,
     "update_budget": {**BUDGET, "name": "world", "amount": 2_000_000},
     "set_secret": {"value": "walked"},
+    "set_mcp_server": {"transport": "http", "url": "http://127.0.0.1:9/mcp", "timeout_seconds": 2},
     "subscribe_to_topic": {"filter": "output.n > 0"},
     "create_topic_hook": {"name": "walked"},
     "create_suite": {"name": "walked", "cases": [{"input": {"n": 1}}]},
@@ -196,6 +197,7 @@ def walk(
     finished_run(chain, 1)  # a succeeded run for the suites built from runs
     suite = admin.post("workflows/chain/suites", {"name": "world", "cases": [{"input": {"n": 1}}]}).json()
     suite_run = admin.post(f"suites/{suite['id']}/runs", {}).json()
+    assert admin.put("mcp-servers/walked-mcp", BODIES["set_mcp_server"]).status_code == 200
     topic_subscription = subscriptions.subscribe(chain, "walked.topic")
     event = {"specversion": "1.0", "id": "e-1", "source": "/walk", "type": "walked.topic", "data": {}}
     (published,) = publishing.publish_events([("walked.topic", from_structured(event))])
@@ -235,6 +237,7 @@ def walk(
             "event_id": published.row_id,
             "suite_id": suite["id"],
             "suite_run_id": suite_run["id"],
+            "server": "walked-mcp",
         },
     }
 

@@ -293,6 +293,7 @@ PAGES = [
     "/workflows/shop/live/",
     "/workflows/shop/webhooks/",
     "/keys/",
+    "/mcp-servers/",
     "/api/v1/docs",
 ]
 

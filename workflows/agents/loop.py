@@ -12,6 +12,9 @@ How a tool call can end:
 - error, told to the model as the result (bounded): an unknown tool, arguments that are not
   JSON or off the tool's schema, a HandlerError (the tool's own explanation, e.g. "no such
   order": the model can do something about it);
+- an MCP tool (`mcp_tools`, workflows/mcp/calls.py) ends ok with its result, or with an error
+  told to the model for every way it can go wrong (server down, slow, malformed JSON-RPC,
+  the tool's own error, a result over the limit): one try, bounded by the server's timeout;
 - waiting: a workflow tool (`workflow_tools`, workflows/agents/tools.py) started its child run
   and the attempt waits for it, holding no worker (`Parked`); the child's end gives the step
   its result (ok, or an error told to the model) and queues the attempt to go on;
@@ -22,6 +25,7 @@ How a tool call can end:
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import time
@@ -49,6 +53,8 @@ from workflows.llm.handler import (
     resolve_for,
     trace_headers,
 )
+from workflows.mcp import calls as mcpcalls
+from workflows.mcp import catalog as mcpcatalog
 from workflows.runtime import admission
 from workflows.runtime.kinds import Parked
 from workflows.runtime.limits import ToolTimeout, time_limit
@@ -124,15 +130,18 @@ def start_loop(ctx: handlers.NodeContext, writer: streams.TextWriter | None = No
     fingerprint = core.fingerprint(endpoint.provider, endpoint.model, opening, core.offered_names(ctx.config))
     at = agents.Attempt(ctx.node_run_id, ctx.run_id, ctx.node_id, ctx.attempt, fingerprint)
     steps = agents.loop_steps(at)
-    offer = offer_tools(tools, [str(slug) for slug in ctx.config.get("workflow_tools") or ()])
+    workflows = [str(slug) for slug in ctx.config.get("workflow_tools") or ()]
+    offer = offer_tools(tools, workflows, core.mcp_tools_of(ctx.config))
     seq = agents.next_seq(at.noderun_id)
     return Loop(ctx, at, endpoint, opening, offer, steps, seq, writer, trace_headers(ctx))
 
 
-def offer_tools(names: list[str], workflows: Sequence[str] = ()) -> Offer:
+def offer_tools(
+    names: list[str], workflows: Sequence[str] = (), mcp: Sequence[tuple[str, str]] = ()
+) -> Offer:
     """The tools a node may call that are registered as tools now, then the workflows it may
-    call that can run now (others are refused by the definition's validation; one
-    unregistered, paused or deleted since is simply not offered)."""
+    call that can run now, then the MCP tools usable now (others are refused by the
+    definition's validation; one unregistered, paused or deleted since is simply not offered)."""
     registered = handlers.tools()
     specs, allowed = [], {}
     for name in names:
@@ -145,6 +154,12 @@ def offer_tools(names: list[str], workflows: Sequence[str] = ()) -> Offer:
         specs.append(offered.spec)
         name = offered.spec["function"]["name"]
         allowed[name] = {"handler": core.WORKFLOW_PREFIX + offered.slug, "schema": offered.schema}
+    for tool in mcpcatalog.offered(list(mcp)) if mcp else ():
+        specs.append(tool.spec)
+        allowed[tool.spec["function"]["name"]] = {
+            "handler": core.mcp_name(tool.server, tool.tool),
+            "schema": tool.schema,
+        }
     return Offer(specs, allowed)
 
 
@@ -322,6 +337,8 @@ async def run_loop_on_loop(loop: Loop) -> dict[str, Any]:
             )
         if isinstance(move, core.CallModel):
             step = await take_turn_on_loop(loop)
+        elif is_mcp_call(loop, move):
+            step = await call_mcp_on_loop(loop, move)
         else:
             step = await to_thread(call_tool, loop, move)
         loop.steps.append(step)
@@ -382,6 +399,8 @@ def call_tool(loop: Loop, move: core.CallTool) -> core.Step:
         return told_error(loop, seq, key, started, checked, fields)
     name, arguments = checked
     fields.update(tool=name, arguments=arguments)
+    if name.startswith(core.MCP_PREFIX):
+        return call_mcp(loop, ToolStep(seq, key, started, name, arguments, fields))
     if name.startswith(core.WORKFLOW_PREFIX):
         return call_workflows(loop, move, workflow_call(loop, move, seq, started, name, arguments))
     handler = handlers.get_handler(name)
@@ -410,6 +429,79 @@ def call_tool(loop: Loop, move: core.CallTool) -> core.Step:
         loop.at, seq, core.TOOL, core.OK, key, started, timezone.now(), result=result, **fields
     )
     return core.Step(seq, core.TOOL, call_id=call.id, result=result)
+
+
+@dataclass(frozen=True)
+class ToolStep:
+    """A checked tool call about to be made: its step number, key, start and what it records."""
+
+    seq: int
+    key: str
+    started: datetime
+    name: str
+    arguments: dict[str, Any]
+    fields: dict[str, Any]
+
+
+def is_mcp_call(loop: Loop, move: core.Move) -> bool:
+    """Whether the move calls an MCP tool (its arguments checked or not: call_mcp_on_loop says)."""
+    offered = loop.offer.allowed.get(move.call.name) if isinstance(move, core.CallTool) else None
+    return offered is not None and str(offered["handler"]).startswith(core.MCP_PREFIX)
+
+
+def call_mcp(loop: Loop, call: ToolStep) -> core.Step:
+    """Make an MCP tool call outside a slot (its async part under asyncio.run); record it."""
+    prepared = prepare_mcp(loop, call)
+    if isinstance(prepared, mcpcalls.Prepared):
+        outcome = asyncio.run(mcpcalls.make(loop.ctx, prepared, call.arguments, call.key))
+    else:
+        outcome = prepared
+    return record_mcp(loop, call, outcome)
+
+
+async def call_mcp_on_loop(loop: Loop, move: core.CallTool) -> core.Step:
+    """`call_mcp` in a worker's slot: the call awaited on the loop, the ORM on the sync thread."""
+    seq, key, started = loop.take_seq(), move.key(loop.ctx.run_id, loop.ctx.node_id), timezone.now()
+    fields: dict[str, Any] = {"turn_seq": move.turn_seq, "call_id": move.call.id, "tool": move.call.name}
+    checked = core.check_call(move.call, loop.offer.allowed)
+    if isinstance(checked, str):
+        fields["arguments"] = parsed_or_text(move.call.arguments)
+        return await run_sync(told_error, loop, seq, key, started, checked, fields)
+    fields.update(tool=checked[0], arguments=checked[1])
+    call = ToolStep(seq, key, started, checked[0], checked[1], fields)
+    prepared = await run_sync(prepare_mcp, loop, call)
+    if isinstance(prepared, mcpcalls.Prepared):
+        outcome = await mcpcalls.make(loop.ctx, prepared, call.arguments, call.key)
+    else:
+        outcome = prepared
+    return await run_sync(record_mcp, loop, call, outcome)
+
+
+def prepare_mcp(loop: Loop, call: ToolStep) -> mcpcalls.Prepared | mcpcalls.Outcome:
+    try:
+        return mcpcalls.prepare(loop.ctx, call.name, call.arguments)
+    except replays.ReplayMiss as exc:
+        record_failure(loop, call.seq, core.TOOL, call.key, call.started, exc, **call.fields)
+        raise
+
+
+def record_mcp(loop: Loop, call: ToolStep, outcome: mcpcalls.Outcome) -> core.Step:
+    """Keep the answer for replay, then record the step: ok with the result, or the error told."""
+    mcpcalls.keep(loop.ctx, call.name, call.arguments, outcome)
+    if outcome.error:
+        return told_error(loop, call.seq, call.key, call.started, outcome.error, call.fields)
+    agents.record_step(
+        loop.at,
+        call.seq,
+        core.TOOL,
+        core.OK,
+        call.key,
+        call.started,
+        timezone.now(),
+        result=outcome.result,
+        **call.fields,
+    )
+    return core.Step(call.seq, core.TOOL, call_id=str(call.fields["call_id"]), result=outcome.result)
 
 
 def call_workflows(loop: Loop, move: core.CallTool, first: agenttools.ToolCall) -> core.Step:

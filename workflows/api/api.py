@@ -38,6 +38,7 @@ from workflows.api import (
     views_keys,
     views_llm,
     views_maps,
+    views_mcp,
     views_ops,
     views_runs,
     views_schedules,
@@ -97,6 +98,7 @@ for module in (
     views_budgets,
     views_secrets,
     views_topics,
+    views_mcp,
     views_suites,
 ):
     api.add_router("", module.router)

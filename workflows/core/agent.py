@@ -40,6 +40,8 @@ TURN, TOOL = "turn", "tool"
 OK, ERROR, FAILED = "ok", "error", "failed"
 WAITING = "waiting"  # a workflow tool's call whose child run has not ended yet
 WORKFLOW_PREFIX = "workflow:"  # a workflow tool's name in the step log (the handler's, for others)
+MCP_PREFIX = "mcp:"  # an MCP tool's name in the step log: mcp:<server>/<tool>
+MCP_SERVER_PATTERN = "^[a-z0-9][a-z0-9_-]{0,39}$"
 FAIL, FINISH = "fail", "finish"
 MAX_STEPS_LIMIT = 100
 ERROR_CHARS = 2000  # what the model is told of a refused or failed tool call
@@ -84,6 +86,27 @@ def agent_schema(tool_names: Sequence[str]) -> dict[str, Any]:
                 "x-picker": "workflows",
                 "description": "Published workflows it may call as tools, each a child run: "
                 "named and described by the workflow, its arguments the workflow's input_schema.",
+            },
+            "mcp_tools": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "server": {"type": "string", "pattern": MCP_SERVER_PATTERN},
+                        "tools": {
+                            "type": "array",
+                            "items": {"type": "string", "minLength": 1, "maxLength": 128},
+                            "uniqueItems": True,
+                            "minItems": 1,
+                            "maxItems": 64,
+                        },
+                    },
+                    "required": ["server", "tools"],
+                    "additionalProperties": False,
+                },
+                "maxItems": 16,
+                "x-picker": "mcp-tools",
+                "description": "Tools of registered MCP servers it may call: [{server, tools: [names]}].",
             },
             "max_steps": {
                 "type": "integer",
@@ -272,10 +295,42 @@ def workflow_tool_spec(
     return spec
 
 
+def mcp_name(server: str, tool: str) -> str:
+    """An MCP tool's name in the step log: `mcp:<server>/<tool>`."""
+    return f"{MCP_PREFIX}{server}/{tool}"
+
+
+def mcp_tools_of(config: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The (server, tool) pairs an agent's config offers, in order (`mcp_tools`)."""
+    pairs = []
+    for entry in config.get("mcp_tools") or ():
+        if isinstance(entry, Mapping):
+            pairs += [(str(entry.get("server")), str(tool)) for tool in entry.get("tools") or ()]
+    return pairs
+
+
+def mcp_function_name(server: str, tool: str) -> str:
+    """`files`, `read-file` -> `mcp__files__read-file`: OpenAI's [a-zA-Z0-9_-], at most 64
+    characters (a hash keeps two long names apart)."""
+    name = "mcp__" + server + "__" + "".join(c if c.isalnum() or c in "_-" else "_" for c in tool)
+    if len(name) <= 64 and name.isascii():
+        return name
+    digest = hashlib.sha256(f"{server}/{tool}".encode()).hexdigest()[:8]
+    return f"{name.encode('ascii', 'replace').decode().replace('?', '_')[:55]}_{digest}"
+
+
+def mcp_tool_spec(server: str, tool: str, description: str, schema: Mapping[str, Any]) -> dict[str, Any]:
+    """An MCP server's tool as a function: its description (and server), its input schema."""
+    spec = tool_spec("", f"{description} (MCP server {server})".strip(), schema)
+    spec["function"]["name"] = mcp_function_name(server, tool)
+    return spec
+
+
 def offered_names(config: Mapping[str, Any]) -> list[str]:
-    """What an agent's config offers, as the step log names tools: handlers, then workflows."""
+    """What an agent's config offers, as the step log names tools: handlers, workflows, MCP tools."""
     handlers = [str(name) for name in config.get("tools") or ()]
-    return handlers + [WORKFLOW_PREFIX + str(slug) for slug in config.get("workflow_tools") or ()]
+    workflows = [WORKFLOW_PREFIX + str(slug) for slug in config.get("workflow_tools") or ()]
+    return handlers + workflows + [mcp_name(server, tool) for server, tool in mcp_tools_of(config)]
 
 
 def fingerprint(provider: str, model: str, opening: Sequence[Mapping[str, Any]], tools: Sequence[str]) -> str:

@@ -856,6 +856,7 @@ from workflows.store.budgets import BudgetLedger as BudgetLedger  # noqa: E402
 from workflows.store.budgets import BudgetReservation as BudgetReservation  # noqa: E402
 from workflows.store.budgets import RunApiKey as RunApiKey  # noqa: E402
 from workflows.store.forks import RunFork as RunFork  # noqa: E402
+from workflows.store.mcpservers import McpServer as McpServer  # noqa: E402
 from workflows.store.recordings import RecordedCall as RecordedCall  # noqa: E402
 from workflows.store.secrets import Secret as Secret  # noqa: E402
 from workflows.store.suites import Suite as Suite  # noqa: E402

@@ -21,6 +21,7 @@ from workflows.core.definition import DefinitionError, Limits, checksum, normali
 from workflows.core.graph import Graph
 from workflows.handlers import egress
 from workflows.llm import providers
+from workflows.mcp import usage as mcpusage
 from workflows.runtime import bus
 from workflows.secrets import usage
 from workflows.store import hotreads
@@ -44,12 +45,14 @@ def limits() -> Limits:
 
 def parse(definition: Any, workflow: Workflow | None = None) -> Graph:
     """Parse and validate a definition against the registered handlers and, for `workflow`,
-    its calls to other workflows (calls.py) and the secrets it references (usage.py); raise Invalid."""
+    its calls to other workflows (calls.py), the secrets it references (usage.py) and the MCP
+    tools its agents offer (mcp/usage.py); raise Invalid."""
     try:
         graph = parse_definition(definition, handlers.schemas(), limits())
     except DefinitionError as exc:
         raise Invalid("The workflow definition is invalid.", issues=exc.issues) from None
     issues = calls.call_issues(definition, workflow) + usage.secret_issues(definition)
+    issues += mcpusage.mcp_issues(definition)
     if issues:
         raise Invalid("The workflow definition is invalid.", issues=issues)
     return graph

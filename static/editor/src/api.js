@@ -16,6 +16,11 @@ export class Api {
     return `${this.workflowUrl}/versions/${number}`;
   }
 
+  // The registered MCP servers' tools, for the agent form's picker ([{server, tools: [...]}]).
+  mcpTools() {
+    return this.request("GET", "/api/v1/mcp-tools");
+  }
+
   versions() {
     return this.request("GET", `${this.workflowUrl}/versions`);
   }

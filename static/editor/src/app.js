@@ -70,6 +70,15 @@ export class Editor {
       this.say("A new workflow: add nodes from the palette, connect them, then save a first draft.");
     }
     this.versionsPanel.refresh();
+    this.loadMcpTools();
+  }
+
+  // The MCP tools an agent node may offer (its form's picker), read once from the API; the
+  // form is drawn again when they arrive. A refusal leaves the picker empty (the JSON stays editable).
+  async loadMcpTools() {
+    const res = await this.api.mcpTools();
+    this.config.mcpTools = res.ok ? res.data : [];
+    if (res.ok && res.data.length) this.inspector.render();
   }
 
   // ------------------------------------------------------------------ wiring

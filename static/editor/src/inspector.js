@@ -117,7 +117,7 @@ export class Inspector {
             disabled,
             onChange: edit,
             getConfig: () => app.doc.nodes.get(node.uid)?.data.config ?? {},
-            pickers: { workflow: app.config.workflows ?? [] },
+            pickers: { workflow: app.config.workflows ?? [], mcpTools: app.config.mcpTools ?? [] },
           })
         : h("p", { class: "ed-muted", text: "Choose a registered handler to configure this node." }),
     );

@@ -108,6 +108,7 @@ function propertyField(name, prop, value, required, { disabled, onChange, root, 
   if (Array.isArray(prop.enum)) return field(name, enumSelect(prop, value, required, disabled, (v) => onChange(path, v)), opts);
   if (prop["x-picker"] === "workflow") return field(name, workflowPicker(pickers.workflow ?? [], value, disabled, (v) => onChange(path, v)), opts);
   if (prop["x-picker"] === "workflows") return field(name, workflowChecks(pickers.workflow ?? [], value, disabled, (v) => onChange(path, v)), opts);
+  if (prop["x-picker"] === "mcp-tools") return field(name, mcpToolChecks(pickers.mcpTools ?? [], value, disabled, (v) => onChange(path, v)), opts);
   const type = Array.isArray(prop.type) ? null : prop.type;
   if (type === "string") {
     const long = LONG_TEXT.test(name);
@@ -206,6 +207,52 @@ function workflowChecks(workflows, value, disabled, onValue) {
   }
   const list = checkList(slugs, value, disabled, onValue, labels);
   list.dataset.picker = "workflows";
+  return list;
+}
+
+// The MCP tools an agent may offer (`mcp_tools`: [{server, tools: [names]}]): a group of
+// checkboxes per registered server, a tool listed as unusable shown disabled with its reason.
+// A chosen tool no longer listed stays, marked, so the validator's issue next to it makes sense.
+function mcpToolChecks(servers, value, disabled, onValue) {
+  const chosen = new Map();
+  for (const entry of Array.isArray(value) ? value : []) {
+    if (entry && typeof entry.server === "string") chosen.set(entry.server, new Set(Array.isArray(entry.tools) ? entry.tools : []));
+  }
+  const groups = servers.map((s) => ({ server: s.server, error: s.error, tools: s.tools.map((t) => ({ ...t })) }));
+  for (const [server, tools] of chosen) {
+    let group = groups.find((g) => g.server === server);
+    if (!group) groups.push((group = { server, error: "not registered", tools: [] }));
+    for (const name of tools) {
+      if (!group.tools.some((t) => t.name === name)) group.tools.push({ name, usable: false, problem: "not listed" });
+    }
+  }
+  const list = h("div", { class: "ed-checklist", role: "group", dataset: { picker: "mcp-tools" } });
+  if (!groups.length) list.append(h("p", { class: "ed-muted", text: "No MCP server is registered (an admin adds them on the MCP page)." }));
+  const boxes = [];
+  for (const group of groups) {
+    const set = h("fieldset", { class: "ed-mcp-server", dataset: { server: group.server } }, h("legend", { text: group.server }));
+    if (group.error) set.append(h("p", { class: "ed-muted", text: group.error }));
+    if (!group.tools.length && !group.error) set.append(h("p", { class: "ed-muted", text: "no tools listed yet" }));
+    for (const tool of group.tools) {
+      const picked = chosen.get(group.server)?.has(tool.name) ?? false;
+      const box = h("input", { type: "checkbox", disabled: disabled || (!tool.usable && !picked), value: tool.name });
+      box.checked = picked;
+      box.dataset.server = group.server;
+      const label = tool.usable ? tool.name : `${tool.name} (${tool.problem || "unusable"})`;
+      set.append(h("label", { class: "ed-check", title: tool.description || "" }, box, label));
+      boxes.push(box);
+    }
+    list.append(set);
+  }
+  list.addEventListener("change", () => {
+    const picked = [];
+    for (const box of boxes.filter((b) => b.checked)) {
+      const entry = picked.find((p) => p.server === box.dataset.server);
+      if (entry) entry.tools.push(box.value);
+      else picked.push({ server: box.dataset.server, tools: [box.value] });
+    }
+    onValue(picked.length ? picked : undefined);
+  });
   return list;
 }
 

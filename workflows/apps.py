@@ -35,6 +35,7 @@ def wire_runtime() -> None:
     from workflows.core.graph import WAIT_KINDS
     from workflows.integrations import webhooks
     from workflows.operations import retention
+    from workflows.runs import startkeys
     from workflows.runtime import admission, duties, kinds
     from workflows.schedules import timetable
     from workflows.waits import waiting
@@ -52,6 +53,9 @@ def wire_runtime() -> None:
     duties.register(duties.Duty("retention", retention.PRUNE_EVERY_SECONDS, retention.prune_and_report))
     duties.register(duties.Duty("webhooks", 0.0, webhooks.dispatch_round, exclusive=True))
     duties.register(duties.Duty("budget holds", budget_holds.OFFER_SECONDS, budget_holds.offer_held))
+    duties.register(
+        duties.Duty("deferred starts", startkeys.DEFERRED_SECONDS, startkeys.start_deferred, exclusive=True)
+    )
     duties.register(duties.Duty("lost reservations", 5.0, budget_ledger.settle_lost, exclusive=True))
     if not any(isinstance(gate, BudgetGate) for gate in admission.GATES):
         admission.register(BudgetGate())

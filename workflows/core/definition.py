@@ -27,9 +27,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from workflows.core.conditions import Condition, ConditionError
 from workflows.core.contracts import declared_fields, unprovided_fields
-from workflows.core.flowcontrol import MAX_KEY_CHARS, WORKFLOW_SCOPE, Concurrency, StartKey, check_key_path
 from workflows.core.egress import EgressPolicy, literal_refusal
 from workflows.core.engine import JOIN_RULES
+from workflows.core.flowcontrol import MAX_KEY_CHARS, WORKFLOW_SCOPE, Concurrency, StartKey, check_key_path
 from workflows.core.graph import (
     AGENT,
     CHILD,
@@ -483,7 +483,9 @@ def _read_definition(data: object) -> tuple[list[Issue], _Draft]:
     draft.description = document.description if document else ""
     draft.input_schema = document.input_schema if document else None
     if document is not None:
-        draft.flow = {name: getattr(document, name) for name in _FLOW_FIELDS if getattr(document, name) is not None}
+        draft.flow = {
+            name: getattr(document, name) for name in _FLOW_FIELDS if getattr(document, name) is not None
+        }
     draft.raw_nodes = _list_field(data, "nodes")
     draft.raw_edges = _list_field(data, "edges")
     if "nodes" in data and not draft.raw_nodes and isinstance(data["nodes"], list):
@@ -820,6 +822,11 @@ def _check_flow_keys(draft: _Draft) -> list[Issue]:
         for name, spec in draft.flow.items()
         if (problem := check_key_path(spec.key, None, declared)) is not None
     ]
+    if "debounce" in draft.flow and "singleton" in draft.flow:
+        message = (
+            "declare debounce or singleton, not both: a debounced start is already one waiting run per key"
+        )
+        issues.append(Issue("singleton", message, "invalid_key"))
     sources: dict[str, list[str]] = {}
     for edge in draft.edges.values():
         sources.setdefault(edge.target, []).append(edge.source)
@@ -829,7 +836,9 @@ def _check_flow_keys(draft: _Draft) -> list[Issue]:
         problem = check_key_path(spec.concurrency.key, sources.get(spec.id, []), declared)
         if problem is not None:
             issues.append(
-                Issue(f"nodes[{index}].concurrency.key", f"{problem} (node '{spec.id}')", "invalid_key", spec.id)
+                Issue(
+                    f"nodes[{index}].concurrency.key", f"{problem} (node '{spec.id}')", "invalid_key", spec.id
+                )
             )
     return issues
 
@@ -890,8 +899,12 @@ def _build_graph(draft: _Draft) -> Graph:
         nodes=nodes,
         edges=edges,
         input_schema=draft.input_schema,
-        debounce=StartKey(debounce.key, window_s=debounce.window_s, default=debounce.default) if debounce else None,
-        singleton=StartKey(singleton.key, mode=singleton.mode, default=singleton.default) if singleton else None,
+        debounce=StartKey(debounce.key, window_s=debounce.window_s, default=debounce.default)
+        if debounce
+        else None,
+        singleton=StartKey(singleton.key, mode=singleton.mode, default=singleton.default)
+        if singleton
+        else None,
     )
 
 

@@ -28,6 +28,7 @@ from typing import Any
 import redis
 from django.db import connection, transaction
 
+from workflows.core.definition import Issue
 from workflows.core.flowcontrol import StartKey, resolve_key
 from workflows.core.graph import Graph
 from workflows.core.states import RunStatus
@@ -64,7 +65,7 @@ class SingletonActive(Conflict):
     """A singleton start (mode skip) while a run of its key is active; `run_id` names it."""
 
     def __init__(self, message: str, run_id: int) -> None:
-        super().__init__(message)
+        super().__init__(message, [Issue("singleton.key", message, "singleton_active")])
         self.run_id = run_id
 
 

@@ -33,6 +33,7 @@ def wire_runtime() -> None:
     from workflows.budgets.gate import BudgetGate
     from workflows.children.kind import ChildRunKind
     from workflows.core.graph import WAIT_KINDS
+    from workflows.handlers import caching
     from workflows.integrations import webhooks
     from workflows.operations import retention
     from workflows.runs import startkeys
@@ -56,6 +57,7 @@ def wire_runtime() -> None:
     duties.register(
         duties.Duty("deferred starts", startkeys.DEFERRED_SECONDS, startkeys.start_deferred, exclusive=True)
     )
+    duties.register(duties.Duty("response cache expiry", caching.PRUNE_EVERY_SECONDS, caching.prune_expired))
     duties.register(duties.Duty("lost reservations", 5.0, budget_ledger.settle_lost, exclusive=True))
     if not any(isinstance(gate, BudgetGate) for gate in admission.GATES):
         admission.register(BudgetGate())

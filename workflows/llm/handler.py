@@ -7,15 +7,21 @@ definition cannot send the key elsewhere. Output: the text, finish reason, model
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 from collections.abc import Callable
-from typing import Any
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
 
 from workflows.core import callhash
+from workflows.handlers import caching
 from workflows.handlers.builtin import render_template, template_sources, time_budget
 from workflows.handlers.registry import HandlerError, NodeContext, node, on_loop
 from workflows.llm import client, providers, replays, streams, usage
 from workflows.runtime import admission
 from workflows.runtime.offload import run_sync
+
+if TYPE_CHECKING:
+    from workflows.store.responsecache import CachedResponse
 
 NAME_FIELD: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": 200}
 CHAT_SCHEMA: dict[str, Any] = {
@@ -36,6 +42,7 @@ CHAT_SCHEMA: dict[str, Any] = {
         "temperature": {"type": "number", "minimum": 0, "maximum": 2},
         "max_tokens": {"type": "integer", "minimum": 1, "maximum": 1_000_000},
         "timeout_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 3600},
+        "cache": caching.CACHE_SCHEMA,
     },
     "required": ["prompt"],
     "additionalProperties": False,
@@ -58,6 +65,10 @@ def llm_chat(ctx: NodeContext) -> dict[str, Any]:
     request = callhash.llm_request(
         endpoint.provider, endpoint.model, messages, None, options
     )  # as configured: a budget's max_tokens is no part of it
+    ttl = caching.ttl_of(ctx)
+    key = caching.key_of(request) if ttl else ""
+    if ttl and (hit := caching.lookup(key, utcnow())) is not None:
+        return cached_chat(ctx, endpoint, hit)
     admitted = admit_call(ctx, endpoint, messages, None, options)
     options = admitted.options(options)
     writer = streams.writer_for(ctx)
@@ -73,9 +84,13 @@ def llm_chat(ctx: NodeContext) -> dict[str, Any]:
             on_delta=writer.on_delta if writer else None,
         )
 
-    return streams.streamed(
-        writer, lambda: chat_output(call_recorded(ctx, endpoint, call, admitted=admitted, request=request))
-    )
+    def produce() -> dict[str, Any]:
+        completion = call_recorded(ctx, endpoint, call, admitted=admitted, request=request)
+        if ttl:
+            keep_answer(ctx, key, completion, ttl)
+        return chat_output(completion)
+
+    return streams.streamed(writer, produce)
 
 
 @on_loop("llm.chat")
@@ -87,6 +102,10 @@ async def llm_chat_on_loop(ctx: NodeContext) -> dict[str, Any]:
     timeout = time_budget(ctx, ctx.config.get("timeout_seconds") or endpoint.timeout_seconds, where)
     options = {k: ctx.config[k] for k in OPTION_KEYS if k in ctx.config}
     request = callhash.llm_request(endpoint.provider, endpoint.model, messages, None, options)
+    ttl = caching.ttl_of(ctx)
+    key = caching.key_of(request) if ttl else ""
+    if ttl and (hit := await run_sync(caching.lookup, key, utcnow())) is not None:
+        return await run_sync(cached_chat, ctx, endpoint, hit)
     admitted = await run_sync(admit_call, ctx, endpoint, messages, None, options)
     options = admitted.options(options)
     writer = await run_sync(streams.writer_for, ctx)
@@ -103,9 +122,40 @@ async def llm_chat_on_loop(ctx: NodeContext) -> dict[str, Any]:
         )
 
     async def produce() -> dict[str, Any]:
-        return chat_output(await acall_recorded(ctx, endpoint, call, admitted=admitted, request=request))
+        completion = await acall_recorded(ctx, endpoint, call, admitted=admitted, request=request)
+        if ttl:
+            await run_sync(keep_answer, ctx, key, completion, ttl)
+        return chat_output(completion)
 
     return await streams.astreamed(writer, produce)
+
+
+def cached_chat(ctx: NodeContext, endpoint: providers.Endpoint, hit: CachedResponse) -> dict[str, Any]:
+    """A cache hit's output (handlers/caching.py): its LLM call row records the tokens saved at cost 0."""
+    r = hit.response
+    completion = client.Completion(
+        str(r.get("text") or ""),
+        list(r.get("tool_calls") or []),
+        r.get("finish_reason"),
+        str(r.get("model") or endpoint.model),
+        r.get("input_tokens"),
+        r.get("output_tokens"),
+        0.0,
+    )
+    usage.record_call(
+        node_run_id=ctx.node_run_id, endpoint=endpoint, completion=completion, step="cached", cost=Decimal(0)
+    )
+    return {**chat_output(completion), "cached": caching.provenance(hit)}
+
+
+def keep_answer(ctx: NodeContext, key: str, completion: client.Completion, ttl: int) -> None:
+    """Keep a live answer in the response cache for `ttl` seconds."""
+    counts = {"input_tokens": completion.input_tokens, "output_tokens": completion.output_tokens}
+    caching.store(ctx, callhash.LLM, key, replays.completion_json(completion), counts, ttl, utcnow())
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
 
 
 def resolve_for(ctx: NodeContext, where: str) -> providers.Endpoint:

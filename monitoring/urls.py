@@ -16,6 +16,7 @@ from monitoring.views import schedules as views_schedules
 
 urlpatterns = [
     path("", views.overview, name="overview"),
+    path("keys/", views.busiest_keys, name="busiest_keys"),
     path("workers/", views.workers, name="workers"),
     path("workers/drain/", views_manage.worker_drain, name="worker_drain"),
     path("workers/pause/", views_manage.workers_pause, name="workers_pause"),

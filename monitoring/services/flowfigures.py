@@ -16,7 +16,7 @@ from django.db import connection
 from workflows.core.flowcontrol import WORKFLOW_SCOPE, split_bucket
 from workflows.core.graph import Graph
 from workflows.core.states import NodeStatus, RunStatus
-from workflows.store.statements import NODES, RUNS
+from workflows.store.statements import NODES, RUNS, WORKFLOWS
 
 SHOWN = 50
 
@@ -38,6 +38,17 @@ FROM {RUNS}
 WHERE workflow_id = %(workflow)s AND start_key IS NOT NULL
   AND status IN ('{RunStatus.RUNNING}', '{RunStatus.COMPENSATING}', '{RunStatus.WAITING}')
 GROUP BY start_key ORDER BY count(*) DESC, start_key LIMIT %(shown)s
+"""
+
+
+BUSIEST_SQL = f"""
+SELECT w.slug, n.flow_key,
+       count(*) FILTER (WHERE n.status IN ('{NodeStatus.QUEUED}', '{NodeStatus.RUNNING}', '{NodeStatus.WAITING}')),
+       count(*) FILTER (WHERE n.status = '{NodeStatus.PENDING}')
+FROM {NODES} n JOIN {RUNS} r ON r.id = n.run_id JOIN {WORKFLOWS} w ON w.id = r.workflow_id
+WHERE n.flow_key IS NOT NULL
+  AND n.status IN ('{NodeStatus.PENDING}', '{NodeStatus.QUEUED}', '{NodeStatus.RUNNING}', '{NodeStatus.WAITING}')
+GROUP BY w.slug, n.flow_key ORDER BY count(*) DESC, w.slug, n.flow_key LIMIT %(shown)s
 """
 
 
@@ -95,3 +106,15 @@ def card_context(workflow_id: int, graph: Graph | None) -> dict[str, Any]:
         "flow_starts": start_figures(workflow_id),
         "flow_start_kind": "debounce" if graph.debounce else "singleton" if graph.singleton else "",
     }
+
+
+def busiest_keys(shown: int = 10) -> list[tuple[str, KeyFigure]]:
+    """(workflow slug, figure) of the busiest concurrency keys over every workflow."""
+    with connection.cursor() as cur:
+        cur.execute(BUSIEST_SQL, {"shown": shown})
+        rows = cur.fetchall()
+    found = []
+    for slug, stored, in_flight, waiting in rows:
+        scope, key = split_bucket(stored)
+        found.append((slug, KeyFigure(scope_label(scope), key, in_flight, waiting, None)))
+    return found

@@ -54,7 +54,7 @@ def overview(request: HtmxRequest) -> HttpResponse:
     if request.htmx and name:
         return render(request, name, {"snap": message["data"]})
     context = {"snap": message["data"], "chart_windows": charts.WINDOW_LABELS.items(), "nav": "overview"}
-    context |= usage.card_context()
+    context |= usage.card_context() | {"busiest": flowfigures.busiest_keys()}
     return render(request, "monitoring/overview.html", context)
 
 
@@ -92,6 +92,13 @@ def workflow_live(request: HtmxRequest, slug: str) -> HttpResponse:
         "monitoring/workflow_live.html",
         {**context, **usage.card_context(workflow), **flow_context(workflow)},
     )
+
+
+@require_GET
+@requires("view")
+def busiest_keys(request: HtmxRequest) -> HttpResponse:
+    """The overview's card of the busiest concurrency keys over every workflow (polled)."""
+    return render(request, "monitoring/fragments/busiest_keys.html", {"busiest": flowfigures.busiest_keys()})
 
 
 @require_GET

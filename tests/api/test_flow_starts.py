@@ -53,3 +53,12 @@ def test_a_key_that_cannot_resolve_is_refused_when_saved_naming_the_field(api, c
     body = assert_problem(api.post("workflows/chain/versions", {"definition": definition}), 422)
     assert [e["path"] for e in body["errors"]] == ["definition.nodes[1].concurrency.key"]
     assert "'nowhere', which is not a direct predecessor" in body["errors"][0]["message"]
+
+
+def test_a_singleton_start_repeated_with_its_idempotency_key_answers_its_own_run(api) -> None:
+    publish("once", {"nodes": [node("a")], "singleton": {"key": "input.order", "mode": "skip"}})
+    headers = {"Idempotency-Key": "order-1"}
+    first = api.post("workflows/once/runs", {"input": {"order": "o-1"}}, headers=headers)
+    again = api.post("workflows/once/runs", {"input": {"order": "o-1"}}, headers=headers)
+    assert (first.status_code, again.status_code) == (201, 200)
+    assert again.json()["id"] == first.json()["id"]

@@ -1,5 +1,5 @@
-"""A workflow's per-key figures on its live page in a real browser: in flight and waiting per
-concurrency key and per singleton key, updated as places free, for a viewer."""
+"""Per-key figures in a real browser, for a viewer: a workflow's live page (in flight, waiting
+and the limit per concurrency key, updated as places free) and the overview's busiest keys."""
 
 from __future__ import annotations
 
@@ -46,3 +46,11 @@ def test_the_live_page_shows_in_flight_and_waiting_per_key_and_follows_freed_pla
     advancing.enqueue_due(workers=1)
     expect(row(page, "acme").locator("[data-in-flight]")).to_have_text("2")  # the next two took them
     expect(row(page, "acme").locator("[data-waiting]")).to_have_text("1")
+
+    page.goto(f"{live_url}/")  # the overview: the busiest keys over every workflow
+    busiest = page.locator("#busiest-key-table tr[data-key='acme']")
+    expect(busiest.locator("[data-in-flight]")).to_have_text("2")
+    expect(busiest.locator("[data-waiting]")).to_have_text("1")
+    for width in (1280, 800):
+        page.set_viewport_size({"width": width, "height": 900})
+        shutil.copy(screenshot(page, f"overview-{width}"), f"/tmp/flow-overview-{width}.png")

@@ -3,6 +3,7 @@ calls: identical llm.chat calls within the TTL make one provider call; past it, 
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
@@ -13,6 +14,7 @@ from django.utils import timezone
 from tests.fakes.llm_server import FakeLLMServer
 from tests.integration.conftest import publish, two_workers_and_a_scheduler, wait_finished
 from tests.integration.runtime import Runtime
+from tests.integration.test_http_handlers import Routes, Scripted, ctx, http, url
 from workflows.runs import actions as runs
 from workflows.store.models import CachedResponse, LLMCall, NodeRun, Run
 
@@ -82,3 +84,35 @@ def test_past_its_ttl_an_entry_is_not_used_and_the_retention_duty_removes_it(
     CachedResponse.objects.update(expires_at=timezone.now())
     assert caching.prune_expired() == 1
     assert not CachedResponse.objects.exists()
+
+
+@pytest.fixture
+def web() -> Iterator[Scripted]:
+    """test_http_handlers' scripted server (its /json answers a JSON body)."""
+    httpd = Scripted(("127.0.0.1", 0), Routes)
+    httpd.seen, httpd.stopping = [], threading.Event()
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    yield httpd
+    httpd.stopping.set()
+    httpd.shutdown()
+    httpd.server_close()
+    thread.join(5)
+
+
+def test_identical_http_gets_make_one_request_and_the_second_names_the_run_that_paid(web: Scripted) -> None:
+    server = web
+    run = runs.start_run(publish("get-cache", {"nodes": [{"id": "call_api", "handler": "core.noop"}]}), {})[0]
+    row = NodeRun.objects.get(run=run)
+    config = {"url": url(server, "/json"), "cache": {"ttl_s": 60}, "headers": {"X-Tenant": "t-1"}}
+
+    first = http(ctx(config, run_id=run.pk, node_run_id=row.pk))
+    second = http(
+        ctx(config, run_id=run.pk, node_run_id=row.pk, attempt=3, idempotency_key=f"{run.pk}:call_api:3")
+    )
+    other = http(ctx({**config, "headers": {"X-Tenant": "t-2"}}, run_id=run.pk, node_run_id=row.pk))
+
+    assert len(server.seen) == 2, "the second GET was answered from the cache; another tenant's was not"
+    assert "cached" not in first and "cached" not in other
+    assert second["cached"]["run"] == run.pk
+    assert {k: v for k, v in second.items() if k != "cached"} == first

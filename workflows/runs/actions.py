@@ -133,7 +133,13 @@ def start_keyed(
     priority: int,
     api_key_id: int | None,
 ) -> tuple[Run, bool]:
-    """Start a run of a workflow that declares debounce or singleton (runs/startkeys.py)."""
+    """Start a run of a workflow that declares debounce or singleton (runs/startkeys.py).
+
+    A start repeated with its idempotency key answers its run before any key is looked at:
+    a client retrying its own singleton start is not refused because of itself.
+    """
+    if idempotency_key and Run.objects.filter(workflow=workflow, idempotency_key=idempotency_key).exists():
+        return find_idempotent_run(workflow, idempotency_key, request_hash), False
     with transaction.atomic():
         keyed = startkeys.plan(workflow.pk, load_graph(version_id), run_input, timezone.now())
         run = create_run(

@@ -14,6 +14,9 @@ const nextUid = (prefix) => `${prefix}${++uidCounter}`;
 export class Doc {
   constructor() {
     this.description = "";
+    // Every other top-level field (input_schema, concurrency, debounce, singleton, ...), kept
+    // as it came and written back, so that editing a workflow never drops what it declares.
+    this.extra = {};
     this.nodes = new Map(); // uid -> {uid, data, x, y}
     this.edges = new Map(); // uid -> {uid, source, target, data}
   }
@@ -24,6 +27,9 @@ export class Doc {
     const doc = new Doc();
     const dropped = [];
     doc.description = typeof definition.description === "string" ? definition.description : "";
+    for (const [key, value] of Object.entries(definition)) {
+      if (!["nodes", "edges", "description"].includes(key) && value !== undefined && value !== null) doc.extra[key] = value;
+    }
     const byId = new Map(); // the first node of an id wins, as in the graph core
     for (const raw of Array.isArray(definition.nodes) ? definition.nodes : []) {
       const data = raw && typeof raw === "object" && !Array.isArray(raw) ? { ...raw } : { id: String(raw) };
@@ -51,7 +57,7 @@ export class Doc {
       }
       edges.push(item);
     }
-    const definition = { nodes, edges };
+    const definition = { ...this.extra, nodes, edges };
     if (this.description) definition.description = this.description;
     return definition;
   }
@@ -107,6 +113,7 @@ export class Doc {
   snapshot() {
     return {
       description: this.description,
+      extra: this.extra,
       nodes: [...this.nodes.values()].map((n) => ({ ...n })),
       edges: [...this.edges.values()].map((e) => ({ ...e })),
     };
@@ -114,12 +121,14 @@ export class Doc {
 
   restore(snap) {
     this.description = snap.description;
+    this.extra = snap.extra ?? {};
     this.nodes = new Map(snap.nodes.map((n) => [n.uid, { ...n }]));
     this.edges = new Map(snap.edges.map((e) => [e.uid, { ...e }]));
   }
 
   replaceWith(other) {
     this.description = other.description;
+    this.extra = other.extra;
     this.nodes = other.nodes;
     this.edges = other.edges;
   }

@@ -116,3 +116,20 @@ def test_identical_http_gets_make_one_request_and_the_second_names_the_run_that_
     assert "cached" not in first and "cached" not in other
     assert second["cached"]["run"] == run.pk
     assert {k: v for k, v in second.items() if k != "cached"} == first
+
+
+def test_an_agent_turn_identical_to_a_cached_one_is_answered_without_a_call(
+    llm_runtime: Runtime, llm: FakeLLMServer
+) -> None:
+    agent = {
+        "id": "ask",
+        "handler": "llm.agent",
+        "config": {"prompt": "Answer {input.who}.", "tools": [], "cache": {"ttl_s": 600}},
+    }
+    workflow = publish("cached-agent", {"nodes": [agent]})
+    first, second = ask(workflow), ask(workflow)
+
+    assert len(llm.requests) == 1
+    assert second["content"] == first["content"]
+    steps = list(LLMCall.objects.filter(workflow_id=workflow.pk).order_by("id").values_list("step", "cost"))
+    assert steps == [("turn 1", steps[0][1]), ("cached turn 1", Decimal(0))]

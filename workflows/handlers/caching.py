@@ -31,19 +31,7 @@ if TYPE_CHECKING:
 SALT = "switchyard-response-cache:v1"
 PRUNE_EVERY_SECONDS = 60.0
 PRUNE_BATCH = 5000
-CACHE_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "ttl_s": {
-            "type": "integer",
-            "minimum": 1,
-            "maximum": 30 * 86400,
-            "description": "Answer identical requests from the cache for this many seconds.",
-        }
-    },
-    "required": ["ttl_s"],
-    "additionalProperties": False,
-}
+CACHE_SCHEMA = callhash.CACHE_SCHEMA
 UNSENT_HEADERS = frozenset({"idempotency-key", "traceparent", "tracestate"})  # differ per attempt
 
 

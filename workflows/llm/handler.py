@@ -131,7 +131,14 @@ async def llm_chat_on_loop(ctx: NodeContext) -> dict[str, Any]:
 
 
 def cached_chat(ctx: NodeContext, endpoint: providers.Endpoint, hit: CachedResponse) -> dict[str, Any]:
-    """A cache hit's output (handlers/caching.py): its LLM call row records the tokens saved at cost 0."""
+    """A cache hit's output (handlers/caching.py), saying which run paid for the answer."""
+    return {**chat_output(cached_completion(ctx, endpoint, hit, "")), "cached": caching.provenance(hit)}
+
+
+def cached_completion(
+    ctx: NodeContext, endpoint: providers.Endpoint, hit: CachedResponse, step: str
+) -> client.Completion:
+    """A cached answer as a completion; its LLM call row records the tokens saved at cost 0."""
     r = hit.response
     completion = client.Completion(
         str(r.get("text") or ""),
@@ -143,9 +150,19 @@ def cached_chat(ctx: NodeContext, endpoint: providers.Endpoint, hit: CachedRespo
         0.0,
     )
     usage.record_call(
-        node_run_id=ctx.node_run_id, endpoint=endpoint, completion=completion, step="cached", cost=Decimal(0)
+        node_run_id=ctx.node_run_id,
+        endpoint=endpoint,
+        completion=completion,
+        step=f"cached {step}".strip(),
+        cost=Decimal(0),
     )
-    return {**chat_output(completion), "cached": caching.provenance(hit)}
+    return completion
+
+
+def cache_of(ctx: NodeContext, request: dict[str, Any] | None) -> tuple[int | None, str]:
+    """(TTL, key) of a call whose node caches; (None, "") otherwise."""
+    ttl = caching.ttl_of(ctx) if request is not None else None
+    return (ttl, caching.key_of(request)) if ttl and request is not None else (None, "")
 
 
 def keep_answer(ctx: NodeContext, key: str, completion: client.Completion, ttl: int) -> None:
@@ -206,19 +223,26 @@ def call_recorded(
     step: str = "",
     admitted: admission.Admitted = admission.NOTHING,
     request: dict[str, Any] | None = None,
+    cached: bool = False,
 ) -> client.Completion:
     """Make a call and record it (a failed one too), settling what the gate admitted; a
     context without an attempt row records nothing.
 
     With its `request` (callhash.llm_request), a fork that replays its origin's calls may
     answer it from the record instead (llm/replays.py; what the gate reserved is given back:
-    a replayed call costs nothing), and a live call is recorded by its hash.
+    a replayed call costs nothing), and a live call is recorded by its hash. With `cached`
+    (an agent's turn), a node with `config.cache` answers it from the response cache
+    (handlers/caching.py; what the gate reserved is given back) and keeps a live answer.
     """
     if request is not None:
         replayed = replays.replayed_completion(ctx, endpoint, request, step)
         if replayed is not None:
             settle_call(admitted, None)
             return replayed
+    ttl, key = cache_of(ctx, request) if cached else (None, "")
+    if ttl and (hit := caching.lookup(key, utcnow())) is not None:
+        settle_call(admitted, None)  # answered from the cache: nothing is spent
+        return cached_completion(ctx, endpoint, hit, step)
     try:
         completion = call()
     except BaseException as exc:
@@ -233,6 +257,8 @@ def call_recorded(
         usage.record_call(node_run_id=ctx.node_run_id, endpoint=endpoint, completion=completion, step=step)
     if request is not None:
         replays.record_live(ctx, request, replays.completion_json(completion), step)
+    if ttl:
+        keep_answer(ctx, key, completion, ttl)
     return completion
 
 
@@ -243,6 +269,7 @@ async def acall_recorded(
     step: str = "",
     admitted: admission.Admitted = admission.NOTHING,
     request: dict[str, Any] | None = None,
+    cached: bool = False,
 ) -> client.Completion:
     """`call_recorded` for a coroutine: the call awaited, its rows written on the sync thread."""
     if request is not None:
@@ -251,6 +278,11 @@ async def acall_recorded(
             if admitted.tickets:
                 await run_sync(settle_call, admitted, None)
             return replayed
+    ttl, key = cache_of(ctx, request) if cached else (None, "")
+    if ttl and (hit := await run_sync(caching.lookup, key, utcnow())) is not None:
+        if admitted.tickets:
+            await run_sync(settle_call, admitted, None)
+        return await run_sync(cached_completion, ctx, endpoint, hit, step)
     try:
         completion: client.Completion = await call()
     except BaseException as exc:
@@ -278,6 +310,8 @@ async def acall_recorded(
         )
     if request is not None:
         await run_sync(replays.record_live, ctx, request, replays.completion_json(completion), step)
+    if ttl:
+        await run_sync(keep_answer, ctx, key, completion, ttl)
     return completion
 
 

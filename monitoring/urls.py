@@ -16,10 +16,12 @@ from monitoring.views import schedules as views_schedules
 
 urlpatterns = [
     path("", views.overview, name="overview"),
+    path("keys/", views.busiest_keys, name="busiest_keys"),
     path("workers/", views.workers, name="workers"),
     path("workers/drain/", views_manage.worker_drain, name="worker_drain"),
     path("workers/pause/", views_manage.workers_pause, name="workers_pause"),
     path("workflows/<slug:slug>/live/", views.workflow_live, name="workflow_live"),
+    path("workflows/<slug:slug>/live/keys/", views.workflow_flow_keys, name="workflow_flow_keys"),
     path("workflows/<slug:slug>/live/nodes/<str:node_id>/", views.workflow_node, name="workflow_node"),
     path("workflows/<slug:slug>/schedules/", views_schedules.workflow_schedules, name="workflow_schedules"),
     path("workflows/<slug:slug>/priority/", views_schedules.workflow_priority, name="workflow_priority"),

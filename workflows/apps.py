@@ -34,9 +34,11 @@ def wire_runtime() -> None:
     from workflows.budgets.gate import BudgetGate
     from workflows.children.kind import ChildRunKind
     from workflows.core.graph import WAIT_KINDS
+    from workflows.handlers import caching
     from workflows.integrations import webhooks
     from workflows.mcp import catalog as mcp_catalog
     from workflows.operations import retention
+    from workflows.runs import startkeys
     from workflows.runtime import admission, duties, kinds
     from workflows.schedules import timetable
     from workflows.suites import evaluation as suite_evaluation
@@ -57,6 +59,10 @@ def wire_runtime() -> None:
     duties.register(duties.Duty("retention", retention.PRUNE_EVERY_SECONDS, retention.prune_and_report))
     duties.register(duties.Duty("webhooks", 0.0, webhooks.dispatch_round, exclusive=True))
     duties.register(duties.Duty("budget holds", budget_holds.OFFER_SECONDS, budget_holds.offer_held))
+    duties.register(
+        duties.Duty("deferred starts", startkeys.DEFERRED_SECONDS, startkeys.start_deferred, exclusive=True)
+    )
+    duties.register(duties.Duty("response cache expiry", caching.PRUNE_EVERY_SECONDS, caching.prune_expired))
     duties.register(duties.Duty("lost reservations", 5.0, budget_ledger.settle_lost, exclusive=True))
     duties.register(
         duties.Duty(

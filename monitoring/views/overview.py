@@ -15,7 +15,7 @@ from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from monitoring.services import charts, runstate, snapshots
+from monitoring.services import charts, flowfigures, runstate, snapshots
 from monitoring.views import HtmxRequest, forks
 from monitoring.views.guards import requires
 from workflows.llm import usage
@@ -23,6 +23,7 @@ from workflows.runs import actions as runs
 from workflows.runs import mapitems
 from workflows.schedules import timetable as schedules
 from workflows.store.errors import DomainError, NotFound
+from workflows.store.graphs import load_graph
 from workflows.store.models import AuditEntry, NodeRun, Run, RunEvent, Workflow
 from workflows.versions import editing
 
@@ -53,7 +54,7 @@ def overview(request: HtmxRequest) -> HttpResponse:
     if request.htmx and name:
         return render(request, name, {"snap": message["data"]})
     context = {"snap": message["data"], "chart_windows": charts.WINDOW_LABELS.items(), "nav": "overview"}
-    context |= usage.card_context()
+    context |= usage.card_context() | {"busiest": flowfigures.busiest_keys()}
     return render(request, "monitoring/overview.html", context)
 
 
@@ -86,7 +87,31 @@ def workflow_live(request: HtmxRequest, slug: str) -> HttpResponse:
         "chart_windows": charts.WINDOW_LABELS.items(),
         "nav": "workflows",
     }
-    return render(request, "monitoring/workflow_live.html", {**context, **usage.card_context(workflow)})
+    return render(
+        request,
+        "monitoring/workflow_live.html",
+        {**context, **usage.card_context(workflow), **flow_context(workflow)},
+    )
+
+
+@require_GET
+@requires("view")
+def busiest_keys(request: HtmxRequest) -> HttpResponse:
+    """The overview's card of the busiest concurrency keys over every workflow (polled)."""
+    return render(request, "monitoring/fragments/busiest_keys.html", {"busiest": flowfigures.busiest_keys()})
+
+
+@require_GET
+@requires("view")
+def workflow_flow_keys(request: HtmxRequest, slug: str) -> HttpResponse:
+    """The per-key figures of a workflow (its live page polls this fragment)."""
+    workflow = get_object_or_404(Workflow, slug=slug)
+    return render(request, "monitoring/fragments/flow_keys.html", flow_context(workflow))
+
+
+def flow_context(workflow: Workflow) -> dict[str, Any]:
+    graph = load_graph(workflow.active_version_id) if workflow.active_version_id else None
+    return {"workflow": workflow, **flowfigures.card_context(workflow.pk, graph)}
 
 
 @require_GET

@@ -212,6 +212,7 @@ def take_turn(loop: Loop) -> core.Step:
             step=f"turn {turn.seq}",
             admitted=turn.admitted,
             request=turn.call_request(loop),
+            cached=True,
         )
     except BaseException as exc:  # recorded, then re-raised: the attempt fails with it
         failed_turn(
@@ -355,6 +356,7 @@ async def take_turn_on_loop(loop: Loop) -> core.Step:
             step=f"turn {turn.seq}",
             admitted=turn.admitted,
             request=turn.call_request(loop),
+            cached=True,
         )
     except BaseException as exc:  # recorded, then re-raised: the attempt fails with it
         error = await run_sync(

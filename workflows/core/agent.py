@@ -32,6 +32,7 @@ from typing import Any
 
 import jsonschema
 
+from workflows.core.callhash import CACHE_SCHEMA
 from workflows.core.children import SLUG_PATTERN
 from workflows.core.graph import AGENT
 
@@ -116,6 +117,10 @@ def agent_schema(tool_names: Sequence[str]) -> dict[str, Any]:
                 "description": "Most model turns; a loop needing more fails (or finishes, see on_max_steps).",
             },
             "on_max_steps": {"enum": [FAIL, FINISH], "default": FAIL},
+            "cache": {
+                **CACHE_SCHEMA,
+                "description": "Answer a turn identical to one within the TTL from the cache.",
+            },
             "timeout_seconds": {
                 "type": "number",
                 "exclusiveMinimum": 0,

@@ -26,6 +26,20 @@ from workflows.core.definition import canonical_json
 from workflows.core.outputdiff import diff_json
 
 LLM, TOOL, HTTP = "llm", "tool", "http"
+# A node's `cache` config (llm.chat, llm.agent, http.request GET; handlers/caching.py).
+CACHE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "ttl_s": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": 30 * 86400,
+            "description": "Answer identical requests from the cache for this many seconds.",
+        }
+    },
+    "required": ["ttl_s"],
+    "additionalProperties": False,
+}
 LIVE, RECORDED, RECORDED_THEN_LIVE = "live", "recorded", "recorded-then-live"
 MODES = (LIVE, RECORDED, RECORDED_THEN_LIVE)
 

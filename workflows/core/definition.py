@@ -19,16 +19,17 @@ import graphlib
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Final, Literal, TypeVar
 
 import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from workflows.core.conditions import Condition, ConditionError
-from workflows.core.contracts import INPUT_UNDECLARED, template_gaps, unprovided_fields
+from workflows.core.contracts import INPUT_UNDECLARED, declared_fields, template_gaps, unprovided_fields
 from workflows.core.egress import EgressPolicy, literal_refusal
 from workflows.core.engine import JOIN_RULES
+from workflows.core.flowcontrol import MAX_KEY_CHARS, WORKFLOW_SCOPE, Concurrency, StartKey, check_key_path
 from workflows.core.graph import (
     AGENT,
     CHILD,
@@ -176,6 +177,33 @@ class CompensateSpec(BaseModel):
     timeout_seconds: float = Field(default=300.0, gt=0, le=86400)
 
 
+class ConcurrencySpec(BaseModel):
+    """Validate a ``concurrency`` object: at most ``limit`` in flight per key value (core/flowcontrol.py)."""
+
+    model_config = _STRICT
+    key: str = Field(min_length=1, max_length=200)
+    limit: int = Field(ge=1, le=10_000)
+    default: str = Field(default="", max_length=MAX_KEY_CHARS)
+
+
+class DebounceSpec(BaseModel):
+    """Validate a workflow's ``debounce``: a start with the same key within the window replaces the waiting one."""
+
+    model_config = _STRICT
+    key: str = Field(min_length=1, max_length=200)
+    window_s: float = Field(gt=0, le=86_400)
+    default: str = Field(default="", max_length=MAX_KEY_CHARS)
+
+
+class SingletonSpec(BaseModel):
+    """Validate a workflow's ``singleton``: one active run per key; later starts skipped or queued."""
+
+    model_config = _STRICT
+    key: str = Field(min_length=1, max_length=200)
+    mode: Literal["skip", "queue"] = "skip"
+    default: str = Field(default="", max_length=MAX_KEY_CHARS)
+
+
 class NodeSpec(BaseModel):
     """Validate one entry of ``nodes``."""
 
@@ -193,12 +221,13 @@ class NodeSpec(BaseModel):
     max_parallel: int | None = Field(default=None, ge=1, le=MAX_PARALLEL)
     on_item_failure: Literal["fail", "continue"] | None = None
     compensate: CompensateSpec | None = None
+    concurrency: ConcurrencySpec | None = None
 
 
 # Node fields written into the normalised definition only when set, so that definitions
 # saved before the field existed keep their checksums.
 _OMITTED_WHEN_UNSET = frozenset(
-    {"max_in_flight", "rate_limit", "map", "max_parallel", "on_item_failure", "compensate"}
+    {"max_in_flight", "rate_limit", "map", "max_parallel", "on_item_failure", "compensate", "concurrency"}
 )
 
 
@@ -234,6 +263,13 @@ class DocumentSpec(BaseModel):
     edges: list[Any] = Field(default_factory=list)
     description: str = ""
     input_schema: dict[str, Any] | None = None
+    concurrency: ConcurrencySpec | None = None
+    debounce: DebounceSpec | None = None
+    singleton: SingletonSpec | None = None
+
+
+# Document fields written into the normalised definition only when set (older checksums hold).
+_FLOW_FIELDS: Final = ("concurrency", "debounce", "singleton")
 
 
 _SpecT = TypeVar("_SpecT", bound=BaseModel)
@@ -245,6 +281,7 @@ class _Draft:
 
     description: str = ""
     input_schema: dict[str, Any] | None = None
+    flow: dict[str, Any] = field(default_factory=dict)  # the set ones of _FLOW_FIELDS, as specs
     raw_nodes: list[Any] = field(default_factory=list)
     raw_edges: list[Any] = field(default_factory=list)
     nodes: dict[int, NodeSpec] = field(default_factory=dict)
@@ -309,6 +346,8 @@ def normalise(data: object) -> dict[str, Any]:
     }
     if draft.input_schema is not None:  # only when set: older definitions keep their checksums
         normalised["input_schema"] = draft.input_schema
+    for name, spec in draft.flow.items():
+        normalised[name] = spec.model_dump(mode="json")
     return normalised
 
 
@@ -346,6 +385,7 @@ def _inspect(
         issues += _check_handlers(draft, handlers)
     issues += _check_waits(draft)
     issues += _check_maps(draft)
+    issues += _check_flow_keys(draft)
     if limits.queues is not None:
         issues += _check_queues(draft, limits.queues)
     if limits.llm_providers is not None:
@@ -461,6 +501,10 @@ def _read_definition(data: object) -> tuple[list[Issue], _Draft]:
     document, issues = _validate(DocumentSpec, data, ())
     draft.description = document.description if document else ""
     draft.input_schema = document.input_schema if document else None
+    if document is not None:
+        draft.flow = {
+            name: getattr(document, name) for name in _FLOW_FIELDS if getattr(document, name) is not None
+        }
     draft.raw_nodes = _list_field(data, "nodes")
     draft.raw_edges = _list_field(data, "edges")
     if "nodes" in data and not draft.raw_nodes and isinstance(data["nodes"], list):
@@ -789,6 +833,35 @@ def _check_maps(draft: _Draft) -> list[Issue]:
     ]
 
 
+def _check_flow_keys(draft: _Draft) -> list[Issue]:
+    """Report concurrency, debounce and singleton keys that cannot resolve (core/flowcontrol.py)."""
+    declared = declared_fields(draft.input_schema)
+    issues = [
+        Issue(f"{name}.key", problem, "invalid_key")
+        for name, spec in draft.flow.items()
+        if (problem := check_key_path(spec.key, None, declared)) is not None
+    ]
+    if "debounce" in draft.flow and "singleton" in draft.flow:
+        message = (
+            "declare debounce or singleton, not both: a debounced start is already one waiting run per key"
+        )
+        issues.append(Issue("singleton", message, "invalid_key"))
+    sources: dict[str, list[str]] = {}
+    for edge in draft.edges.values():
+        sources.setdefault(edge.target, []).append(edge.source)
+    for index, spec in draft.nodes.items():
+        if spec.concurrency is None:
+            continue
+        problem = check_key_path(spec.concurrency.key, sources.get(spec.id, []), declared)
+        if problem is not None:
+            issues.append(
+                Issue(
+                    f"nodes[{index}].concurrency.key", f"{problem} (node '{spec.id}')", "invalid_key", spec.id
+                )
+            )
+    return issues
+
+
 def _unknown_handler(handler: str, handlers: HandlerSchemas) -> str:
     """Explain an unknown handler, suggesting close and registered names."""
     if not handlers:
@@ -833,16 +906,41 @@ def _build_graph(draft: _Draft) -> Graph:
     edges = tuple(
         Edge(edge.source, edge.target, draft.conditions.get(index)) for index, edge in draft.edges.items()
     )
-    return Graph(nodes=nodes, edges=edges, input_schema=draft.input_schema)
+    flow = draft.flow
+    workflow_wide = _concurrency(flow["concurrency"], WORKFLOW_SCOPE) if "concurrency" in flow else None
+    if workflow_wide is not None:  # a node's own concurrency replaces the workflow's for it
+        nodes = {
+            n: node if node.concurrency is not None else replace(node, concurrency=workflow_wide)
+            for n, node in nodes.items()
+        }
+    debounce, singleton = flow.get("debounce"), flow.get("singleton")
+    return Graph(
+        nodes=nodes,
+        edges=edges,
+        input_schema=draft.input_schema,
+        debounce=StartKey(debounce.key, window_s=debounce.window_s, default=debounce.default)
+        if debounce
+        else None,
+        singleton=StartKey(singleton.key, mode=singleton.mode, default=singleton.default)
+        if singleton
+        else None,
+    )
+
+
+def _concurrency(spec: ConcurrencySpec, scope: str) -> Concurrency:
+    return Concurrency(spec.key, spec.limit, spec.default, scope)
 
 
 def _build_node(spec: NodeSpec) -> Node:
     """Turn a node spec into a Node."""
     rate = RateLimit(**spec.rate_limit.model_dump()) if spec.rate_limit is not None else None
-    fields = spec.model_dump(exclude={"retry", "rate_limit", "compensate"}, exclude_none=True)
+    fields = spec.model_dump(exclude={"retry", "rate_limit", "compensate", "concurrency"}, exclude_none=True)
     kind = spec.handler if spec.handler in (*WAIT_KINDS, AGENT, CHILD) else MAP if spec.map else TASK
     retry = RetryPolicy(**spec.retry.model_dump())
-    return Node(**fields, retry=retry, rate_limit=rate, kind=kind, compensate=_build_step(spec))
+    keyed = _concurrency(spec.concurrency, spec.id) if spec.concurrency is not None else None
+    return Node(
+        **fields, retry=retry, rate_limit=rate, kind=kind, compensate=_build_step(spec), concurrency=keyed
+    )
 
 
 def _build_step(spec: NodeSpec) -> Node | None:

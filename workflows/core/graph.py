@@ -18,6 +18,7 @@ from typing import Any
 
 from workflows.core.backoff import backoff_delay
 from workflows.core.conditions import Condition
+from workflows.core.flowcontrol import Concurrency, StartKey
 
 DEFAULT_JOIN = "all_success"  # one of the engine's join rules (engine.JOINS)
 
@@ -87,11 +88,14 @@ class Node:
     # Its saga step (core/compensation.py): a task node `<id>~compensate`, run to undo this
     # node when its run fails or is cancelled after it succeeded.
     compensate: Node | None = None
+    # At most `limit` attempts in flight per key value (core/flowcontrol.py): the node's own,
+    # else its workflow's (scope "*"), copied onto every node when the graph is built.
+    concurrency: Concurrency | None = None
 
     @property
     def limited(self) -> bool:
         """Whether a scheduler must admit this node's attempts (workflows/runtime/capacity.py)."""
-        return self.max_in_flight is not None or self.rate_limit is not None
+        return self.max_in_flight is not None or self.rate_limit is not None or self.concurrency is not None
 
 
 @dataclass(frozen=True)
@@ -114,6 +118,8 @@ class Graph:
     nodes: dict[str, Node]
     edges: tuple[Edge, ...]
     input_schema: dict[str, Any] | None = field(default=None, compare=False)  # see DocumentSpec
+    debounce: StartKey | None = field(default=None, compare=False)  # on starts (runs/startkeys.py)
+    singleton: StartKey | None = field(default=None, compare=False)
     roots: tuple[str, ...] = field(init=False, compare=False)
     order: tuple[str, ...] = field(init=False, compare=False)
     has_conditions: bool = field(init=False, compare=False)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import codecs
 import contextlib
+import datetime as dt
 import json
 import logging
 import re
@@ -36,7 +37,7 @@ import jsonschema
 
 from workflows.core import callhash, secretrefs
 from workflows.core.egress import EgressRefused, literal_refusal
-from workflows.handlers import egress, recordings
+from workflows.handlers import caching, egress, recordings
 from workflows.handlers.registry import HandlerError, NodeContext, node, on_loop, run_sync
 from workflows.store import redaction
 
@@ -516,9 +517,16 @@ HTTP_SCHEMA: dict[str, Any] = {
         "json": {"description": "Request body, sent as JSON; strings may contain placeholders."},
         "timeout_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 3600},
         "max_bytes": {"type": "integer", "minimum": 1, "maximum": 1024 * 1024 * 1024},
+        "cache": {
+            **caching.CACHE_SCHEMA,
+            "description": "GET only: answer identical requests from the cache.",
+        },
     },
     "required": ["url"],
     "additionalProperties": False,
+    # Only a GET may be answered from the cache: it reads, it changes nothing.
+    "if": {"required": ["cache"]},
+    "then": {"properties": {"method": {"const": "GET"}}},
 }
 
 
@@ -549,10 +557,14 @@ def http_request(ctx: NodeContext) -> dict[str, Any]:
     recorded = recordings.recorded_answer(ctx, request, "")
     if recorded is not None:
         return dict(recorded.response or {})
+    headers = request_headers(ctx, sources, outbound_traceparent(ctx))
+    ttl, key = http_cache_key(ctx, method, url, headers)
+    if ttl and (hit := caching.lookup(key, utcnow())) is not None:
+        return {**hit.response, "cached": caching.provenance(hit)}
     reply = send(
         method,
         url,
-        headers=request_headers(ctx, sources, outbound_traceparent(ctx)),
+        headers=headers,
         body=body,
         timeout=time_budget(ctx, ctx.config.get("timeout_seconds"), where),
         max_bytes=int(ctx.config.get("max_bytes") or switchyard_settings()["HTTP_MAX_RESPONSE_BYTES"]),
@@ -560,6 +572,8 @@ def http_request(ctx: NodeContext) -> dict[str, Any]:
     )
     output = http_output(checked(reply, method, url, where))
     recordings.record_live(ctx, request, redaction.redact_value(output), "")
+    if ttl:
+        caching.store(ctx, callhash.HTTP, key, output, {}, ttl, utcnow())
     return output
 
 
@@ -580,10 +594,14 @@ async def http_request_on_loop(ctx: NodeContext) -> dict[str, Any]:
     recorded = await recordings.arecorded_answer(ctx, request, "")
     if recorded is not None:
         return dict(recorded.response or {})
+    headers = request_headers(ctx, sources, traceparent)
+    ttl, key = http_cache_key(ctx, method, url, headers)
+    if ttl and (hit := await run_sync(caching.lookup, key, utcnow())) is not None:
+        return {**hit.response, "cached": caching.provenance(hit)}
     reply = await asend(
         method,
         url,
-        headers=request_headers(ctx, sources, traceparent),
+        headers=headers,
         body=body,
         timeout=time_budget(ctx, ctx.config.get("timeout_seconds"), where),
         max_bytes=int(ctx.config.get("max_bytes") or switchyard_settings()["HTTP_MAX_RESPONSE_BYTES"]),
@@ -591,7 +609,21 @@ async def http_request_on_loop(ctx: NodeContext) -> dict[str, Any]:
     )
     output = http_output(checked(reply, method, url, where))
     await recordings.arecord_live(ctx, request, redaction.redact_value(output), "")
+    if ttl:
+        await run_sync(caching.store, ctx, callhash.HTTP, key, output, {}, ttl, utcnow())
     return output
+
+
+def http_cache_key(ctx: NodeContext, method: str, url: str, headers: httpx.Headers) -> tuple[int | None, str]:
+    """(TTL, cache key) of a GET whose node caches (handlers/caching.py); (None, "") otherwise."""
+    ttl = caching.ttl_of(ctx) if method == "GET" else None
+    if not ttl:
+        return None, ""
+    return ttl, caching.key_of(caching.http_key_request(url, dict(headers.items())))
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
 
 
 def recorded_request(method: str, url: str, body: dict[str, Any]) -> dict[str, Any]:

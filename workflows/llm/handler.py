@@ -7,16 +7,22 @@ definition cannot send the key elsewhere. Output: the text, finish reason, model
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 from collections.abc import Callable
-from typing import Any
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
 
 from workflows.core import callhash
+from workflows.handlers import caching
 from workflows.handlers.builtin import render_template, template_sources, time_budget
 from workflows.handlers.registry import HandlerError, NodeContext, node, on_loop
 from workflows.llm import client, providers, replays, streams, usage
 from workflows.runtime import admission
 from workflows.runtime.offload import run_sync
 from workflows.store import traceids
+
+if TYPE_CHECKING:
+    from workflows.store.responsecache import CachedResponse
 
 NAME_FIELD: dict[str, Any] = {"type": "string", "minLength": 1, "maxLength": 200}
 CHAT_SCHEMA: dict[str, Any] = {
@@ -37,6 +43,7 @@ CHAT_SCHEMA: dict[str, Any] = {
         "temperature": {"type": "number", "minimum": 0, "maximum": 2},
         "max_tokens": {"type": "integer", "minimum": 1, "maximum": 1_000_000},
         "timeout_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 3600},
+        "cache": caching.CACHE_SCHEMA,
     },
     "required": ["prompt"],
     "additionalProperties": False,
@@ -59,6 +66,10 @@ def llm_chat(ctx: NodeContext) -> dict[str, Any]:
     request = callhash.llm_request(
         endpoint.provider, endpoint.model, messages, None, options
     )  # as configured: a budget's max_tokens is no part of it
+    ttl = caching.ttl_of(ctx)
+    key = caching.key_of(request) if ttl else ""
+    if ttl and (hit := caching.lookup(key, utcnow())) is not None:
+        return cached_chat(ctx, endpoint, hit)
     admitted = admit_call(ctx, endpoint, messages, None, options)
     options = admitted.options(options)
     writer = streams.writer_for(ctx)
@@ -76,9 +87,13 @@ def llm_chat(ctx: NodeContext) -> dict[str, Any]:
             trace=trace,
         )
 
-    return streams.streamed(
-        writer, lambda: chat_output(call_recorded(ctx, endpoint, call, admitted=admitted, request=request))
-    )
+    def produce() -> dict[str, Any]:
+        completion = call_recorded(ctx, endpoint, call, admitted=admitted, request=request)
+        if ttl:
+            keep_answer(ctx, key, completion, ttl)
+        return chat_output(completion)
+
+    return streams.streamed(writer, produce)
 
 
 @on_loop("llm.chat")
@@ -90,6 +105,10 @@ async def llm_chat_on_loop(ctx: NodeContext) -> dict[str, Any]:
     timeout = time_budget(ctx, ctx.config.get("timeout_seconds") or endpoint.timeout_seconds, where)
     options = {k: ctx.config[k] for k in OPTION_KEYS if k in ctx.config}
     request = callhash.llm_request(endpoint.provider, endpoint.model, messages, None, options)
+    ttl = caching.ttl_of(ctx)
+    key = caching.key_of(request) if ttl else ""
+    if ttl and (hit := await run_sync(caching.lookup, key, utcnow())) is not None:
+        return await run_sync(cached_chat, ctx, endpoint, hit)
     admitted = await run_sync(admit_call, ctx, endpoint, messages, None, options)
     options = admitted.options(options)
     writer = await run_sync(streams.writer_for, ctx)
@@ -108,7 +127,10 @@ async def llm_chat_on_loop(ctx: NodeContext) -> dict[str, Any]:
         )
 
     async def produce() -> dict[str, Any]:
-        return chat_output(await acall_recorded(ctx, endpoint, call, admitted=admitted, request=request))
+        completion = await acall_recorded(ctx, endpoint, call, admitted=admitted, request=request)
+        if ttl:
+            await run_sync(keep_answer, ctx, key, completion, ttl)
+        return chat_output(completion)
 
     return await streams.astreamed(writer, produce)
 
@@ -119,6 +141,51 @@ def trace_headers(ctx: NodeContext) -> dict[str, str] | None:
     if not ctx.node_run_id:
         return None
     return traceids.trace_headers(ctx.run_id, ctx.node_id, ctx.attempt)
+
+
+def cached_chat(ctx: NodeContext, endpoint: providers.Endpoint, hit: CachedResponse) -> dict[str, Any]:
+    """A cache hit's output (handlers/caching.py), saying which run paid for the answer."""
+    return {**chat_output(cached_completion(ctx, endpoint, hit, "")), "cached": caching.provenance(hit)}
+
+
+def cached_completion(
+    ctx: NodeContext, endpoint: providers.Endpoint, hit: CachedResponse, step: str
+) -> client.Completion:
+    """A cached answer as a completion; its LLM call row records the tokens saved at cost 0."""
+    r = hit.response
+    completion = client.Completion(
+        str(r.get("text") or ""),
+        list(r.get("tool_calls") or []),
+        r.get("finish_reason"),
+        str(r.get("model") or endpoint.model),
+        r.get("input_tokens"),
+        r.get("output_tokens"),
+        0.0,
+    )
+    usage.record_call(
+        node_run_id=ctx.node_run_id,
+        endpoint=endpoint,
+        completion=completion,
+        step=f"cached {step}".strip(),
+        cost=Decimal(0),
+    )
+    return completion
+
+
+def cache_of(ctx: NodeContext, request: dict[str, Any] | None) -> tuple[int | None, str]:
+    """(TTL, key) of a call whose node caches; (None, "") otherwise."""
+    ttl = caching.ttl_of(ctx) if request is not None else None
+    return (ttl, caching.key_of(request)) if ttl and request is not None else (None, "")
+
+
+def keep_answer(ctx: NodeContext, key: str, completion: client.Completion, ttl: int) -> None:
+    """Keep a live answer in the response cache for `ttl` seconds."""
+    counts = {"input_tokens": completion.input_tokens, "output_tokens": completion.output_tokens}
+    caching.store(ctx, callhash.LLM, key, replays.completion_json(completion), counts, ttl, utcnow())
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
 
 
 def resolve_for(ctx: NodeContext, where: str) -> providers.Endpoint:
@@ -169,19 +236,26 @@ def call_recorded(
     step: str = "",
     admitted: admission.Admitted = admission.NOTHING,
     request: dict[str, Any] | None = None,
+    cached: bool = False,
 ) -> client.Completion:
     """Make a call and record it (a failed one too), settling what the gate admitted; a
     context without an attempt row records nothing.
 
     With its `request` (callhash.llm_request), a fork that replays its origin's calls may
     answer it from the record instead (llm/replays.py; what the gate reserved is given back:
-    a replayed call costs nothing), and a live call is recorded by its hash.
+    a replayed call costs nothing), and a live call is recorded by its hash. With `cached`
+    (an agent's turn), a node with `config.cache` answers it from the response cache
+    (handlers/caching.py; what the gate reserved is given back) and keeps a live answer.
     """
     if request is not None:
         replayed = replays.replayed_completion(ctx, endpoint, request, step)
         if replayed is not None:
             settle_call(admitted, None)
             return replayed
+    ttl, key = cache_of(ctx, request) if cached else (None, "")
+    if ttl and (hit := caching.lookup(key, utcnow())) is not None:
+        settle_call(admitted, None)  # answered from the cache: nothing is spent
+        return cached_completion(ctx, endpoint, hit, step)
     try:
         completion = call()
     except BaseException as exc:
@@ -196,6 +270,8 @@ def call_recorded(
         usage.record_call(node_run_id=ctx.node_run_id, endpoint=endpoint, completion=completion, step=step)
     if request is not None:
         replays.record_live(ctx, request, replays.completion_json(completion), step)
+    if ttl:
+        keep_answer(ctx, key, completion, ttl)
     return completion
 
 
@@ -206,6 +282,7 @@ async def acall_recorded(
     step: str = "",
     admitted: admission.Admitted = admission.NOTHING,
     request: dict[str, Any] | None = None,
+    cached: bool = False,
 ) -> client.Completion:
     """`call_recorded` for a coroutine: the call awaited, its rows written on the sync thread."""
     if request is not None:
@@ -214,6 +291,11 @@ async def acall_recorded(
             if admitted.tickets:
                 await run_sync(settle_call, admitted, None)
             return replayed
+    ttl, key = cache_of(ctx, request) if cached else (None, "")
+    if ttl and (hit := await run_sync(caching.lookup, key, utcnow())) is not None:
+        if admitted.tickets:
+            await run_sync(settle_call, admitted, None)
+        return await run_sync(cached_completion, ctx, endpoint, hit, step)
     try:
         completion: client.Completion = await call()
     except BaseException as exc:
@@ -241,6 +323,8 @@ async def acall_recorded(
         )
     if request is not None:
         await run_sync(replays.record_live, ctx, request, replays.completion_json(completion), step)
+    if ttl:
+        await run_sync(keep_answer, ctx, key, completion, ttl)
     return completion
 
 

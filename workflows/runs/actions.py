@@ -24,6 +24,7 @@ from workflows.budgets import manage as budgets
 from workflows.core import engine, priorities
 from workflows.core.definition import Issue, canonical_json, check_run_input
 from workflows.core.states import NodeStatus, RunStatus
+from workflows.runs import startkeys
 from workflows.runtime import bus, jobs, transitions
 from workflows.runtime import compensations as sagas
 from workflows.runtime import parents as childlinks
@@ -107,6 +108,10 @@ def start_run(
         raise
     request_hash = hashlib.sha256(canonical_json(run_input).encode()).hexdigest()
     expect = (version_id, workflow.default_priority) if as_read and version is None else None
+    if startkeys.start_key_of(load_graph(version_id)) is not None:
+        return start_keyed(
+            workflow, version_id, run_input, idempotency_key, request_hash, priority, api_key_id
+        )
     with transaction.atomic() if api_key_id else nullcontext():  # the key is recorded with the run
         run = create_run(
             workflow, version_id, run_input, idempotency_key or None, request_hash, priority, expect
@@ -117,6 +122,35 @@ def start_run(
         return run, True
     # The key was taken (first, or by a concurrent request): answer with that run.
     return find_idempotent_run(workflow, idempotency_key or "", request_hash), False
+
+
+def start_keyed(
+    workflow: Workflow,
+    version_id: int,
+    run_input: dict[str, Any],
+    idempotency_key: str | None,
+    request_hash: str,
+    priority: int,
+    api_key_id: int | None,
+) -> tuple[Run, bool]:
+    """Start a run of a workflow that declares debounce or singleton (runs/startkeys.py).
+
+    A start repeated with its idempotency key answers its run before any key is looked at:
+    a client retrying its own singleton start is not refused because of itself.
+    """
+    if idempotency_key and Run.objects.filter(workflow=workflow, idempotency_key=idempotency_key).exists():
+        return find_idempotent_run(workflow, idempotency_key, request_hash), False
+    with transaction.atomic():
+        keyed = startkeys.plan(workflow.pk, load_graph(version_id), run_input, timezone.now())
+        run = create_run(
+            workflow, version_id, run_input, idempotency_key or None, request_hash, priority, keyed=keyed
+        )
+        if run is None:
+            return find_idempotent_run(workflow, idempotency_key or "", request_hash), False
+        budgets.remember_key([run.pk], api_key_id)
+        for earlier in keyed.replaces:
+            cancel_locked(locked_run(earlier), f"debounced: replaced by run {run.pk}", None)
+    return run, True
 
 
 def is_still_active(workflow: Workflow, version_id: int) -> bool:
@@ -169,6 +203,7 @@ def create_run(
     request_hash: str,
     priority: int = priorities.DEFAULT,
     expect: tuple[int, int] | None = None,
+    keyed: startkeys.KeyedStart | None = None,
 ) -> Run | None:
     """Write the run, its node rows and its first event in one statement (the start hot path).
 
@@ -177,7 +212,7 @@ def create_run(
     nothing, when the workflow no longer has them (the caller read it from a cache).
     """
     graph = load_graph(version_id)
-    roots = jobs.pack_roots(graph) if pacing.direct() else []
+    roots = jobs.pack_roots(graph) if pacing.direct() and not (keyed and keyed.hold) else []
     job_of = {node_id: job.job_id for job in roots for node_id in job.node_ids}
     params = {
         "workflow": workflow.pk,
@@ -191,6 +226,9 @@ def create_run(
         "job_ids": [job_of.get(n, "") for n in graph.order],
         "expect_version": expect[0] if expect else None,
         "expect_priority": expect[1] if expect else None,
+        "hold": keyed.hold if keyed else False,
+        "start_key": keyed.key if keyed else None,
+        "start_due": keyed.due_at if keyed else None,
     }
     try:
         row = transitions.create_run(params)
@@ -278,6 +316,8 @@ def start_runs(
         raise Invalid(f"items: {len(items)} runs in one batch; the limit is {MAX_BATCH}.")
     version_id = start_version_id(workflow, version)
     graph = load_graph(version_id)
+    if startkeys.start_key_of(graph) is not None:
+        return [start_item(workflow, item, version, api_key_id) for item in items]
     budgets.check_starts(workflow, [item.input for item in items], api_key_id)
     api_key_id = budgets.key_to_record(api_key_id)
     hashes, firsts, issues = check_items(workflow, graph.input_schema, items)
@@ -305,6 +345,18 @@ def start_runs(
     made = {i: new_run(workflow, pinned, items[i], hashes[i], *written[i]) for i in written}
     made |= existing
     return [(made[firsts[i]], firsts[i] == i and firsts[i] in written) for i in range(len(items))]
+
+
+def start_item(
+    workflow: Workflow, item: StartItem, version: WorkflowVersion | None, api_key_id: int | None
+) -> tuple[Run, bool]:
+    """Start one item of a batch of a keyed workflow; a skipped singleton answers its active run."""
+    try:
+        return start_run(
+            workflow, item.input, item.idempotency_key, version, item.priority, api_key_id=api_key_id
+        )
+    except startkeys.SingletonActive as skipped:
+        return Run.objects.get(pk=skipped.run_id), False
 
 
 def start_version_id(workflow: Workflow, version: WorkflowVersion | None) -> int:
@@ -435,8 +487,8 @@ def resume_workflow(workflow: Workflow, user: Any = None) -> int:
     """Let a paused workflow run again; start its waiting runs, oldest first."""
     with transaction.atomic():
         Workflow.objects.select_for_update().filter(pk=workflow.pk).update(paused=False)
-        waiting = list(
-            Run.objects.filter(workflow=workflow, status=RunStatus.WAITING)
+        waiting = list(  # keyed runs wait for their turn (runs/startkeys.py), not for the pause
+            Run.objects.filter(workflow=workflow, status=RunStatus.WAITING, start_key__isnull=True)
             .order_by("id")
             .values_list("id", flat=True)
         )

@@ -252,13 +252,13 @@ UNION ALL
     SELECT n.id, n.node_id, r.version_id, n.status, n.due_at,
            r.priority + extract(epoch FROM now() - n.due_at) / {priorities.AGING_SECONDS} AS effective,
            row_number() OVER (
-               PARTITION BY r.workflow_id, n.node_id
+               PARTITION BY r.workflow_id, n.node_id, n.flow_key
                ORDER BY r.priority + extract(epoch FROM now() - n.due_at) / {priorities.AGING_SECONDS} DESC, n.id
            ) AS place
     FROM {NODES} n JOIN {RUNS} r ON r.id = n.run_id
     WHERE n.status = '{NodeStatus.PENDING}' AND n.due_at IS NOT NULL AND r.status = '{RunStatus.RUNNING}'
  ) AS held
- WHERE place <= %(per_node)s ORDER BY effective DESC, id LIMIT %(limit)s)
+ WHERE place <= %(per_node)s ORDER BY place, effective DESC, id LIMIT %(limit)s)
 """
 
 
@@ -268,8 +268,9 @@ def enqueue_due(workers: int, limit: int = 1000, per_node: int = 100) -> int:
     (core/priorities.effective: the run's priority, aged by the time held); return how many
     were due.
 
-    Held nodes are offered at most `per_node` per (workflow, node): a long queue behind one
-    saturated node never keeps the held nodes of another from their free places.
+    Held nodes are offered at most `per_node` per (workflow, node, concurrency key), in turns
+    (each one's first, then each one's second, ...): a long queue behind one saturated node
+    or key never keeps the held nodes of another from their free places.
     """
     with connection.cursor() as cur:
         cur.execute(DUE_SQL, {"now": timezone.now(), "limit": limit, "per_node": per_node})

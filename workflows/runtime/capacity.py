@@ -15,6 +15,13 @@ was first held); the schedulers' housekeeping offers held nodes again, highest e
 priority first (the run's priority aged by the time held; core/priorities.py), several times
 a second (`advancing.enqueue_due`). A start whose roots are limited leaves them to a
 scheduler. Where versions disagree on a node's rate limit, its oldest waiting row's applies.
+
+Concurrency keys (`concurrency: {key, limit}`, core/flowcontrol.py) are a third limit, per
+key value (runtime/flowkeys.py): at most `limit` attempts in flight per value. Rows are
+considered round-robin between key values (flowcontrol.fair_order), each value's in priority
+order, and held rows are offered again per (workflow, node, key) in turns
+(advancing.DUE_SQL): a key holding most of the waiting attempts takes its own places, never
+the turns of the others.
 """
 
 from __future__ import annotations
@@ -26,8 +33,9 @@ from typing import TYPE_CHECKING
 from django.db import connection
 
 from workflows.core import priorities
+from workflows.core.flowcontrol import fair_order
 from workflows.core.states import NodeStatus
-from workflows.runtime import bus
+from workflows.runtime import bus, flowkeys
 from workflows.store.statements import NODES, RUNS
 
 if TYPE_CHECKING:
@@ -81,11 +89,16 @@ def admit(rows: list[Ready]) -> list[Ready]:
             {"nodes": sorted({n for _, n in keys}), "workflows": sorted({w for w, _ in keys})},
         )
         in_flight = {(workflow_id, node_id): count for workflow_id, node_id, count in cur.fetchall()}
+        keyed = [row for row in rows if row.flow is not None and row.noderun_id in key_of]
+        flow_of = flowkeys.keys_of(cur, keyed) if keyed else {}
+        flow_in_flight = flowkeys.in_flight(cur, set(flow_of.values())) if flow_of else {}
         now = time.time()
         waiting = sorted(
             (row for row in rows if row.noderun_id in key_of),
             key=lambda r: (rank[r.noderun_id], r.noderun_id),
         )
+        if flow_of:
+            waiting = fair_order(waiting, lambda r: flow_of.get(r.noderun_id))
         rates: dict[Key, RateLimit] = {}
         for row in waiting:
             if row.rate is not None:
@@ -96,8 +109,12 @@ def admit(rows: list[Ready]) -> list[Ready]:
             key = key_of[row.noderun_id]
             fits_cap = row.cap is None or in_flight.get(key, 0) < row.cap
             fits_rate = key not in rates or started[key] < rates[key].count
-            if fits_cap and fits_rate:
+            flow = flow_of.get(row.noderun_id)
+            fits_key = flow is None or row.flow is None or flow_in_flight.get(flow, 0) < row.flow.limit
+            if fits_cap and fits_rate and fits_key:
                 in_flight[key] = in_flight.get(key, 0) + 1
+                if flow is not None:
+                    flow_in_flight[flow] = flow_in_flight.get(flow, 0) + 1
                 if key in rates:
                     started[key] += 1
                     starts.append((key, row.noderun_id))

@@ -26,6 +26,7 @@ from rq import Queue
 from workflows import handlers
 from workflows.core import priorities
 from workflows.core.compensation import given_by, step_node
+from workflows.core.flowcontrol import Concurrency
 from workflows.core.graph import TASK as TASK_KIND
 from workflows.core.graph import Graph, RateLimit
 from workflows.core.states import NodeStatus
@@ -51,10 +52,11 @@ class Ready:
     rate: RateLimit | None = None  # the node's rate_limit (see capacity.py)
     node_id: str = ""
     kind: str = TASK_KIND  # runtime/kinds.py claims it
+    flow: Concurrency | None = None  # the node's concurrency key (see capacity.py, flowkeys.py)
 
     @property
     def limited(self) -> bool:
-        return self.cap is not None or self.rate is not None
+        return self.cap is not None or self.rate is not None or self.flow is not None
 
 
 @dataclass(frozen=True)
@@ -96,7 +98,15 @@ def ready(noderun_id: int, graph: Graph, node_id: str) -> Ready:
     batchable = handlers.get_handler(node.handler).batchable
     upstream = given_by(graph, node_id) if batchable else ()
     return Ready(
-        noderun_id, node.queue, batchable, upstream, node.max_in_flight, node.rate_limit, node_id, node.kind
+        noderun_id,
+        node.queue,
+        batchable,
+        upstream,
+        node.max_in_flight,
+        node.rate_limit,
+        node_id,
+        node.kind,
+        node.concurrency,
     )
 
 

@@ -60,6 +60,8 @@ class FinishRun(NamedTuple):
 
 # The run, its node rows and its first event in one statement. Root nodes that have a job
 # (%(job_ids)s, '' for the others) are written queued at attempt 1 unless the run waits.
+# With %(hold)s a run is written waiting (a debounced or singleton-queued start,
+# runs/startkeys.py, with its %(start_key)s and %(start_due)s).
 # With %(expect_version)s and %(expect_priority)s (else NULL), the workflow must still have
 # that active version and default priority (a web process read them earlier, perhaps from
 # its cache): if not, nothing is written and the one row answered has a NULL id.
@@ -72,9 +74,11 @@ WITH wf AS (
 ),
 run AS (
     INSERT INTO {RUNS}
-        (workflow_id, version_id, status, input, idempotency_key, request_hash, epoch, created_at, priority)
-    SELECT %(workflow)s, %(version)s, CASE WHEN wf.paused THEN '{R.WAITING}' ELSE '{R.RUNNING}' END,
-           %(input)s::jsonb, %(key)s, %(hash)s, 0, now(), %(priority)s
+        (workflow_id, version_id, status, input, idempotency_key, request_hash, epoch, created_at, priority,
+         start_key, start_due_at)
+    SELECT %(workflow)s, %(version)s,
+           CASE WHEN wf.paused OR %(hold)s::boolean THEN '{R.WAITING}' ELSE '{R.RUNNING}' END,
+           %(input)s::jsonb, %(key)s, %(hash)s, 0, now(), %(priority)s, %(start_key)s, %(start_due)s::timestamptz
     FROM wf
     ON CONFLICT (workflow_id, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
     RETURNING id, status, created_at

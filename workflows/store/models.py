@@ -103,6 +103,10 @@ class Run(models.Model):
     epoch = models.PositiveIntegerField(default=0)
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # A debounced or singleton start's key value (runs/startkeys.py), and for a debounced
+    # run that waits, when its window ends.
+    start_key = models.CharField(max_length=200, null=True, blank=True)
+    start_due_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-id"]
@@ -114,6 +118,11 @@ class Run(models.Model):
             )
         ]
         indexes = [
+            models.Index(
+                fields=["workflow", "start_key", "status"],
+                condition=Q(start_key__isnull=False),
+                name="run_start_key_idx",
+            ),
             models.Index(fields=["status", "id"], name="run_status_idx"),
             models.Index(fields=["workflow", "-created_at"], name="run_workflow_created_idx"),
             # The charts' bucketed counts and durations over a window of finish times
@@ -170,6 +179,9 @@ class NodeRun(models.Model):
     # What this node is given as its run input instead of the run's: set by a replay with
     # edited input (runs.replay_dead_letter), kept for its retries and later replays.
     input_override = models.JSONField(null=True, blank=True)
+    # Its concurrency key (core/flowcontrol.py: "<scope>:<value>"), written when a scheduler
+    # first admits or holds it; in-flight counts per key are read from these rows.
+    flow_key = models.CharField(max_length=270, null=True, blank=True)
 
     class Meta:
         ordering = ["run", "id"]
@@ -190,6 +202,12 @@ class NodeRun(models.Model):
             # Waiting nodes' next deadline (a timer's end, an SLA, a timeout): the schedulers'
             # housekeeping reads only the due ones, however many wait (waits.fire_deadlines).
             models.Index(fields=["due_at"], condition=Q(status="waiting"), name="noderun_wait_due_idx"),
+            # In flight and held per concurrency key (capacity.py, the per-key figures).
+            models.Index(
+                fields=["flow_key", "status"],
+                condition=Q(flow_key__isnull=False, status__in=["pending", "queued", "running", "waiting"]),
+                name="noderun_flow_key_idx",
+            ),
         ]
 
     def __str__(self) -> str:
@@ -858,6 +876,7 @@ from workflows.store.budgets import RunApiKey as RunApiKey  # noqa: E402
 from workflows.store.forks import RunFork as RunFork  # noqa: E402
 from workflows.store.mcpservers import McpServer as McpServer  # noqa: E402
 from workflows.store.recordings import RecordedCall as RecordedCall  # noqa: E402
+from workflows.store.responsecache import CachedResponse as CachedResponse  # noqa: E402
 from workflows.store.secrets import Secret as Secret  # noqa: E402
 from workflows.store.suites import Suite as Suite  # noqa: E402
 from workflows.store.suites import SuiteCase as SuiteCase  # noqa: E402

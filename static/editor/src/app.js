@@ -398,6 +398,12 @@ export class Editor {
     this.change(() => (edge.data = withPath(edge.data, ["when"], when.trim() ? when : undefined)), { key: `${uid}:when` });
   }
 
+  // A workflow-level field (concurrency, debounce, singleton): `path` inside the document's
+  // other fields; undefined removes it. `extra` is replaced, never changed in place (undo).
+  editWorkflow(path, value) {
+    this.change(() => (this.doc.extra = withPath(this.doc.extra, path, value)), { key: `workflow:${path.join(".")}` });
+  }
+
   editDescription(text) {
     this.change(() => (this.doc.description = text), { key: "description" });
   }

@@ -12,6 +12,26 @@ const RETRY_FIELDS = [
   ["backoff_max_seconds", "backoff cap (s)", false, 300, "Longest wait between attempts."],
   ["jitter", "jitter (0–1)", false, 0.1, "Spread each wait by up to this fraction."],
 ];
+const KEY_HELP =
+  "A key path: input.<field> (the run's input), or on a node upstream.<node>.<field> (a direct predecessor's output).";
+
+// Text and number fields of a flow-control object (concurrency, debounce, singleton).
+function keyFields(legend, value, disabled, onEdit, numbers, help) {
+  const box = h("fieldset", { class: "ed-retry", dataset: { flow: legend } }, h("legend", { text: legend }));
+  const key = h("input", { type: "text", disabled, autocomplete: "off", spellcheck: "false", placeholder: "input.customer_id" });
+  key.value = typeof value?.key === "string" ? value.key : "";
+  key.addEventListener("input", () => onEdit(["key"], key.value.trim() ? key.value.trim() : undefined));
+  box.append(field("key", key, { key: `${legend}.key`, help: help ?? KEY_HELP }));
+  for (const [name, label, integer, fieldHelp] of numbers) {
+    const input = numberInput(value?.[name], integer, disabled, (v) => onEdit([name], v));
+    input.placeholder = "none";
+    box.append(field(label, input, { key: `${legend}.${name}`, help: fieldHelp }));
+  }
+  return box;
+}
+
+const CONCURRENCY_NUMBERS = [["limit", "limit per key", true, "At most this many attempts in flight per key value; the others wait, served in turns between keys."]];
+
 const RATE_FIELDS = [
   ["count", "starts", true, "At most this many attempts of this node started per window, over every run."],
   ["per_seconds", "per (s)", false, "The window; the attempts beyond wait for it to slide."],
@@ -58,6 +78,7 @@ export class Inspector {
       h("h3", { text: "Workflow" }),
       h("p", { class: "ed-muted", text: `${doc.nodes.size} nodes, ${doc.edges.size} edges.` }),
       field("description", area, { key: "description" }),
+      this.flowSection(doc.extra, this.disabled()),
       h(
         "div",
         { class: "ed-help ed-keys" },
@@ -68,6 +89,24 @@ export class Inspector {
         h("p", { text: "Ctrl+C / Ctrl+V copy and paste nodes (with the edges between them); Ctrl+D duplicates; Ctrl+F finds a node." }),
       ),
     );
+  }
+
+  // The workflow's flow control: concurrency over all its nodes, debounce or singleton on starts.
+  flowSection(extra, disabled) {
+    const edit = (name) => (path, value) => this.app.editWorkflow([name, ...path], value);
+    const concurrency = keyFields("concurrency", extra.concurrency, disabled, edit("concurrency"), CONCURRENCY_NUMBERS,
+      "input.<field>: at most `limit` nodes of all the runs with one key value in flight at once.");
+    const debounce = keyFields("debounce", extra.debounce, disabled, edit("debounce"),
+      [["window_s", "window (s)", false, "A start waits this long; a later start with the same key replaces it."]],
+      "input.<field>: a start with the same key within the window replaces the waiting one.");
+    const singleton = keyFields("singleton", extra.singleton, disabled, edit("singleton"), [],
+      "input.<field>: one active run per key value.");
+    const mode = h("select", { disabled });
+    for (const name of ["skip", "queue"]) mode.append(h("option", { value: name, text: name }));
+    mode.value = extra.singleton?.mode ?? "skip";
+    mode.addEventListener("change", () => this.app.editWorkflow(["singleton", "mode"], mode.value === "skip" ? undefined : mode.value));
+    singleton.append(field("mode", mode, { key: "singleton.mode", help: "skip: a start while one is active is refused (409); queue: it waits its turn." }));
+    return h("section", { class: "ed-flow" }, h("h4", { text: "Flow control by key" }), concurrency, debounce, singleton);
   }
 
   renderMany(nodeCount, edgeCount) {
@@ -186,6 +225,7 @@ export class Inspector {
         help: "At most this many attempts of this node queued, running or waiting at once, over every run; the others wait.",
       }),
       rate,
+      keyFields("concurrency", data.concurrency, disabled, (path, value) => edit(["concurrency", ...path], value), CONCURRENCY_NUMBERS),
       joinField,
       h("section", { class: "ed-node-run" }),
       this.app.canEdit

@@ -15,6 +15,9 @@ export class Doc {
   constructor() {
     this.description = "";
     this.inputSchema = null; // the definition's input_schema, kept as it is (null: none)
+    // Every other top-level field (concurrency, debounce, singleton, ...), kept
+    // as it came and written back, so that editing a workflow never drops what it declares.
+    this.extra = {};
     this.nodes = new Map(); // uid -> {uid, data, x, y}
     this.edges = new Map(); // uid -> {uid, source, target, data}
   }
@@ -27,6 +30,9 @@ export class Doc {
     doc.description = typeof definition.description === "string" ? definition.description : "";
     const schema = definition.input_schema;
     doc.inputSchema = schema && typeof schema === "object" && !Array.isArray(schema) ? schema : null;
+    for (const [key, value] of Object.entries(definition)) {
+      if (!["nodes", "edges", "description", "input_schema"].includes(key) && value !== undefined && value !== null) doc.extra[key] = value;
+    }
     const byId = new Map(); // the first node of an id wins, as in the graph core
     for (const raw of Array.isArray(definition.nodes) ? definition.nodes : []) {
       const data = raw && typeof raw === "object" && !Array.isArray(raw) ? { ...raw } : { id: String(raw) };
@@ -54,7 +60,7 @@ export class Doc {
       }
       edges.push(item);
     }
-    const definition = { nodes, edges };
+    const definition = { ...this.extra, nodes, edges };
     if (this.description) definition.description = this.description;
     if (this.inputSchema) definition.input_schema = this.inputSchema;
     return definition;
@@ -112,6 +118,7 @@ export class Doc {
     return {
       description: this.description,
       inputSchema: this.inputSchema,
+      extra: this.extra,
       nodes: [...this.nodes.values()].map((n) => ({ ...n })),
       edges: [...this.edges.values()].map((e) => ({ ...e })),
     };
@@ -120,6 +127,7 @@ export class Doc {
   restore(snap) {
     this.description = snap.description;
     this.inputSchema = snap.inputSchema;
+    this.extra = snap.extra ?? {};
     this.nodes = new Map(snap.nodes.map((n) => [n.uid, { ...n }]));
     this.edges = new Map(snap.edges.map((e) => [e.uid, { ...e }]));
   }
@@ -127,6 +135,7 @@ export class Doc {
   replaceWith(other) {
     this.description = other.description;
     this.inputSchema = other.inputSchema;
+    this.extra = other.extra;
     this.nodes = other.nodes;
     this.edges = other.edges;
   }

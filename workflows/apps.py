@@ -35,6 +35,8 @@ def wire_runtime() -> None:
     from workflows.core.graph import WAIT_KINDS
     from workflows.integrations import webhooks
     from workflows.operations import retention
+    from workflows.providers_health import holds as provider_holds
+    from workflows.providers_health.gate import ProviderGate
     from workflows.runtime import admission, duties, kinds
     from workflows.schedules import timetable
     from workflows.waits import waiting
@@ -53,5 +55,11 @@ def wire_runtime() -> None:
     duties.register(duties.Duty("webhooks", 0.0, webhooks.dispatch_round, exclusive=True))
     duties.register(duties.Duty("budget holds", budget_holds.OFFER_SECONDS, budget_holds.offer_held))
     duties.register(duties.Duty("lost reservations", 5.0, budget_ledger.settle_lost, exclusive=True))
+    duties.register(duties.Duty("provider holds", provider_holds.OFFER_SECONDS, provider_holds.offer_held))
     if not any(isinstance(gate, BudgetGate) for gate in admission.GATES):
         admission.register(BudgetGate())
+    if not any(isinstance(gate, ProviderGate) for gate in admission.GATES):
+        # After the budgets: a call a budget holds never takes a probe or a place in a rate.
+        provider_gate = ProviderGate()
+        admission.register(provider_gate)
+        admission.register_recheck(provider_gate)

@@ -487,6 +487,18 @@ class LLMProvider(models.Model):
     timeout_seconds = models.FloatField(default=60.0)
     is_default = models.BooleanField(default=False)
     demo = models.BooleanField(default=False)  # the embedded scripted server, not a real model
+    # Flow limits as the provider publishes them, shared by every worker (providers_health);
+    # null: no limit.
+    rpm_limit = models.PositiveIntegerField(null=True, blank=True)
+    tpm_limit = models.PositiveIntegerField(null=True, blank=True)
+    # The breaker of each of its models (providers_health): opens after this many failures
+    # in a row, or when at least `breaker_min_calls` calls in `breaker_window_seconds` failed
+    # at `breaker_error_rate` or more; stays open `breaker_open_seconds` (or the Retry-After).
+    breaker_failures = models.PositiveIntegerField(default=5)
+    breaker_error_rate = models.FloatField(default=0.5)
+    breaker_window_seconds = models.FloatField(default=60.0)
+    breaker_min_calls = models.PositiveIntegerField(default=20)
+    breaker_open_seconds = models.FloatField(default=30.0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -829,6 +841,7 @@ from workflows.store.budgets import BudgetLedger as BudgetLedger  # noqa: E402
 from workflows.store.budgets import BudgetReservation as BudgetReservation  # noqa: E402
 from workflows.store.budgets import RunApiKey as RunApiKey  # noqa: E402
 from workflows.store.forks import RunFork as RunFork  # noqa: E402
+from workflows.store.provider_health import BreakerDecision as BreakerDecision  # noqa: E402
 from workflows.store.recordings import RecordedCall as RecordedCall  # noqa: E402
 from workflows.store.secrets import Secret as Secret  # noqa: E402
 from workflows.store.topics import Topic as Topic  # noqa: E402

@@ -5,7 +5,8 @@ admins); roles are ordered, each includes the ones before it. API keys carry sco
 instead. Every action names the least role and the scope it needs.
 
     viewer    see workflows, runs, traces, dead letters, metrics
-    operator  + start, cancel runs; re-run from a node; fork a run; replay and discard dead letters; post events
+    operator  + start, cancel runs; re-run from a node; fork a run; replay and discard dead letters; post events;
+              force a provider's breaker open or closed
     (anyone with a role may decide the approvals their node names them for: approvals.can_decide)
     editor    + create and change versions, publish, activate (roll back)
     admin     + API keys, users, workflow deletion, webhook triggers and subscriptions,
@@ -39,6 +40,7 @@ ACTIONS: dict[str, tuple[str, str]] = {
     # A fork starts a run (workflows/forks/); onto a draft it also needs "publish" (a snapshot).
     "fork_run": (OPERATOR, "run"),
     "pause_workflow": (OPERATOR, "operate"),
+    "force_breaker": (OPERATOR, "operate"),  # force an LLM provider's breaker open or closed
     "edit": (EDITOR, "edit"),
     "publish": (EDITOR, "edit"),
     "manage_schedules": (EDITOR, "edit"),

@@ -14,6 +14,7 @@ urlpatterns = [
     path("workflows/", include("workflows.pages.urls")),
     path("llm/", include("workflows.pages.urls_llm")),
     path("budgets/", include("workflows.pages.urls_budgets")),
+    path("providers/", include("workflows.pages.urls_providers")),
     path("secrets/", include("workflows.pages.urls_secrets")),
     path("", include("workflows.pages.urls_events")),
     path("healthz", monitoring_views.liveness, name="liveness"),

@@ -119,6 +119,8 @@ BODIES: dict[str, Any] = {
     "update_budget": {**BUDGET, "name": "world", "amount": 2_000_000},
     "set_secret": {"value": "walked"},
     "subscribe_to_topic": {"filter": "output.n > 0"},
+    "force_breaker": {"model": "acme-large", "state": "open", "seconds": 60, "reason": "walked"},
+    "save_provider_limits": {"rpm_limit": 600, "tpm_limit": None, "breaker_failures": 5},
 }
 
 

@@ -39,6 +39,7 @@ from workflows.api import (
     views_llm,
     views_maps,
     views_ops,
+    views_providers_health,
     views_runs,
     views_schedules,
     views_secrets,
@@ -94,6 +95,7 @@ for module in (
     views_streams,
     views_schedules,
     views_budgets,
+    views_providers_health,
     views_secrets,
     views_topics,
 ):

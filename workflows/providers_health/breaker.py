@@ -239,8 +239,13 @@ def record(
         state=state,
         until=until,
         reason=reason[:2000],
-        actor=actor if getattr(actor, "pk", None) else None,
+        actor=person_of(actor),
     )
+
+
+def person_of(actor: Any) -> Any:
+    """The person behind a decision: the user, an API key's owner, or None (the system)."""
+    return actor if getattr(actor, "is_authenticated", False) else getattr(actor, "owner", None)
 
 
 def read(provider: str, model: str) -> State:

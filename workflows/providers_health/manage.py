@@ -18,7 +18,7 @@ from workflows.store import audit
 from workflows.store.errors import Invalid, NotFound
 from workflows.store.models import BreakerDecision, LLMCall, LLMProvider, Wait
 
-from . import breaker, holds, rates
+from . import breaker, holds, policy, rates
 
 MAX_FORCE_SECONDS = 7 * 86400
 DEFAULT_FORCE_SECONDS = 600
@@ -160,7 +160,8 @@ def force(provider: str, model: str, data: dict[str, Any], actor: Any = None) ->
     provider, model = check_breaker(provider, model)
     state, seconds, reason = parse_force(data)
     until = timezone.now() + timedelta(seconds=seconds) if seconds else None
-    who = getattr(actor, "username", None) or getattr(actor, "name", None) or "system"
+    person = breaker.person_of(actor)
+    who = getattr(person, "username", None) or "system"
     breaker.force(provider, model, state, until, reason or f"forced {state} by {who}", actor)
     audit.record_about(
         actor,
@@ -173,3 +174,71 @@ def force(provider: str, model: str, data: dict[str, Any], actor: Any = None) ->
     if state == breaker.CLOSED:
         holds.offer_held()
     return view(provider, model)
+
+
+# field -> (what it is, least, most, whole number)
+LIMIT_FIELDS: dict[str, tuple[str, float, float, bool]] = {
+    "rpm_limit": ("requests per minute (empty: no limit)", 1, 10_000_000, True),
+    "tpm_limit": ("tokens per minute (empty: no limit)", 1, 10_000_000_000, True),
+    "breaker_failures": ("faults in a row that open the breaker", 1, 1000, True),
+    "breaker_error_rate": ("the error rate that opens it, from 0.01 to 1", 0.01, 1, False),
+    "breaker_window_seconds": ("seconds the error rate is counted over", 1, 86400, False),
+    "breaker_min_calls": ("calls in the window before the rate counts", 1, 100_000, True),
+    "breaker_open_seconds": ("seconds it stays open without a Retry-After", 0.1, 86400, False),
+}
+OPTIONAL = ("rpm_limit", "tpm_limit")
+
+
+def limits_of(row: LLMProvider) -> dict[str, Any]:
+    return {field: getattr(row, field) for field in LIMIT_FIELDS}
+
+
+def parse_limits(data: dict[str, Any]) -> dict[str, Any]:
+    """Check a provider's limits and breaker settings; Invalid naming each bad field."""
+    found: dict[str, Any] = {}
+    problems = []
+    for field, (what, least, most, whole) in LIMIT_FIELDS.items():
+        value = data.get(field)
+        if isinstance(value, str):
+            value = value.strip() or None
+        if value is None:
+            if field not in OPTIONAL:
+                problems.append(Issue(field, f"{field}: give the {what}."))
+            found[field] = None
+            continue
+        number = as_number(value, whole)
+        if number is None or not least <= number <= most:
+            kind = "a whole number" if whole else "a number"
+            problems.append(Issue(field, f"{field}: give {kind} from {least:g} to {most:g} ({what})."))
+        found[field] = number
+    if problems:
+        raise Invalid("The provider's limits are invalid.", issues=problems)
+    return found
+
+
+def as_number(value: Any, whole: bool) -> float | int | None:
+    if isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    if number != number or number in (float("inf"), float("-inf")):
+        return None
+    if whole:
+        return int(number) if number == int(number) else None
+    return number
+
+
+def save_limits(name: str, data: dict[str, Any], actor: Any = None) -> LLMProvider:
+    """Set a provider's request/token limits and breaker settings (admins); audited. Every
+    worker applies them within policy.CACHE_SECONDS."""
+    values = parse_limits(data)
+    row = LLMProvider.objects.filter(name=name).first()
+    if row is None:
+        raise NotFound(f"There is no LLM provider named {name[:80]!r}.")
+    LLMProvider.objects.filter(pk=row.pk).update(**values)
+    row.refresh_from_db()
+    policy.forget()
+    audit.record(actor, "llm_provider.limits", row, **values)
+    return row

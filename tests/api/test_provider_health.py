@@ -110,3 +110,13 @@ def test_a_breaker_lost_with_redis_is_rebuilt_open_from_its_recorded_decision(ap
     state = breaker.read("acme", "acme-large")
     assert state.state == breaker.OPEN and state.until is not None
     assert abs((state.until - until).total_seconds()) < 0.002  # Redis keeps milliseconds
+
+
+def test_the_health_page_shows_each_breaker_and_its_controls_by_role(person: Callable[[str], Any]) -> None:
+    client = Client()
+    client.force_login(person(access.VIEWER))
+    page = client.get("/providers/health/")
+    assert page.status_code == 200
+    assert 'data-breaker="acme/acme-large"' in page.content.decode() and "Force open" not in page.content.decode()
+    client.force_login(person(access.OPERATOR))
+    assert "Force open" in client.get("/providers/health/").content.decode()

@@ -75,3 +75,27 @@ def test_an_operator_forces_a_breaker_open_holds_runs_behind_it_and_closes_it(
     assert len(fake.requests) == 3
     assert AuditEntry.objects.filter(action__startswith="breaker.force_").count() == 2
     widths(operator, "closed")
+
+
+def test_an_admin_sets_a_providers_limits_and_a_bad_one_is_refused_by_name(
+    fake: FakeLLMServer, page_as: Any, live_url: str
+) -> None:
+    admin = page_as("admin")
+    admin.goto(f"{live_url}/providers/health/")
+    limits = admin.locator('[data-limits="fakeco"]')
+    limits.locator("summary").click()
+    limits.locator("input[name=rpm_limit]").fill("-3")
+    limits.get_by_role("button", name="Save limits of fakeco").click()
+    expect(admin.locator("#limits-error")).to_contain_text("invalid")
+    expect(admin.locator('[data-limits="fakeco"] input[name=rpm_limit]')).to_have_attribute(
+        "aria-invalid", "true"
+    )
+    widths(admin, "refused")
+
+    admin.locator('[data-limits="fakeco"] input[name=rpm_limit]').fill("600")
+    admin.locator('[data-limits="fakeco"] input[name=tpm_limit]').fill("90000")
+    admin.get_by_role("button", name="Save limits of fakeco").click()
+    expect(admin.locator('[data-rate="fakeco"]')).to_contain_text("limit 600")
+    row = LLMProvider.objects.get(name="fakeco")
+    assert (row.rpm_limit, row.tpm_limit) == (600, 90_000)
+    widths(admin, "limits")

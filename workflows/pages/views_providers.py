@@ -38,6 +38,11 @@ def page_context(**extra: Any) -> dict[str, Any]:
     }
 
 
+def explained(exc: DomainError) -> str:
+    """The refusal with what was wrong with each field."""
+    return " ".join([exc.message, *(str(getattr(issue, "message", issue)) for issue in exc.issues)])
+
+
 @require_GET
 @requires("view")
 def health_page(request: HttpRequest) -> HttpResponse:
@@ -71,7 +76,7 @@ def save_limits(request: HttpRequest, name: str) -> HttpResponse:
         manage.save_limits(name, data, actor=request.user)
     except DomainError as exc:
         bad = [issue.path for issue in exc.issues]
-        context = page_context(limits_error=exc.message, bad_fields=bad, editing=name)
+        context = page_context(limits_error=explained(exc), bad_fields=bad, editing=name)
         return render(request, TEMPLATE, context, status=exc.http_status)
     messages.success(request, f"Limits of {name} saved; every worker applies them within two seconds.")
     return redirect("providers:health")

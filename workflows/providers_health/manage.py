@@ -23,6 +23,13 @@ from . import breaker, holds, policy, rates
 MAX_FORCE_SECONDS = 7 * 86400
 DEFAULT_FORCE_SECONDS = 600
 RECENT = 5
+LABELS = {
+    breaker.OPENED: "opened",
+    breaker.HALF_OPENED: "half-opened",
+    breaker.CLOSED_AGAIN: "closed",
+    breaker.FORCED_OPEN: "forced open",
+    breaker.FORCED_CLOSED: "forced closed",
+}
 
 
 @dataclass(frozen=True)
@@ -34,6 +41,11 @@ class BreakerView:
     held_count: int
     errors: list[LLMCall]
     decisions: list[BreakerDecision]
+
+    @property
+    def last_label(self) -> str:
+        """The latest decision, for people: "forced open", "half-opened", ..."""
+        return LABELS.get(self.decisions[0].decision, self.decisions[0].decision) if self.decisions else ""
 
     @property
     def name(self) -> str:

@@ -277,6 +277,7 @@ class SwitchyardSettings(TypedDict):
     CHILD_DEPTH_LIMIT: int
     WEBHOOK_BACKOFF_SECONDS: float
     BUDGET_OUTPUT_TOKENS: int
+    PROVIDER_RATE_WINDOW_SECONDS: float
     SECRETS_KEY: str
 
 

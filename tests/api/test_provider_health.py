@@ -117,6 +117,9 @@ def test_the_health_page_shows_each_breaker_and_its_controls_by_role(person: Cal
     client.force_login(person(access.VIEWER))
     page = client.get("/providers/health/")
     assert page.status_code == 200
-    assert 'data-breaker="acme/acme-large"' in page.content.decode() and "Force open" not in page.content.decode()
+    assert (
+        'data-breaker="acme/acme-large"' in page.content.decode()
+        and "Force open" not in page.content.decode()
+    )
     client.force_login(person(access.OPERATOR))
     assert "Force open" in client.get("/providers/health/").content.decode()

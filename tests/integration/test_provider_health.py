@@ -48,7 +48,9 @@ def held_by_provider() -> int:
 
 def attempts_spent(workflow: Workflow) -> int:
     """Attempts beyond the first, over every node of the workflow's runs."""
-    return sum(a - 1 for a in NodeRun.objects.filter(run__workflow=workflow).values_list("attempt", flat=True))
+    return sum(
+        a - 1 for a in NodeRun.objects.filter(run__workflow=workflow).values_list("attempt", flat=True)
+    )
 
 
 @pytest.fixture
@@ -89,7 +91,9 @@ def test_an_outage_opens_the_breaker_holds_every_node_without_spending_attempts_
     assert decisions[0] == breaker.OPENED and decisions[-1] == breaker.CLOSED_AGAIN
     assert breaker.HALF_OPENED in decisions
     # A probe met the 429: the breaker opened for its Retry-After (2 s), not the 1 s default.
-    by_429 = BreakerDecision.objects.filter(provider="primary", decision=breaker.OPENED, reason__contains="429")
+    by_429 = BreakerDecision.objects.filter(
+        provider="primary", decision=breaker.OPENED, reason__contains="429"
+    )
     assert any((d.until - d.at).total_seconds() > 1.5 for d in by_429)
     assert held_by_provider() == 0
     assert breaker.read("primary", "fake-model").state == breaker.CLOSED

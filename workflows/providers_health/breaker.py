@@ -272,6 +272,7 @@ def read(provider: str, model: str) -> State:
 
 def known() -> list[tuple[str, str]]:
     """Every breaker called since Redis started, and every one that ever decided anything."""
-    pairs = {tuple(n.split("/", 1)) for n in bus.client().smembers(KNOWN)}  # type: ignore[union-attr]
+    members: set[str] = bus.client().smembers(KNOWN)  # type: ignore[assignment]  # the sync client's answer
+    pairs = {tuple(n.split("/", 1)) for n in members}
     pairs |= set(BreakerDecision.objects.values_list("provider", "model").distinct())
     return sorted((str(p[0]), str(p[1])) for p in pairs if len(p) == 2)

@@ -112,7 +112,13 @@ def take(policy: Policy, tokens: int) -> Taken | datetime:
     ident = uuid.uuid4().hex
     window_ms = int(rate_window_seconds() * 1000)
     keys = [requests_key(policy.provider), tokens_key(policy.provider), total_key(policy.provider)]
-    args = [window_ms, policy.per_window(policy.rpm), policy.per_window(policy.tpm), tokens, ident]
+    args: list[int | str] = [
+        window_ms,
+        policy.per_window(policy.rpm),
+        policy.per_window(policy.tpm),
+        tokens,
+        ident,
+    ]
     verdict, retry_at = scripts()[0](keys=keys, args=args)
     if verdict == "wait":
         return at(retry_at)
@@ -134,7 +140,7 @@ def in_window(provider: str) -> tuple[int, int]:
     redis = bus.client()
     now_ms = redis.time()
     cut = now_ms[0] * 1000 + now_ms[1] // 1000 - int(rate_window_seconds() * 1000)
-    requests = int(redis.zcount(requests_key(provider), cut, "+inf"))  # type: ignore[arg-type]
-    members = redis.zrangebyscore(tokens_key(provider), cut, "+inf")
-    tokens = sum(int(str(m).rsplit(":", 1)[1]) for m in members)  # type: ignore[union-attr]
+    requests = int(redis.zcount(requests_key(provider), cut, "+inf"))
+    members: list[str] = redis.zrangebyscore(tokens_key(provider), cut, "+inf")  # type: ignore[assignment]  # sync client
+    tokens = sum(int(m.rsplit(":", 1)[1]) for m in members)
     return requests, tokens

@@ -232,6 +232,12 @@ class Wait(models.Model):
                 condition=Q(closed_at__isnull=True, kind="human.approval"),
                 name="wait_open_approval_idx",
             ),
+            # The provider holds' duty reads the open ones every 0.5 s (workflows/providers_health).
+            models.Index(
+                fields=["id"],
+                condition=Q(closed_at__isnull=True, kind="provider"),
+                name="wait_open_provider_idx",
+            ),
             models.Index(fields=["run"], name="wait_run_idx"),
         ]
 

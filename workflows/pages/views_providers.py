@@ -30,7 +30,10 @@ def page_context(**extra: Any) -> dict[str, Any]:
         "nav": "providers",
         "breakers": manage.health(),
         "rates": manage.rate_views(),
-        "providers": [(row, manage.limits_of(row)) for row in LLMProvider.objects.order_by("name")],
+        "providers": [
+            (row, extra.get("posted") if extra.get("editing") == row.name else manage.limits_of(row))
+            for row in LLMProvider.objects.order_by("name")
+        ],
         "limit_fields": manage.LIMIT_FIELDS,
         "default_seconds": manage.DEFAULT_FORCE_SECONDS,
         "bad_fields": [],
@@ -76,7 +79,7 @@ def save_limits(request: HttpRequest, name: str) -> HttpResponse:
         manage.save_limits(name, data, actor=request.user)
     except DomainError as exc:
         bad = [issue.path for issue in exc.issues]
-        context = page_context(limits_error=explained(exc), bad_fields=bad, editing=name)
+        context = page_context(limits_error=explained(exc), bad_fields=bad, editing=name, posted=data)
         return render(request, TEMPLATE, context, status=exc.http_status)
     messages.success(request, f"Limits of {name} saved; every worker applies them within two seconds.")
     return redirect("providers:health")

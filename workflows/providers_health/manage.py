@@ -221,7 +221,8 @@ def parse_limits(data: dict[str, Any]) -> dict[str, Any]:
         number = as_number(value, whole)
         if number is None or not least <= number <= most:
             kind = "a whole number" if whole else "a number"
-            problems.append(Issue(field, f"{field}: give {kind} from {least:g} to {most:g} ({what})."))
+            span = f"from {least:,.10g} to {most:,.0f}"
+            problems.append(Issue(field, f"{field}: give {kind} {span} ({what})."))
         found[field] = number
     if problems:
         raise Invalid("The provider's limits are invalid.", issues=problems)

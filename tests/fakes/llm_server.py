@@ -230,7 +230,7 @@ class FakeLLMServer:
         self.failing_models: set[str] | None = None
         self.refused = 0
         self.rate_refused = 0
-        self._phases: list[tuple[float, int, int | None]] = []  # (ends at, status, retry-after)
+        self._phases: list[tuple[float, int, int | str | None]] = []  # (ends at, status, retry-after)
         self._limit: tuple[int, float] | None = None
         self._arrivals: list[float] = []
         self._lock = threading.Lock()
@@ -297,9 +297,14 @@ class FakeLLMServer:
         return self.gated(request) if callable(self.gated) else self.gated
 
     def outage(
-        self, fail_seconds: float, status: int = 503, then_429_seconds: float = 0.0, retry_after: int = 1
+        self,
+        fail_seconds: float,
+        status: int = 503,
+        then_429_seconds: float = 0.0,
+        retry_after: int | str = 1,
     ) -> None:
-        """Answer `status` for `fail_seconds` from now, then 429 with Retry-After for `then_429_seconds`."""
+        """Answer `status` for `fail_seconds` from now, then 429 with Retry-After (seconds, or
+        an HTTP date as text) for `then_429_seconds`."""
         now = time.monotonic()
         self._phases = [
             (now + fail_seconds, status, None),

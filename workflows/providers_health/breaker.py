@@ -107,6 +107,12 @@ return {'none', 0}
 """
 )
 
+# KEYS[1]: a probe that will not be made gives its lease back (the next call probes)
+UNPROBE = """
+if redis.call('HGET', KEYS[1], 's') == 'half_open' then redis.call('HSET', KEYS[1], 'p', 0) end
+return 1
+"""
+
 # KEYS[1]; ARGV: state, until_ms; ARGV[3] '1': only when the hash is missing (a rebuild)
 PUT = """
 if ARGV[3] == '1' and redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
@@ -145,9 +151,14 @@ def name(provider: str, model: str) -> str:
 
 
 @cache
-def scripts() -> tuple[Script, Script, Script]:
+def scripts() -> tuple[Script, Script, Script, Script]:
     redis = bus.client()
-    return redis.register_script(CHECK), redis.register_script(REPORT), redis.register_script(PUT)
+    return (
+        redis.register_script(CHECK),
+        redis.register_script(REPORT),
+        redis.register_script(PUT),
+        redis.register_script(UNPROBE),
+    )
 
 
 def at(ms: int | float) -> datetime:
@@ -170,6 +181,11 @@ def check(provider: str, model: str, policy: Policy) -> Verdict:
     if verdict == "wait":
         return Verdict(False, until=at(until))
     return Verdict(True)
+
+
+def give_back_probe(provider: str, model: str) -> None:
+    """A probe that will not be made (its rate refused it): let the next call probe."""
+    scripts()[3](keys=[key(provider, model)], args=[])
 
 
 def report(provider: str, model: str, policy: Policy, ok: bool, probe: bool, fault: Any = None) -> str:

@@ -10,9 +10,10 @@ count against it); the call that closes a breaker releases the attempts held beh
 once. A call that failed for good asks `recheck`: when every breaker of its route is now
 open, its attempt is held instead of spending itself on an outage.
 
-A probe (the one call of a half-open breaker) that is then refused by the rate limit, or
-never made (a replayed call, a cancelled one), keeps its lease until it runs out (the
-provider's timeout plus breaker.PROBE_GRACE_SECONDS); then the next call probes.
+A probe (the one call of a half-open breaker) that the rate limit then refuses gives its
+lease back at once; one never made for another reason (a replayed call, a cancelled one)
+keeps it until it runs out (the provider's timeout plus breaker.PROBE_GRACE_SECONDS); then
+the next call, or the attempt the duty releases for it, probes.
 """
 
 from __future__ import annotations
@@ -51,6 +52,8 @@ class ProviderGate:
             bound = call.max_tokens or int(settings.SWITCHYARD["BUDGET_OUTPUT_TOKENS"])
             found = rates.take(policy, core_budgets.prompt_bound(call.messages, call.tools) + bound)
             if isinstance(found, datetime):
+                if verdict.probe:
+                    breaker.give_back_probe(call.provider, call.model)
                 self.refuse(call, holds.RATE, found)
             else:
                 taken = found

@@ -157,8 +157,11 @@ def may_go(
         state = states[name]
         if state.state == breaker.CLOSED:
             return True
-        if state.state == breaker.OPEN and (state.until is None or state.until <= now) and name not in probes:
-            probes.add(name)  # one attempt goes to be the probe; the rest wait for its answer
+        # An open period that ended, or a probe whose lease ran out (its worker died, or it
+        # was held again): one attempt goes to be the probe; the rest wait for its answer.
+        ended = state.until is None or state.until <= now
+        if state.state in (breaker.OPEN, breaker.HALF_OPEN) and ended and name not in probes:
+            probes.add(name)
             return True
     return False
 

@@ -6,7 +6,8 @@ instead. Every action names the least role and the scope it needs.
 
     viewer    see workflows, runs, traces, dead letters, metrics
     operator  + start, cancel runs; re-run from a node; fork a run; run a suite; replay and discard dead letters;
-              post events; pause and resume schedules, run a schedule now
+              post events; pause and resume schedules, run a schedule now; force a provider's breaker
+              open or closed
     (anyone with a role may decide the approvals their node names them for: approvals.can_decide)
     editor    + create and change versions, publish, activate (roll back)
     admin     + API keys, users, workflow deletion, webhook triggers and subscriptions,
@@ -45,6 +46,7 @@ ACTIONS: dict[str, tuple[str, str]] = {
     "manage_suites": (EDITOR, "edit"),  # create suites, add cases, mark one required to publish
     # Pause and resume a schedule, as a workflow (creating, changing, deleting: manage_schedules).
     "operate_schedules": (OPERATOR, "operate"),
+    "force_breaker": (OPERATOR, "operate"),  # force an LLM provider's breaker open or closed
     "edit": (EDITOR, "edit"),
     "publish": (EDITOR, "edit"),
     "manage_schedules": (EDITOR, "edit"),

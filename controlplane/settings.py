@@ -301,6 +301,7 @@ class SwitchyardSettings(TypedDict):
     CHILD_DEPTH_LIMIT: int
     WEBHOOK_BACKOFF_SECONDS: float
     BUDGET_OUTPUT_TOKENS: int
+    PROVIDER_RATE_WINDOW_SECONDS: float
     SECRETS_KEY: str
     MCP_WAIT_SECONDS: float
     MCP_MAX_WAIT_SECONDS: float
@@ -347,6 +348,9 @@ SWITCHYARD: SwitchyardSettings = {
     # Under a spend budget, the answer's bound of an LLM call whose node sets no max_tokens:
     # the call reserves it as its worst case and is sent with it (workflows/budgets).
     "BUDGET_OUTPUT_TOKENS": env_int("SWITCHYARD_BUDGET_OUTPUT_TOKENS", 4096),
+    # The window LLM providers' requests- and tokens-per-minute limits are counted over
+    # (workflows/providers_health/rates.py): a limit of R per minute admits R*W/60 per W s.
+    "PROVIDER_RATE_WINDOW_SECONDS": env_float("SWITCHYARD_PROVIDER_RATE_WINDOW_SECONDS", 60.0),
     # Set by `make run` when it runs the scripted demo provider: bootstrap registers it as "demo".
     "DEMO_LLM_URL": env_str("SWITCHYARD_DEMO_LLM_URL", ""),
     # Egress: what http.request, webhooks and LLM providers may reach beyond the public internet

@@ -14,6 +14,7 @@ urlpatterns = [
     path("workflows/", include("workflows.pages.urls")),
     path("llm/", include("workflows.pages.urls_llm")),
     path("budgets/", include("workflows.pages.urls_budgets")),
+    path("providers/", include("workflows.pages.urls_providers")),
     path("secrets/", include("workflows.pages.urls_secrets")),
     path("mcp-servers/", include("workflows.pages.urls_mcp")),
     path("", include("workflows.pages.urls_events")),

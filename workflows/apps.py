@@ -38,6 +38,8 @@ def wire_runtime() -> None:
     from workflows.integrations import webhooks
     from workflows.mcp import catalog as mcp_catalog
     from workflows.operations import retention
+    from workflows.providers_health import holds as provider_holds
+    from workflows.providers_health.gate import ProviderGate
     from workflows.runs import startkeys
     from workflows.runtime import admission, duties, kinds
     from workflows.schedules import timetable
@@ -75,8 +77,14 @@ def wire_runtime() -> None:
         )
     )
     gates.register("required suites", suite_gate.check_publish)
+    duties.register(duties.Duty("provider holds", provider_holds.OFFER_SECONDS, provider_holds.offer_held))
     if not any(isinstance(gate, BudgetGate) for gate in admission.GATES):
         admission.register(BudgetGate())
+    if not any(isinstance(gate, ProviderGate) for gate in admission.GATES):
+        # After the budgets: a call a budget holds never takes a probe or a place in a rate.
+        provider_gate = ProviderGate()
+        admission.register(provider_gate)
+        admission.register_recheck(provider_gate)
 
 
 def wire_provider_kinds() -> None:

@@ -24,6 +24,8 @@ from controlplane import access
 from monitoring.services import counters, snapshots, sources
 from workflows.budgets import manage as budgets
 from workflows.llm import usage
+from workflows.providers_health import breaker
+from workflows.providers_health import manage as provider_health
 from workflows.store.models import Workflow
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -57,6 +59,7 @@ class SwitchyardCollector:
         yield from self.totals(slugs, counters.read_totals())
         yield from llm_metrics(usage.read_counters())
         yield from budget_metrics(budgets.figures())
+        yield from breaker_metrics(provider_health.health())
 
     def gauges(self, slugs: dict[int, str]) -> Iterator[Metric]:
         runs = GaugeMetricFamily(
@@ -207,6 +210,24 @@ def budget_metrics(found: list[budgets.Figures]) -> Iterator[Metric]:
         reserved.add_metric(names, float(f.reserved))
         held.add_metric(names, f.held)
     yield from (amount, spent, reserved, held)
+
+
+def breaker_metrics(found: list[provider_health.BreakerView]) -> Iterator[Metric]:
+    """Each provider/model breaker (Redis, rebuilt from PostgreSQL when lost), read at scrape time."""
+    labels = ["provider", "model"]
+    state = GaugeMetricFamily(
+        "switchyard_llm_breaker_state",
+        "A provider/model breaker: 0 closed, 1 half-open (one probe in flight), 2 open.",
+        labels=labels,
+    )
+    held = GaugeMetricFamily(
+        "switchyard_llm_breaker_held", "Node attempts held until the breaker closes.", labels=labels
+    )
+    for view in found:
+        names = [view.state.provider, view.state.model]
+        state.add_metric(names, breaker.STATE_VALUES.get(view.state.state, 0))
+        held.add_metric(names, view.held_count)
+    yield from (state, held)
 
 
 def worker_slots(beats: dict[str, dict[str, Any]]) -> GaugeMetricFamily:

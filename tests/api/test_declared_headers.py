@@ -129,6 +129,8 @@ BODIES: dict[str, Any] = {
     "upload_cases": {"jsonl": '{"input": {"n": 3}}'},
     "start_suite_run": {},
     "test_recent_runs": {"last": 5, "version": 1},
+    "force_breaker": {"model": "acme-large", "state": "open", "seconds": 60, "reason": "walked"},
+    "save_provider_limits": {"rpm_limit": 600, "tpm_limit": None, "breaker_failures": 5},
 }
 
 

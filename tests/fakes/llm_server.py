@@ -20,6 +20,13 @@ of the cut reply: for malformed streams. With `gated=True` (or a function of the
 saying which) every stream waits before its first chunk until `go` is set: a test holds hundreds of calls in flight at once (`open_streams`
 counts them, `most_open` is the highest count seen, `held` how many waited for `go`).
 
+Outages: `outage(fail_seconds, status, then_429_seconds, retry_after)` answers `status` (503)
+to every chat request for `fail_seconds`, then 429 with a `Retry-After` header for
+`then_429_seconds`, then normally again; `failing_models` (a set) limits it to those models.
+`refused` counts the requests answered so. `rate_limit(limit, seconds)` answers 429 to a
+request when `limit` others arrived in the `seconds` before it (a provider's own limit);
+`rate_refused` counts those.
+
 Run it alone for the demo: `python -m tests.fakes.llm_server --port 8011`.
 """
 
@@ -28,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -111,6 +119,13 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(
                 401, {"error": {"message": "Incorrect API key provided.", "type": "invalid_request_error"}}
             )
+        elif (refusal := fake.refusal(parsed)) is not None:
+            status, extra = refusal
+            self._send(
+                status,
+                {"error": {"message": f"fake outage: {status}", "type": "server_error"}},
+                headers=extra,
+            )
         else:
             answer = fake.answer(parsed)
             if fake.status == 200 and fake.stream_chunks is not None:
@@ -149,10 +164,18 @@ class _Handler(BaseHTTPRequestHandler):
                 return  # the client hung up (a timeout, a killed worker)
             fake.chunks_sent += 1
 
-    def _send(self, status: int, payload: Any, content_type: str = "application/json") -> None:
+    def _send(
+        self,
+        status: int,
+        payload: Any,
+        content_type: str = "application/json",
+        headers: dict[str, str] | None = None,
+    ) -> None:
         data = payload if isinstance(payload, bytes) else _encode(payload)
         self.send_response(status)
         self.send_header("Content-Type", content_type)
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
@@ -204,6 +227,12 @@ class FakeLLMServer:
         self.most_open = 0
         self.requests: list[RecordedRequest] = []
         self.stopping = threading.Event()
+        self.failing_models: set[str] | None = None
+        self.refused = 0
+        self.rate_refused = 0
+        self._phases: list[tuple[float, int, int | str | None]] = []  # (ends at, status, retry-after)
+        self._limit: tuple[int, float] | None = None
+        self._arrivals: list[float] = []
         self._lock = threading.Lock()
         self._address = (host, port)
         self._server: _Server | None = None
@@ -266,6 +295,45 @@ class FakeLLMServer:
     def holds(self, request: Any) -> bool:
         """Whether this request's stream waits for `go` (see `gated`)."""
         return self.gated(request) if callable(self.gated) else self.gated
+
+    def outage(
+        self,
+        fail_seconds: float,
+        status: int = 503,
+        then_429_seconds: float = 0.0,
+        retry_after: int | str = 1,
+    ) -> None:
+        """Answer `status` for `fail_seconds` from now, then 429 with Retry-After (seconds, or
+        an HTTP date as text) for `then_429_seconds`."""
+        now = time.monotonic()
+        self._phases = [
+            (now + fail_seconds, status, None),
+            (now + fail_seconds + then_429_seconds, 429, retry_after),
+        ]
+
+    def rate_limit(self, limit: int, seconds: float) -> None:
+        """Answer 429 to a request when `limit` others arrived within `seconds` before it."""
+        self._limit = (limit, seconds)
+
+    def refusal(self, request: Any) -> tuple[int, dict[str, str]] | None:
+        """The status and headers of a scripted refusal of this request, or None: answer it."""
+        now = time.monotonic()
+        model = request.get("model") if isinstance(request, dict) else None
+        with self._lock:
+            if self._limit is not None:
+                limit, seconds = self._limit
+                self._arrivals = [t for t in self._arrivals if t > now - seconds]
+                if len(self._arrivals) >= limit:
+                    self.rate_refused += 1
+                    return 429, {}
+                self._arrivals.append(now)
+            if self.failing_models is not None and model not in self.failing_models:
+                return None
+            for ends, status, retry_after in self._phases:
+                if now < ends:
+                    self.refused += 1
+                    return status, ({"Retry-After": str(retry_after)} if retry_after is not None else {})
+        return None
 
     def answer(self, request: Any) -> Any:
         """Return the configured reply for a request, or the echo completion."""

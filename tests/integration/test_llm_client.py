@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from email.utils import format_datetime
 from typing import Any
 
 import pytest
 
 from tests.fakes.llm_server import FakeLLMServer
 from workflows.handlers.registry import HandlerError
-from workflows.llm.client import complete
+from workflows.llm.client import CallFailed, complete
 from workflows.llm.providers import Endpoint
 
 KEY = "sk-secret-4242"
@@ -240,3 +242,35 @@ def test_the_trace_context_goes_with_the_call(fake: FakeLLMServer) -> None:
     ask(fake, trace=trace)
     sent = fake.requests[0].headers
     assert (sent["traceparent"], sent["tracestate"]) == (trace["traceparent"], "switchyard=r:9")
+
+
+def test_a_429_carries_the_providers_fault_with_its_retry_after_in_seconds_or_as_a_date(
+    fake: FakeLLMServer,
+) -> None:
+    fake.outage(0.0, 503, then_429_seconds=60.0, retry_after=7)
+    with pytest.raises(CallFailed) as seconds:
+        ask(fake)
+    assert seconds.value.fault is not None and seconds.value.fault.status == 429
+    assert seconds.value.fault.retry_after == 7.0
+
+    when = format_datetime(datetime.now(UTC) + timedelta(seconds=30), usegmt=True)
+    fake.outage(0.0, 503, then_429_seconds=60.0, retry_after=when)
+    with pytest.raises(CallFailed) as dated:
+        ask(fake)
+    assert dated.value.fault is not None and 28 < (dated.value.fault.retry_after or 0) <= 30
+
+
+def test_a_refusal_of_the_request_is_no_fault_of_the_provider_and_a_5xx_or_a_lost_connection_is(
+    fake: FakeLLMServer,
+) -> None:
+    with pytest.raises(CallFailed) as refused:
+        ask(fake, endpoint=endpoint(fake, key="sk-wrong"))  # 401
+    assert refused.value.fault is None and refused.value.retryable is False
+    fake.outage(60.0, 503)
+    with pytest.raises(CallFailed) as failed:
+        ask(fake)
+    assert failed.value.fault is not None and failed.value.fault.status == 503
+    gone = Endpoint("acme", "http://127.0.0.1:9/v1", KEY, "tiny-1", 5.0, False)  # nothing listens on 9
+    with pytest.raises(CallFailed) as lost:
+        ask(fake, endpoint=gone)
+    assert lost.value.fault is not None and lost.value.fault.status is None

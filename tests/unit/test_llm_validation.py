@@ -59,3 +59,24 @@ def test_every_llm_kind_is_checked_and_other_handlers_are_not() -> None:
 
 def test_without_known_providers_nothing_is_checked() -> None:
     assert validate_definition(one_node({"provider": "nope"}), None, Limits()) == []
+
+
+def test_a_fallback_naming_an_unknown_provider_is_refused_naming_its_field() -> None:
+    config = {"provider": "openai", "fallbacks": [{"provider": "demo"}, {"provider": "anthropic"}]}
+    (issue,) = validate_definition(one_node(config), None, LIMITS)
+    assert issue.path == "nodes[0].config.fallbacks[1].provider" and issue.code == "unknown_provider"
+    assert "anthropic" in issue.message and issue.node == "ask"
+
+
+def test_a_fallback_model_the_provider_does_not_offer_is_refused_naming_its_field() -> None:
+    config = {"fallbacks": [{"provider": "openai", "model": "gpt-5"}]}
+    (issue,) = validate_definition(one_node(config), None, LIMITS)
+    assert issue.path == "nodes[0].config.fallbacks[0].model" and issue.code == "unknown_model"
+
+
+def test_known_fallbacks_pass() -> None:
+    config = {
+        "provider": "openai",
+        "fallbacks": [{"provider": "demo", "model": "demo-1"}, {"provider": "openai"}],
+    }
+    assert validate_definition(one_node(config), None, LIMITS) == []

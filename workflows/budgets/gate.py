@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from workflows.core import budgets as core
 from workflows.handlers.registry import HandlerError
-from workflows.runtime.admission import Call
+from workflows.runtime.admission import Call, Fault
 from workflows.runtime.kinds import Parked
 
 from . import alerts, holds, ledger
@@ -48,5 +48,12 @@ class BudgetGate:
             reason = "over" if refused.reason == core.OVER else "no price for its model under"
             raise Parked(f"{what} is held: {reason} budget {budget.name!r}.") from None
 
-    def settle(self, ticket: Any, input_tokens: int | None, output_tokens: int | None, ok: bool) -> None:
+    def settle(
+        self,
+        ticket: Any,
+        input_tokens: int | None,
+        output_tokens: int | None,
+        ok: bool,
+        fault: Fault | None = None,
+    ) -> None:
         ledger.settle(ticket, input_tokens, output_tokens, ok)

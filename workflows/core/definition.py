@@ -413,36 +413,40 @@ def _check_egress(draft: _Draft, policy: EgressPolicy) -> list[Issue]:
 def _check_llm_providers(
     draft: _Draft, providers: Mapping[str, tuple[str, ...]], default: str | None
 ) -> list[Issue]:
-    """Report LLM nodes (`llm.*`) naming a provider that does not exist or a model it does not offer."""
+    """Report LLM nodes (`llm.*`) naming a provider that does not exist or a model it does
+    not offer, in `provider`/`model` or in any of their `fallbacks`."""
     issues: list[Issue] = []
     for index, spec in draft.nodes.items():
         if not spec.handler.startswith(LLM_HANDLER_PREFIX):
             continue
-        provider, model = spec.config.get("provider") or default, spec.config.get("model")
-        if not isinstance(provider, str) or provider not in providers:
-            if isinstance(provider, str):
-                known = ", ".join(sorted(providers)) or "none"
-                issues.append(
-                    Issue(
-                        f"nodes[{index}].config.provider",
-                        f"unknown LLM provider {provider!r} (node '{spec.id}'); providers: {known}",
-                        "unknown_provider",
-                        spec.id,
-                    )
-                )
-            continue
-        offered = providers[provider]
-        if isinstance(model, str) and offered and model not in offered:
-            issues.append(
-                Issue(
-                    f"nodes[{index}].config.model",
-                    f"provider {provider!r} does not offer model {model!r} (node '{spec.id}'); "
-                    f"it offers {', '.join(offered)}",
-                    "unknown_model",
-                    spec.id,
-                )
-            )
+        pairs = [("config.", spec.config.get("provider") or default, spec.config.get("model"))]
+        fallbacks = spec.config.get("fallbacks")
+        for n, pair in enumerate(fallbacks if isinstance(fallbacks, list) else []):
+            if isinstance(pair, dict):
+                pairs.append((f"config.fallbacks[{n}].", pair.get("provider"), pair.get("model")))
+        for prefix, provider, model in pairs:
+            issues += _provider_issues(f"nodes[{index}].{prefix}", spec.id, provider, model, providers)
     return issues
+
+
+def _provider_issues(
+    field: str, node_id: str, provider: Any, model: Any, providers: Mapping[str, tuple[str, ...]]
+) -> list[Issue]:
+    """Report one provider/model pair (at `field`, a prefix ending in a dot) that does not exist."""
+    if not isinstance(provider, str) or provider not in providers:
+        if not isinstance(provider, str):
+            return []
+        known = ", ".join(sorted(providers)) or "none"
+        text = f"unknown LLM provider {provider!r} (node '{node_id}'); providers: {known}"
+        return [Issue(f"{field}provider", text, "unknown_provider", node_id)]
+    offered = providers[provider]
+    if isinstance(model, str) and offered and model not in offered:
+        text = (
+            f"provider {provider!r} does not offer model {model!r} (node '{node_id}'); "
+            f"it offers {', '.join(offered)}"
+        )
+        return [Issue(f"{field}model", text, "unknown_model", node_id)]
+    return []
 
 
 def _check_queues(draft: _Draft, queues: tuple[str, ...]) -> list[Issue]:

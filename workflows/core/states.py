@@ -69,8 +69,8 @@ class Cause(StrEnum):
     COMPENSATE = "compensate"  # a failed or cancelled run starts undoing its nodes; its undoing ends
     RERUN = "rerun"  # an operator re-runs a finished run from a node: it and all below it
     CALL = "call"  # an agent's attempt calls a workflow as a tool: it waits for the child run, no worker held
-    HOLD = "hold"  # a running attempt's LLM call does not fit a spend budget: it waits, no worker held
-    RELEASE = "release"  # a held attempt is offered again (budget raised, window reset, overspend allowed)
+    HOLD = "hold"  # a running attempt's LLM call does not fit a spend budget, or its provider is unavailable: it waits, no worker held
+    RELEASE = "release"  # a held attempt is offered again (budget raised, window reset, overspend allowed, breaker closed)
 
 
 N = NodeStatus

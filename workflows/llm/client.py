@@ -22,6 +22,7 @@ A refusal keeps its status and its retry-after and rate-limit headers (`CallFail
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import json
 import time
 import weakref
@@ -39,6 +40,7 @@ from workflows.handlers import egress
 from workflows.handlers.builtin import USER_AGENT, shown_url, snippet, switchyard_settings
 from workflows.handlers.registry import HandlerError
 from workflows.llm.providers import Endpoint
+from workflows.runtime.admission import Fault
 
 # The payload keys a node's options may not set: the client owns them.
 RESERVED_OPTIONS = frozenset({"model", "messages", "tools", "stream", "stream_options"})
@@ -68,14 +70,23 @@ class CallFailed(HandlerError):
     """A call that failed; the message already names provider, model and node.
 
     `status` and `headers` are the provider's answer when it refused with a non-2xx status
-    (a circuit breaker reads `retry-after` and the rate-limit headers from them)."""
+    (the rate-limit headers and `retry-after`); `fault` is the provider's fault (a timeout, a
+    lost connection, 408, 429, 5xx), which its breaker counts (workflows/providers_health);
+    None for a refusal of the request itself."""
 
     def __init__(
-        self, message: str, *, retryable: bool = True, status: int | None = None, headers: Any = None
+        self,
+        message: str,
+        *,
+        retryable: bool = True,
+        status: int | None = None,
+        headers: Any = None,
+        fault: Fault | None = None,
     ) -> None:
         super().__init__(message, retryable=retryable)
         self.status = status
         self.headers: dict[str, str] = dict(headers or {})
+        self.fault = fault
 
 
 @dataclass
@@ -96,15 +107,37 @@ class _Call:
         return self.endpoint.base_url.rstrip("/") + self.path
 
     def fail(
-        self, detail: str, *, retryable: bool = True, response: httpx.Response | None = None
+        self,
+        detail: str,
+        *,
+        retryable: bool = True,
+        response: httpx.Response | None = None,
+        faulty: bool = False,
     ) -> CallFailed:
-        """Return the error to raise: named, located and with the key taken out."""
+        """Return the error to raise: named, located and with the key taken out. With the
+        provider's non-2xx `response`, its status, headers and fault ride along; `faulty`:
+        the provider's fault without a status (a timeout, a lost connection)."""
         e = self.endpoint
         demo = " (demo provider)" if e.demo else ""
-        text = f"{self.where}: provider {e.provider!r}{demo}, model {e.model!r}: {detail}"
-        status = response.status_code if response is not None else None
-        headers = kept_headers(response) if response is not None else None
-        return CallFailed(redact(text, e.api_key), retryable=retryable, status=status, headers=headers)
+        text = redact(f"{self.where}: provider {e.provider!r}{demo}, model {e.model!r}: {detail}", e.api_key)
+        if response is not None:
+            fault = fault_of(response, text)
+            return CallFailed(
+                text,
+                retryable=retryable,
+                status=response.status_code,
+                headers=kept_headers(response),
+                fault=fault,
+            )
+        return CallFailed(
+            text, retryable=retryable, fault=Fault(None, None, snippet(detail)) if faulty else None
+        )
+
+    def refused(self, response: httpx.Response, body: bytes) -> CallFailed:
+        """Return the error for a non-2xx answer, with the provider's fault when it is one."""
+        return self.fail(
+            status_error(response, body), retryable=is_retryable_status(response), response=response
+        )
 
     @contextmanager
     def told_as_failures(self, timeout_seconds: float) -> Iterator[None]:
@@ -114,9 +147,11 @@ class _Call:
         except EgressRefused as exc:
             raise self.fail(f"POST {shown_url(self.url)}: {exc}") from None
         except httpx.TimeoutException as exc:
-            raise self.fail(f"POST {shown_url(self.url)} timed out after {timeout_seconds:.3g} s.") from exc
+            detail = f"POST {shown_url(self.url)} timed out after {timeout_seconds:.3g} s."
+            raise self.fail(detail, faulty=True) from exc
         except httpx.HTTPError as exc:
-            raise self.fail(f"POST {shown_url(self.url)} failed: {type(exc).__name__}: {exc}") from exc
+            detail = f"POST {shown_url(self.url)} failed: {type(exc).__name__}: {exc}"
+            raise self.fail(detail, faulty=True) from exc
 
     def check_time(self) -> None:
         if time.monotonic() > self.deadline:
@@ -197,11 +232,7 @@ def complete(
         ) as response,
     ):
         if not 200 <= response.status_code < 300:
-            raise call.fail(
-                status_error(response, read_body(response, call)),
-                retryable=is_retryable_status(response),
-                response=response,
-            )
+            raise call.refused(response, read_body(response, call))
         if is_event_stream(response):
             parts = read_stream(response, call, on_delta, on_calls)
         else:
@@ -238,8 +269,7 @@ async def acomplete(
             "POST", call.url, headers=headers, json=payload, timeout=timeout_seconds
         ) as response:
             if not 200 <= response.status_code < 300:
-                detail = status_error(response, await aread_body(response, call))
-                raise call.fail(detail, retryable=is_retryable_status(response), response=response)
+                raise call.refused(response, await aread_body(response, call))
             if is_event_stream(response):
                 parts = await aread_stream(response, call, on_delta, on_calls)
             else:
@@ -344,6 +374,35 @@ NOT_RETRYABLE_STATUSES = frozenset({400, 401, 403, 404, 422})
 def is_retryable_status(response: httpx.Response) -> bool:
     """Whether a retry of the call that got this answer could succeed."""
     return response.status_code not in NOT_RETRYABLE_STATUSES
+
+
+# Answers that are the provider's fault, counted by its breaker: it timed out, is limiting
+# the rate, or failed. Every other 4xx is the request's own (workflows/providers_health).
+FAULT_STATUSES = frozenset({408, 429})
+
+
+def fault_of(response: httpx.Response, detail: str) -> Fault | None:
+    """The provider's fault in a non-2xx answer, with its Retry-After; None for a refusal."""
+    code = response.status_code
+    if code not in FAULT_STATUSES and code < 500:
+        return None
+    return Fault(code, retry_after_seconds(response.headers.get("retry-after")), snippet(detail))
+
+
+def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
+    """Parse Retry-After: seconds, or an HTTP date (RFC 9110); None when absent or unreadable."""
+    if not value:
+        return None
+    text = value.strip()
+    if text.isdigit():
+        return float(text)
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
 def status_error(response: httpx.Response, body: bytes) -> str:

@@ -44,6 +44,18 @@ CHAT_SCHEMA: dict[str, Any] = {
         "max_tokens": {"type": "integer", "minimum": 1, "maximum": 1_000_000},
         "timeout_seconds": {"type": "number", "exclusiveMinimum": 0, "maximum": 3600},
         "cache": caching.CACHE_SCHEMA,
+        "fallbacks": {
+            "type": "array",
+            "maxItems": 5,
+            "description": "Providers/models tried in order when the one before is unavailable "
+            "(its breaker open) or fails with a retryable error.",
+            "items": {
+                "type": "object",
+                "properties": {"provider": NAME_FIELD, "model": NAME_FIELD},
+                "required": ["provider"],
+                "additionalProperties": False,
+            },
+        },
     },
     "required": ["prompt"],
     "additionalProperties": False,
@@ -53,25 +65,53 @@ OPTION_KEYS = ("temperature", "max_tokens")
 
 @node("llm.chat", config_schema=CHAT_SCHEMA)
 def llm_chat(ctx: NodeContext) -> dict[str, Any]:
-    """Ask a chat model of a named provider; return its answer, finish reason, model and usage.
+    """Ask a chat model of a named provider; return its answer, finish reason, provider, model and usage.
 
     Streams when the provider does: the text grows live on the run page and over the
-    attempt's Server-Sent Events. Every call is recorded with its tokens and cost.
+    attempt's Server-Sent Events. Every call is recorded with its tokens and cost. With
+    `fallbacks`, the next provider/model answers when one is unavailable (its breaker open)
+    or fails with a retryable error; the output's `provider` and `model` say which answered.
     """
     where = f"llm.chat node {ctx.node_id!r}"
     messages = chat_messages(ctx, "llm.chat")
-    endpoint = resolve_for(ctx, where)
-    timeout = time_budget(ctx, ctx.config.get("timeout_seconds") or endpoint.timeout_seconds, where)
+    route = route_for(ctx, where)
     options = {k: ctx.config[k] for k in OPTION_KEYS if k in ctx.config}
+    for endpoint, last in candidates(route):
+        cache = cache_of(
+            ctx, callhash.llm_request(endpoint.provider, endpoint.model, messages, None, options)
+        )
+        if cache[0] and (hit := caching.lookup(cache[1], utcnow())) is not None:
+            return cached_chat(ctx, endpoint, hit)  # before the gates: an answer kept costs nothing
+        try:
+            admitted = admit_call(ctx, endpoint, messages, None, options, route, may_skip=not last)
+        except admission.Unavailable:
+            continue
+        try:
+            return chat_once(ctx, endpoint, messages, options, admitted, where, cache)
+        except client.CallFailed as exc:
+            if exc.retryable and not last:
+                continue  # the next provider/model answers instead
+            if exc.retryable and exc.fault is not None:
+                recheck_call(ctx, endpoint, messages, options, route)
+            raise
+    raise AssertionError("the last candidate neither answered nor raised")  # candidates() ends with last=True
+
+
+def chat_once(
+    ctx: NodeContext,
+    endpoint: providers.Endpoint,
+    messages: list[dict[str, Any]],
+    options: dict[str, Any],
+    admitted: admission.Admitted,
+    where: str,
+    cache: tuple[int | None, str] = (None, ""),
+) -> dict[str, Any]:
+    timeout = time_budget(ctx, ctx.config.get("timeout_seconds") or endpoint.timeout_seconds, where)
     request = callhash.llm_request(
         endpoint.provider, endpoint.model, messages, None, options
     )  # as configured: a budget's max_tokens is no part of it
-    ttl = caching.ttl_of(ctx)
-    key = caching.key_of(request) if ttl else ""
-    if ttl and (hit := caching.lookup(key, utcnow())) is not None:
-        return cached_chat(ctx, endpoint, hit)
-    admitted = admit_call(ctx, endpoint, messages, None, options)
-    options = admitted.options(options)
+    ttl, key = cache
+    sent = admitted.options(options)
     writer = streams.writer_for(ctx)
     trace = trace_headers(ctx)
 
@@ -79,7 +119,7 @@ def llm_chat(ctx: NodeContext) -> dict[str, Any]:
         return client.complete(
             endpoint,
             messages,
-            options=options,
+            options=sent,
             idempotency_key=ctx.idempotency_key,
             timeout_seconds=timeout,
             where=where,
@@ -91,7 +131,7 @@ def llm_chat(ctx: NodeContext) -> dict[str, Any]:
         completion = call_recorded(ctx, endpoint, call, admitted=admitted, request=request)
         if ttl:
             keep_answer(ctx, key, completion, ttl)
-        return chat_output(completion)
+        return chat_output(completion, endpoint)
 
     return streams.streamed(writer, produce)
 
@@ -101,16 +141,42 @@ async def llm_chat_on_loop(ctx: NodeContext) -> dict[str, Any]:
     """`llm_chat` in a worker's slot: the call awaited, the ORM and Redis reads on the sync thread."""
     where = f"llm.chat node {ctx.node_id!r}"
     messages = chat_messages(ctx, "llm.chat")
-    endpoint = await run_sync(resolve_for, ctx, where)
-    timeout = time_budget(ctx, ctx.config.get("timeout_seconds") or endpoint.timeout_seconds, where)
+    route = await run_sync(route_for, ctx, where)
     options = {k: ctx.config[k] for k in OPTION_KEYS if k in ctx.config}
+    for endpoint, last in candidates(route):
+        cache = cache_of(
+            ctx, callhash.llm_request(endpoint.provider, endpoint.model, messages, None, options)
+        )
+        if cache[0] and (hit := await run_sync(caching.lookup, cache[1], utcnow())) is not None:
+            return await run_sync(cached_chat, ctx, endpoint, hit)
+        try:
+            admitted = await run_sync(admit_call, ctx, endpoint, messages, None, options, route, not last)
+        except admission.Unavailable:
+            continue
+        try:
+            return await achat_once(ctx, endpoint, messages, options, admitted, where, cache)
+        except client.CallFailed as exc:
+            if exc.retryable and not last:
+                continue
+            if exc.retryable and exc.fault is not None:
+                await run_sync(recheck_call, ctx, endpoint, messages, options, route)
+            raise
+    raise AssertionError("the last candidate neither answered nor raised")
+
+
+async def achat_once(
+    ctx: NodeContext,
+    endpoint: providers.Endpoint,
+    messages: list[dict[str, Any]],
+    options: dict[str, Any],
+    admitted: admission.Admitted,
+    where: str,
+    cache: tuple[int | None, str] = (None, ""),
+) -> dict[str, Any]:
+    timeout = time_budget(ctx, ctx.config.get("timeout_seconds") or endpoint.timeout_seconds, where)
     request = callhash.llm_request(endpoint.provider, endpoint.model, messages, None, options)
-    ttl = caching.ttl_of(ctx)
-    key = caching.key_of(request) if ttl else ""
-    if ttl and (hit := await run_sync(caching.lookup, key, utcnow())) is not None:
-        return await run_sync(cached_chat, ctx, endpoint, hit)
-    admitted = await run_sync(admit_call, ctx, endpoint, messages, None, options)
-    options = admitted.options(options)
+    ttl, key = cache
+    sent = admitted.options(options)
     writer = await run_sync(streams.writer_for, ctx)
     trace = await run_sync(trace_headers, ctx)
 
@@ -118,7 +184,7 @@ async def llm_chat_on_loop(ctx: NodeContext) -> dict[str, Any]:
         return await client.acomplete(
             endpoint,
             messages,
-            options=options,
+            options=sent,
             idempotency_key=ctx.idempotency_key,
             timeout_seconds=timeout,
             where=where,
@@ -130,7 +196,7 @@ async def llm_chat_on_loop(ctx: NodeContext) -> dict[str, Any]:
         completion = await acall_recorded(ctx, endpoint, call, admitted=admitted, request=request)
         if ttl:
             await run_sync(keep_answer, ctx, key, completion, ttl)
-        return chat_output(completion)
+        return chat_output(completion, endpoint)
 
     return await streams.astreamed(writer, produce)
 
@@ -145,7 +211,10 @@ def trace_headers(ctx: NodeContext) -> dict[str, str] | None:
 
 def cached_chat(ctx: NodeContext, endpoint: providers.Endpoint, hit: CachedResponse) -> dict[str, Any]:
     """A cache hit's output (handlers/caching.py), saying which run paid for the answer."""
-    return {**chat_output(cached_completion(ctx, endpoint, hit, "")), "cached": caching.provenance(hit)}
+    return {
+        **chat_output(cached_completion(ctx, endpoint, hit, ""), endpoint),
+        "cached": caching.provenance(hit),
+    }
 
 
 def cached_completion(
@@ -188,6 +257,37 @@ def utcnow() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
+def route_for(ctx: NodeContext, where: str) -> list[providers.Endpoint]:
+    """The node's provider/model, then its fallbacks in order, resolved."""
+    route = [resolve_for(ctx, where)]
+    for index, pair in enumerate(ctx.config.get("fallbacks") or []):
+        try:
+            route.append(providers.resolve(pair.get("provider"), pair.get("model")))
+        except HandlerError as exc:
+            text = str(exc).replace("config.", f"config.fallbacks[{index}].", 1)
+            raise HandlerError(f"{where}: {text}", retryable=exc.retryable) from None
+    return route
+
+
+def candidates(route: list[providers.Endpoint]) -> list[tuple[providers.Endpoint, bool]]:
+    """Each endpoint of the route, with whether it is the last (which holds rather than skips)."""
+    return [(endpoint, n == len(route) - 1) for n, endpoint in enumerate(route)]
+
+
+def recheck_call(
+    ctx: NodeContext,
+    endpoint: providers.Endpoint,
+    messages: list[dict[str, Any]],
+    options: dict[str, Any],
+    route: list[providers.Endpoint],
+) -> None:
+    """After the route's last call failed by its provider's fault: hold the attempt
+    (kinds.Parked) when no provider/model of the route may be called now."""
+    call = call_of(ctx, endpoint, messages, None, options, route)
+    if call is not None:
+        admission.recheck(call)
+
+
 def resolve_for(ctx: NodeContext, where: str) -> providers.Endpoint:
     """Resolve the node's provider and model; say which node asked when they are unknown."""
     try:
@@ -202,12 +302,29 @@ def admit_call(
     messages: list[dict[str, Any]],
     tools: list[dict[str, Any]] | None,
     options: dict[str, Any],
+    route: list[providers.Endpoint] | None = None,
+    may_skip: bool = False,
 ) -> admission.Admitted:
-    """Pass a call through the runtime's gate (spend budgets) before it is made: it may hold
-    the attempt (kinds.Parked) or fail it; a context without an attempt row passes."""
+    """Pass a call through the runtime's gate (spend budgets, provider health) before it is
+    made: it may hold the attempt (kinds.Parked), fail it, or, with `may_skip`, say the
+    provider is unavailable (admission.Unavailable); a context without an attempt row passes."""
+    call = call_of(ctx, endpoint, messages, tools, options, route, may_skip)
+    return admission.NOTHING if call is None else admission.admit(call)
+
+
+def call_of(
+    ctx: NodeContext,
+    endpoint: providers.Endpoint,
+    messages: list[dict[str, Any]],
+    tools: list[dict[str, Any]] | None,
+    options: dict[str, Any],
+    route: list[providers.Endpoint] | None = None,
+    may_skip: bool = False,
+) -> admission.Call | None:
+    """The call as the gates see it; None for a context without an attempt row."""
     if not ctx.node_run_id:
-        return admission.NOTHING
-    call = admission.Call(
+        return None
+    return admission.Call(
         ctx.node_run_id,
         ctx.run_id,
         ctx.node_id,
@@ -217,14 +334,19 @@ def admit_call(
         messages,
         tools,
         options.get("max_tokens"),
+        tuple((e.provider, e.model) for e in route or ()),
+        may_skip,
     )
-    return admission.admit(call)
 
 
-def settle_call(admitted: admission.Admitted, completion: client.Completion | None) -> None:
-    """Settle what the gate admitted with the call's usage (None: the call failed)."""
+def settle_call(
+    admitted: admission.Admitted, completion: client.Completion | None, failure: BaseException | None = None
+) -> None:
+    """Settle what the gate admitted with the call's usage (None: the call failed, by its
+    provider's fault when `failure` says so)."""
     if completion is None:
-        admission.settle(admitted, None, None, ok=False)
+        fault = failure.fault if isinstance(failure, client.CallFailed) else None
+        admission.settle(admitted, None, None, ok=False, fault=fault)
     else:
         admission.settle(admitted, completion.input_tokens, completion.output_tokens, ok=True)
 
@@ -259,7 +381,7 @@ def call_recorded(
     try:
         completion = call()
     except BaseException as exc:
-        settle_call(admitted, None)
+        settle_call(admitted, None, exc)
         if ctx.node_run_id and isinstance(exc, HandlerError):
             usage.record_call(
                 node_run_id=ctx.node_run_id, endpoint=endpoint, completion=None, error=str(exc), step=step
@@ -300,7 +422,7 @@ async def acall_recorded(
         completion: client.Completion = await call()
     except BaseException as exc:
         if admitted.tickets:  # a cancelled task settles too: the sync thread does not need the loop
-            await asyncio.shield(run_sync(settle_call, admitted, None))
+            await asyncio.shield(run_sync(settle_call, admitted, None, exc))
         if ctx.node_run_id and isinstance(exc, HandlerError):
             await run_sync(
                 usage.record_call,
@@ -342,8 +464,9 @@ def chat_messages(ctx: NodeContext, where: str) -> list[dict[str, Any]]:
     return messages
 
 
-def chat_output(completion: client.Completion) -> dict[str, Any]:
-    """The node's output: text, finish reason, model and usage (token counts when known)."""
+def chat_output(completion: client.Completion, endpoint: providers.Endpoint | None = None) -> dict[str, Any]:
+    """The node's output: text, finish reason, the provider and model that answered, and
+    usage (token counts when known)."""
     counts = {"input_tokens": completion.input_tokens, "output_tokens": completion.output_tokens}
     known = [n for n in counts.values() if n is not None]
     usage_out = {k: v for k, v in counts.items() if v is not None}
@@ -353,5 +476,6 @@ def chat_output(completion: client.Completion) -> dict[str, Any]:
         "content": completion.text,
         "finish_reason": completion.finish_reason,
         "model": completion.model,
+        **({"provider": endpoint.provider, "requested_model": endpoint.model} if endpoint else {}),
         "usage": usage_out,
     }

@@ -78,6 +78,7 @@ KINDS = {
     "wait.event": "an event",
     "wait.timer": "a timer",
     "budget": "a spend budget",
+    "provider": "an LLM provider to be available (its breaker or rate)",
 }
 
 

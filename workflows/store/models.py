@@ -264,6 +264,12 @@ class Wait(models.Model):
                 condition=Q(closed_at__isnull=True, kind="human.approval"),
                 name="wait_open_approval_idx",
             ),
+            # The provider holds' duty reads the open ones every 0.5 s (workflows/providers_health).
+            models.Index(
+                fields=["id"],
+                condition=Q(closed_at__isnull=True, kind="provider"),
+                name="wait_open_provider_idx",
+            ),
             models.Index(fields=["run"], name="wait_run_idx"),
         ]
 
@@ -528,6 +534,18 @@ class LLMProvider(models.Model):
     timeout_seconds = models.FloatField(default=60.0)
     is_default = models.BooleanField(default=False)
     demo = models.BooleanField(default=False)  # the embedded scripted server, not a real model
+    # Flow limits as the provider publishes them, shared by every worker (providers_health);
+    # null: no limit.
+    rpm_limit = models.PositiveIntegerField(null=True, blank=True)
+    tpm_limit = models.PositiveIntegerField(null=True, blank=True)
+    # The breaker of each of its models (providers_health): opens after this many failures
+    # in a row, or when at least `breaker_min_calls` calls in `breaker_window_seconds` failed
+    # at `breaker_error_rate` or more; stays open `breaker_open_seconds` (or the Retry-After).
+    breaker_failures = models.PositiveIntegerField(default=5)
+    breaker_error_rate = models.FloatField(default=0.5)
+    breaker_window_seconds = models.FloatField(default=60.0)
+    breaker_min_calls = models.PositiveIntegerField(default=20)
+    breaker_open_seconds = models.FloatField(default=30.0)
     created_at = models.DateTimeField(auto_now_add=True)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -875,6 +893,7 @@ from workflows.store.budgets import BudgetReservation as BudgetReservation  # no
 from workflows.store.budgets import RunApiKey as RunApiKey  # noqa: E402
 from workflows.store.forks import RunFork as RunFork  # noqa: E402
 from workflows.store.mcpservers import McpServer as McpServer  # noqa: E402
+from workflows.store.provider_health import BreakerDecision as BreakerDecision  # noqa: E402
 from workflows.store.recordings import RecordedCall as RecordedCall  # noqa: E402
 from workflows.store.responsecache import CachedResponse as CachedResponse  # noqa: E402
 from workflows.store.secrets import Secret as Secret  # noqa: E402

@@ -99,8 +99,7 @@ def sql(text: str) -> Callable[[], object]:
 def main() -> None:
     servers.fresh_django(DATA, DB_NAME, REDIS_DB)
     fill()
-    from workflows.runs import search as runsearch
-    from workflows.runs import waiting
+    from workflows.runs import search as runsearch, waiting
     from workflows.store.models import Run
 
     def search(status: str) -> Callable[[], object]:

@@ -136,8 +136,7 @@ def main() -> None:
     from workflows.runtime import bus  # noqa: F401
     from workflows.store.models import NodeRun, Wait
     from workflows.versions import publish as versions
-    from workflows.waits import approvals
-    from workflows.waits import waiting as waits
+    from workflows.waits import approvals, waiting as waits
 
     procs = start_processes(
         {

@@ -25,8 +25,10 @@ from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: 
 
 from controlplane.origins import SameOriginValidator  # noqa: E402
 from monitoring.routing import websocket_urlpatterns  # noqa: E402
-from workflows.mcp_endpoint.endpoint import PATH as MCP_PATH  # noqa: E402
-from workflows.mcp_endpoint.endpoint import McpEndpoint  # noqa: E402
+from workflows.mcp_endpoint.endpoint import (  # noqa: E402
+    PATH as MCP_PATH,
+    McpEndpoint,
+)
 
 django_http = ASGIStaticFilesHandler(django_asgi) if settings.SERVE_STATIC else django_asgi
 mcp_endpoint = McpEndpoint()

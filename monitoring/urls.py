@@ -3,16 +3,18 @@ from __future__ import annotations
 from django.urls import path
 from django.views.generic import RedirectView
 
-from monitoring.views import charts as views_charts
-from monitoring.views import forks as views_forks
-from monitoring.views import inbox as views_inbox
-from monitoring.views import letters as views_letters
-from monitoring.views import manage as views_manage
-from monitoring.views import metrics
-from monitoring.views import overview as views
-from monitoring.views import retention as views_retention
-from monitoring.views import runs as views_runs
-from monitoring.views import schedules as views_schedules
+from monitoring.views import (
+    charts as views_charts,
+    forks as views_forks,
+    inbox as views_inbox,
+    letters as views_letters,
+    manage as views_manage,
+    metrics,
+    overview as views,
+    retention as views_retention,
+    runs as views_runs,
+    schedules as views_schedules,
+)
 
 urlpatterns = [
     path("", views.overview, name="overview"),

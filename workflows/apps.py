@@ -29,8 +29,7 @@ class WorkflowsConfig(AppConfig):
 def wire_runtime() -> None:
     """Plug the domain's node kinds, periodic duties and call gates into the runtime's seams."""
     from workflows.agents.kind import AgentLoop
-    from workflows.budgets import holds as budget_holds
-    from workflows.budgets import ledger as budget_ledger
+    from workflows.budgets import holds as budget_holds, ledger as budget_ledger
     from workflows.budgets.gate import BudgetGate
     from workflows.children.kind import ChildRunKind
     from workflows.core.graph import WAIT_KINDS
@@ -43,8 +42,7 @@ def wire_runtime() -> None:
     from workflows.runs import startkeys
     from workflows.runtime import admission, duties, kinds
     from workflows.schedules import timetable
-    from workflows.suites import evaluation as suite_evaluation
-    from workflows.suites import gate as suite_gate
+    from workflows.suites import evaluation as suite_evaluation, gate as suite_gate
     from workflows.versions import gates
     from workflows.waits import waiting
     from workflows.waits.kind import Waiting

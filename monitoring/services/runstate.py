@@ -11,14 +11,12 @@ from typing import Any
 from django.template.loader import render_to_string
 
 from controlplane import access
-from workflows.agents import steps as agents
-from workflows.agents import tree as agenttree
+from workflows.agents import steps as agents, tree as agenttree
 from workflows.core.agent import AGENT
 from workflows.core.compensation import given_by, is_step, step_node, steps_to_run, undone_by
 from workflows.core.states import NODE_TERMINAL, NodeStatus, RunStatus
 from workflows.llm import usage
-from workflows.runs import actions as runs
-from workflows.runs import edits, mapitems
+from workflows.runs import actions as runs, edits, mapitems
 from workflows.runtime import parents as childlinks
 from workflows.store.graphs import load_graph
 from workflows.store.models import ChildRun, DeadLetter, LLMCall, NodeRun, Run, RunEvent, Wait

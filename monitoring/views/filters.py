@@ -12,8 +12,7 @@ from django.utils import timezone
 
 from workflows.core import priorities
 from workflows.core.states import RunStatus
-from workflows.runs import letters as deadletters
-from workflows.runs import search as runsearch
+from workflows.runs import letters as deadletters, search as runsearch
 from workflows.store.models import DeadLetter
 from workflows.waits import approvals
 

@@ -20,8 +20,7 @@ from controlplane import access
 from monitoring.views import HtmxRequest
 from monitoring.views.filters import LetterFilter
 from monitoring.views.guards import requires
-from workflows.runs import actions as runs
-from workflows.runs import letters as deadletters
+from workflows.runs import actions as runs, letters as deadletters
 from workflows.store import texts
 from workflows.store.errors import DomainError, Invalid
 from workflows.store.models import AuditEntry, DeadLetter, RunEvent, Workflow

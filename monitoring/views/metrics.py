@@ -24,8 +24,7 @@ from controlplane import access
 from monitoring.services import counters, snapshots, sources
 from workflows.budgets import manage as budgets
 from workflows.llm import usage
-from workflows.providers_health import breaker
-from workflows.providers_health import manage as provider_health
+from workflows.providers_health import breaker, manage as provider_health
 from workflows.store.models import Workflow
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"

@@ -19,8 +19,7 @@ from monitoring.services import charts, flowfigures, runstate, snapshots
 from monitoring.views import HtmxRequest, forks
 from monitoring.views.guards import requires
 from workflows.llm import usage
-from workflows.runs import actions as runs
-from workflows.runs import mapitems
+from workflows.runs import actions as runs, mapitems
 from workflows.schedules import timetable as schedules
 from workflows.store.errors import DomainError, NotFound
 from workflows.store.graphs import load_graph

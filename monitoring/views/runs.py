@@ -20,10 +20,7 @@ from monitoring.views.filters import RunFilter
 from monitoring.views.guards import requires
 from workflows.core.states import RunStatus
 from workflows.forks import forking
-from workflows.runs import bulk as runbulk
-from workflows.runs import rerun as reruns
-from workflows.runs import search as runsearch
-from workflows.runs import waiting
+from workflows.runs import bulk as runbulk, rerun as reruns, search as runsearch, waiting
 from workflows.store.errors import DomainError, Invalid
 from workflows.store.models import Run, Workflow
 

@@ -18,10 +18,8 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from controlplane import access
 from monitoring.views.guards import requires
-from workflows.core import priorities
-from workflows.core import schedules as core
-from workflows.schedules import board
-from workflows.schedules import timetable as schedules
+from workflows.core import priorities, schedules as core
+from workflows.schedules import board, timetable as schedules
 from workflows.store.errors import DomainError, Invalid
 from workflows.store.models import Schedule, Workflow
 from workflows.versions import catalog

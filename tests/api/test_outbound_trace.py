@@ -12,8 +12,7 @@ from tests.integration.test_http_handlers import (
     server,  # noqa: F401 - the fixture
     url,
 )
-from workflows.runs import actions as runs
-from workflows.runs import tracecontext
+from workflows.runs import actions as runs, tracecontext
 from workflows.store import traceids
 
 CALLER = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"

@@ -9,8 +9,7 @@ import pytest
 from django.utils import timezone
 
 from monitoring.services import sources, tracing
-from workflows.runs import actions as runs
-from workflows.runs import tracecontext
+from workflows.runs import actions as runs, tracecontext
 from workflows.store.models import AgentStep, ChildRun, LLMCall, NodeRun, RunTraceParent
 
 otel = pytest.importorskip("opentelemetry.sdk.trace.export.in_memory_span_exporter")

@@ -13,11 +13,13 @@ import pytest
 
 from tests.integration.conftest import node, publish
 from workflows.core.signatures import error_signature
-from workflows.runs import actions as runs
-from workflows.runs import bulk as runbulk
-from workflows.runs import letters as deadletters
-from workflows.runs import rerun as reruns
-from workflows.runs import search as runsearch
+from workflows.runs import (
+    actions as runs,
+    bulk as runbulk,
+    letters as deadletters,
+    rerun as reruns,
+    search as runsearch,
+)
 from workflows.store.errors import Conflict, Invalid
 from workflows.store.models import AuditEntry, DeadLetter, NodeRun, Run, RunEvent
 

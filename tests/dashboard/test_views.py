@@ -9,8 +9,7 @@ from django.contrib.messages import get_messages
 from django.test import Client
 
 from tests.integration.conftest import node, publish
-from workflows.runs import actions as runs
-from workflows.runs import letters as deadletters
+from workflows.runs import actions as runs, letters as deadletters
 from workflows.runtime import advancing
 from workflows.store.models import AuditEntry, DeadLetter, NodeRun, Run
 

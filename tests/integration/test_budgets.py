@@ -16,8 +16,7 @@ from tests.fakes.llm_server import FakeLLMServer
 from tests.integration import agent_tools  # noqa: F401  (registers the test tools here too)
 from tests.integration.conftest import publish, two_workers_and_a_scheduler, wait_finished
 from tests.integration.runtime import Runtime, wait_for
-from tests.integration.test_agent import MODULES as TOOL_MODULES
-from tests.integration.test_agent import completion, scripted
+from tests.integration.test_agent import MODULES as TOOL_MODULES, completion, scripted
 from workflows.agents.loop import offer_tools
 from workflows.budgets import holds, ledger, manage
 from workflows.core import budgets as core

@@ -22,8 +22,7 @@ from tests.integration.conftest import node, publish, wait_finished
 from tests.integration.runtime import Runtime
 from workflows import handlers
 from workflows.core.egress import EgressRefused
-from workflows.handlers import builtin
-from workflows.handlers import egress as transport
+from workflows.handlers import builtin, egress as transport
 from workflows.integrations import webhooks
 from workflows.llm import catalog, client
 from workflows.llm.providers import Endpoint

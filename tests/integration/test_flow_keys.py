@@ -9,8 +9,7 @@ import pytest
 from django.utils import timezone
 
 from tests.integration.conftest import node, publish
-from workflows.runs import actions as runs
-from workflows.runs import startkeys
+from workflows.runs import actions as runs, startkeys
 from workflows.runtime import advancing
 from workflows.store.models import NodeRun, Run, Workflow
 

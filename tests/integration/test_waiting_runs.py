@@ -12,9 +12,7 @@ from tests.integration.conftest import node, publish, wait_finished
 from tests.integration.runtime import Runtime, wait_for
 from workflows.handlers.demo import DEMO_REFUND
 from workflows.integrations import keys
-from workflows.runs import actions as runs
-from workflows.runs import search as runsearch
-from workflows.runs import waiting
+from workflows.runs import actions as runs, search as runsearch, waiting
 from workflows.store.models import ChildRun, MapItem, NodeRun, Run, Wait
 from workflows.versions import editing
 from workflows.waits import waiting as waits

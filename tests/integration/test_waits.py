@@ -16,8 +16,7 @@ from workflows.runs import actions as runs
 from workflows.runtime import bus, reconciler
 from workflows.store.errors import Conflict, Forbidden, Invalid
 from workflows.store.models import AuditEntry, DeadLetter, NodeRun, PostedEvent, Run, RunEvent, Wait
-from workflows.waits import approvals
-from workflows.waits import waiting as waits
+from workflows.waits import approvals, waiting as waits
 
 FORM = {"type": "object", "properties": {"reason": {"type": "string", "minLength": 3}}}
 

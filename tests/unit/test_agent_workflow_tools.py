@@ -7,10 +7,8 @@ import pytest
 
 from workflows.core import agent as core
 from workflows.core.agent import Call, CallTool, Step
-from workflows.core.children import Call as WorkflowCall
-from workflows.core.children import calls_of
-from workflows.core.states import Cause, can_move_node
-from workflows.core.states import NodeStatus as N
+from workflows.core.children import Call as WorkflowCall, calls_of
+from workflows.core.states import Cause, NodeStatus as N, can_move_node
 
 PROFILE = Call("c1", "workflow__demo-profile", "{}")
 

@@ -6,8 +6,7 @@ from typing import Any
 
 import pytest
 
-from workflows.core import cloudevents as ce
-from workflows.core import topics
+from workflows.core import cloudevents as ce, topics
 
 EVENT = {"specversion": "1.0", "id": "1", "source": "/s", "type": "t.created"}
 

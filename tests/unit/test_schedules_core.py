@@ -7,8 +7,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from workflows.core import priorities
-from workflows.core import schedules as core
+from workflows.core import priorities, schedules as core
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 EVERY_2S = core.Spec(core.INTERVAL, interval_seconds=2, anchor=T0)

@@ -11,12 +11,12 @@ from workflows.core.states import (
     RUN_MOVES,
     Cause,
     NodeStatus,
+    NodeStatus as N,
     RunStatus,
+    RunStatus as R,
     can_move_node,
     can_move_run,
 )
-from workflows.core.states import NodeStatus as N
-from workflows.core.states import RunStatus as R
 
 ALLOWED_NODE_MOVES = [
     (Cause.CREATE, None, N.PENDING),

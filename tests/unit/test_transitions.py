@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from workflows.core.states import NodeStatus as N
-from workflows.core.states import RunStatus as R
+from workflows.core.states import NodeStatus as N, RunStatus as R
 
 if TYPE_CHECKING:
     from workflows.runtime.lifecycle import Move

@@ -7,12 +7,10 @@ from typing import Any
 
 import pytest
 
-from workflows.core import engine
-from workflows.core import waits as core
+from workflows.core import engine, waits as core
 from workflows.core.definition import parse_definition, validate_definition
 from workflows.core.engine import NodeState, WaitNode
-from workflows.core.states import NODE_IN_FLIGHT, NODE_TERMINAL, Cause, can_move_node
-from workflows.core.states import NodeStatus as N
+from workflows.core.states import NODE_IN_FLIGHT, NODE_TERMINAL, Cause, NodeStatus as N, can_move_node
 
 NOW = datetime(2025, 1, 1, 12, 0, tzinfo=UTC)
 SCHEMAS: dict[str, Any] = {"core.noop": None, **core.SCHEMAS}

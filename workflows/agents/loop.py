@@ -37,11 +37,9 @@ from typing import Any
 from django.utils import timezone
 
 from workflows import handlers
-from workflows.agents import steps as agents
-from workflows.agents import tools as agenttools
+from workflows.agents import steps as agents, tools as agenttools
 from workflows.children import start as children
-from workflows.core import agent as core
-from workflows.core import callhash
+from workflows.core import agent as core, callhash
 from workflows.core.graph import Node
 from workflows.handlers.builtin import time_budget
 from workflows.llm import client, providers, replays, streams
@@ -53,8 +51,7 @@ from workflows.llm.handler import (
     resolve_for,
     trace_headers,
 )
-from workflows.mcp import calls as mcpcalls
-from workflows.mcp import catalog as mcpcatalog
+from workflows.mcp import calls as mcpcalls, catalog as mcpcatalog
 from workflows.runtime import admission
 from workflows.runtime.kinds import Parked
 from workflows.runtime.limits import ToolTimeout, time_limit

@@ -9,8 +9,7 @@ from django.http import HttpRequest
 from ninja import Path, Router
 from typing_extensions import TypedDict
 
-from workflows.agents import steps as agents
-from workflows.agents import tree as agenttree
+from workflows.agents import steps as agents, tree as agenttree
 from workflows.api.auth import allowed
 from workflows.api.parsing import MAX_ID
 from workflows.api.schema import refuses

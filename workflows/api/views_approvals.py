@@ -8,8 +8,7 @@ from django.http import HttpRequest
 from django.utils import timezone
 from ninja import Path, Query, Router, Status
 
-from workflows.api import inputs as i
-from workflows.api import serializers as s
+from workflows.api import inputs as i, serializers as s
 from workflows.api.auth import ApiRequest, allowed, person_of
 from workflows.api.parsing import MAX_ID
 from workflows.api.schema import refuses

@@ -7,14 +7,12 @@ from typing import Annotated, Any
 from django.http import HttpRequest
 from ninja import Path, Query, Router
 
-from workflows.api import inputs as i
-from workflows.api import serializers as s
+from workflows.api import inputs as i, serializers as s
 from workflows.api.auth import ApiRequest, allowed
 from workflows.api.pagination import paginate
 from workflows.api.parsing import MAX_ID
 from workflows.api.schema import refuses
-from workflows.runs import actions as runs
-from workflows.runs import letters as deadletters
+from workflows.runs import actions as runs, letters as deadletters
 from workflows.store.errors import NotFound
 from workflows.store.models import DeadLetter, RunEvent
 

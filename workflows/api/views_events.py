@@ -25,9 +25,7 @@ from ninja import Header, Path, Query, Router, Status
 from pydantic import Field, ValidationError
 from typing_extensions import TypedDict
 
-from workflows.api import auth
-from workflows.api import inputs as i
-from workflows.api import serializers as s
+from workflows.api import auth, inputs as i, serializers as s
 from workflows.api.auth import ApiRequest, allowed
 from workflows.api.errors import ApiError, FieldError, from_validation
 from workflows.api.pagination import paginate

@@ -7,9 +7,7 @@ from typing import Annotated, Any
 from django.http import HttpResponse
 from ninja import Header, Path, Router, Status
 
-from workflows.api import inputs as i
-from workflows.api import serializers as s
-from workflows.api import serializers_forks as f
+from workflows.api import inputs as i, serializers as s, serializers_forks as f
 from workflows.api.auth import ApiRequest, allowed, authorize_actor
 from workflows.api.parsing import MAX_ID
 from workflows.api.schema import refuses

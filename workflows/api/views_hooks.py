@@ -10,9 +10,7 @@ from typing import Annotated, Any
 from django.http import HttpRequest, HttpResponse
 from ninja import Header, Path, Query, Router, Status
 
-from workflows.api import auth
-from workflows.api import inputs as i
-from workflows.api import serializers as s
+from workflows.api import auth, inputs as i, serializers as s
 from workflows.api.auth import ApiRequest, allowed
 from workflows.api.pagination import paginate
 from workflows.api.parsing import MAX_ID, decode_body

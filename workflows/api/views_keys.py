@@ -8,8 +8,7 @@ from django.contrib.auth import get_user_model
 from django.http import HttpRequest, HttpResponse
 from ninja import Path, Query, Router, Status
 
-from workflows.api import inputs as i
-from workflows.api import serializers as s
+from workflows.api import inputs as i, serializers as s
 from workflows.api.auth import ApiRequest, allowed, person_of
 from workflows.api.pagination import paginate
 from workflows.api.parsing import MAX_ID

@@ -17,8 +17,7 @@ from workflows.api.parsing import MAX_ID
 from workflows.api.schema import refuses
 from workflows.api.serializers import millis
 from workflows.core.definition import NODE_ID_PATTERN
-from workflows.runs import actions as runs
-from workflows.runs import mapitems
+from workflows.runs import actions as runs, mapitems
 from workflows.store.models import MapItem
 
 router = Router(tags=["runs"])

@@ -7,8 +7,7 @@ from typing import Annotated, Any
 from django.http import HttpRequest, HttpResponse
 from ninja import Header, Path, Query, Router, Status
 
-from workflows.api import inputs as i
-from workflows.api import serializers as s
+from workflows.api import inputs as i, serializers as s
 from workflows.api.auth import ApiRequest, allowed, authorize_actor
 from workflows.api.errors import ApiError, FieldError
 from workflows.api.pagination import paginate
@@ -16,14 +15,11 @@ from workflows.api.parsing import MAX_ID
 from workflows.api.schema import refuses
 from workflows.forks import forking
 from workflows.llm import usage
-from workflows.runs import actions as runs
-from workflows.runs import mapitems, tracecontext, waiting
-from workflows.runs import search as runsearch
+from workflows.runs import actions as runs, mapitems, search as runsearch, tracecontext, waiting
 from workflows.runtime import parents as childlinks
 from workflows.store.errors import Invalid
 from workflows.store.models import ApiKey, DeadLetter, NodeRun, Run, RunEvent
-from workflows.versions import editing
-from workflows.versions import publish as versions
+from workflows.versions import editing, publish as versions
 
 router = Router(tags=["runs"])
 SlugPath = Annotated[str, Path(pattern=i.SLUG_PATTERN)]

@@ -15,13 +15,11 @@ from ninja import Path, Router, Status
 from pydantic import Field
 from typing_extensions import TypedDict
 
-from workflows.api import inputs as i
-from workflows.api import serializers as s
+from workflows.api import inputs as i, serializers as s
 from workflows.api.auth import ApiRequest, allowed
 from workflows.api.parsing import MAX_ID
 from workflows.api.schema import refuses
-from workflows.core import priorities
-from workflows.core import schedules as core
+from workflows.core import priorities, schedules as core
 from workflows.schedules import timetable as schedules
 from workflows.store.models import Schedule
 from workflows.versions import publish as versions

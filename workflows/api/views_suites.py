@@ -7,9 +7,7 @@ from typing import Annotated, Any
 from django.http import HttpResponse
 from ninja import Path, Router, Status
 
-from workflows.api import inputs as i
-from workflows.api import inputs_suites as si
-from workflows.api import serializers_suites as ss
+from workflows.api import inputs as i, inputs_suites as si, serializers_suites as ss
 from workflows.api.auth import ApiRequest, allowed, authorize_actor
 from workflows.api.parsing import MAX_ID
 from workflows.api.schema import refuses

@@ -9,8 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from ninja import Header, Path, Query, Router, Status
 
 from workflows import handlers
-from workflows.api import inputs as i
-from workflows.api import serializers as s
+from workflows.api import inputs as i, serializers as s
 from workflows.api.auth import ApiRequest, allowed
 from workflows.api.errors import ApiError, FieldError, issues_under
 from workflows.api.parsing import MAX_ID
@@ -21,8 +20,7 @@ from workflows.core.diff import diff_definitions
 from workflows.core.graphexport import export_graph
 from workflows.store.errors import NotFound
 from workflows.store.models import WorkflowVersion
-from workflows.versions import catalog, drafts, samples
-from workflows.versions import publish as versions
+from workflows.versions import catalog, drafts, publish as versions, samples
 
 router = Router(tags=["versions"])
 ETAG = re.compile(r'^"(\d{1,18})-(\d{1,9})"$')

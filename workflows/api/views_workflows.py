@@ -8,8 +8,7 @@ from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from ninja import Path, Query, Router, Status
 
-from workflows.api import inputs as i
-from workflows.api import serializers as s
+from workflows.api import inputs as i, serializers as s
 from workflows.api.auth import ApiRequest, allowed
 from workflows.api.errors import issues_under
 from workflows.api.pagination import paginate
@@ -17,8 +16,7 @@ from workflows.api.schema import refuses
 from workflows.runs import actions as runs
 from workflows.store.errors import NotFound
 from workflows.store.models import Workflow, WorkflowVersion
-from workflows.versions import catalog
-from workflows.versions import publish as versions
+from workflows.versions import catalog, publish as versions
 
 router = Router(tags=["workflows"])
 SlugPath = Annotated[str, Path(pattern=i.SLUG_PATTERN)]

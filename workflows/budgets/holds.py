@@ -29,8 +29,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
-from workflows.core import budgets as core
-from workflows.core import priorities
+from workflows.core import budgets as core, priorities
 from workflows.core.states import NodeStatus as N
 from workflows.runtime import jobs, transitions
 from workflows.runtime.admission import Call

@@ -21,8 +21,7 @@ from collections.abc import Mapping, Sequence
 
 from workflows.core.engine import Decision, EnqueueNode, FinishRun, KillNode, NodeState, RetryNode
 from workflows.core.graph import COMPENSATE_SUFFIX, Graph, Node
-from workflows.core.states import NodeStatus as N
-from workflows.core.states import RunStatus as R
+from workflows.core.states import NodeStatus as N, RunStatus as R
 
 IN_FLIGHT = frozenset({N.QUEUED, N.RUNNING, N.RETRYING})
 

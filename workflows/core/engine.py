@@ -43,9 +43,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from workflows.core.graph import AGENT, CHILD, DEFAULT_JOIN, MAP, TASK, WAIT_KINDS, Edge, Graph
-from workflows.core.states import NODE_TERMINAL
-from workflows.core.states import NodeStatus as N
-from workflows.core.states import RunStatus as R
+from workflows.core.states import NODE_TERMINAL, NodeStatus as N, RunStatus as R
 
 _TAKEN, _NOT_TAKEN, _EDGE_FAILED, _WAITING = "taken", "not_taken", "failed", "waiting"
 _READY, _WAIT = "ready", "wait"

@@ -28,8 +28,7 @@ from django.db import connection, transaction
 from workflows.core import topics as core
 from workflows.core.cloudevents import CloudEvent
 from workflows.events.subscriptions import ensure_topic, get_subscription
-from workflows.runs import actions as runs
-from workflows.runs import tracecontext
+from workflows.runs import actions as runs, tracecontext
 from workflows.runs.actions import MAX_BATCH, StartItem
 from workflows.store import audit
 from workflows.store.errors import DomainError, NotFound

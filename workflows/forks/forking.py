@@ -30,8 +30,7 @@ from typing import Any
 from django.db import IntegrityError, transaction
 
 from workflows.agents import tree
-from workflows.core import callhash
-from workflows.core import forks as plans
+from workflows.core import callhash, forks as plans
 from workflows.core.definition import canonical_json
 from workflows.core.states import RunStatus
 from workflows.runs import actions as runs

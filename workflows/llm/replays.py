@@ -11,9 +11,11 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from workflows.handlers.recordings import ReplayMiss as ReplayMiss
-from workflows.handlers.recordings import record_live as record_live
-from workflows.handlers.recordings import recorded_answer as recorded_answer
+from workflows.handlers.recordings import (
+    ReplayMiss as ReplayMiss,
+    record_live as record_live,
+    recorded_answer as recorded_answer,
+)
 from workflows.handlers.registry import NodeContext
 from workflows.llm import usage
 from workflows.llm.client import Completion

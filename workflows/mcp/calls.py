@@ -28,8 +28,7 @@ from typing import Any
 from django.conf import settings
 
 from workflows.core import callhash
-from workflows.handlers import NodeContext
-from workflows.handlers import recordings as replays
+from workflows.handlers import NodeContext, recordings as replays
 from workflows.mcp import client, servers
 from workflows.store import redaction, traceids
 from workflows.store.mcpservers import McpServer

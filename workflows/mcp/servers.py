@@ -21,8 +21,7 @@ from django.db import transaction
 from workflows.core.agent import MCP_SERVER_PATTERN
 from workflows.core.secretrefs import names_in
 from workflows.mcp.client import Connection, McpFailed
-from workflows.store import audit
-from workflows.store import secrets as store_secrets
+from workflows.store import audit, secrets as store_secrets
 from workflows.store.errors import Invalid, NotFound
 from workflows.store.mcpservers import HTTP, STDIO, McpServer
 

@@ -20,8 +20,7 @@ from workflows.core.definition import Issue
 from workflows.core.graph import APPROVAL
 from workflows.core.states import NODE_TERMINAL, RUN_FINISHED, NodeStatus
 from workflows.mcp_server.catalogue import Tool
-from workflows.runs import actions as runs
-from workflows.runs import tracecontext
+from workflows.runs import actions as runs, tracecontext
 from workflows.runs.search import RunSearch
 from workflows.store.errors import Invalid, NotFound
 from workflows.store.graphs import load_graph

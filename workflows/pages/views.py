@@ -31,8 +31,7 @@ from workflows.core.graphexport import export_graph
 from workflows.store.errors import Conflict, NotFound
 from workflows.store.models import TEST_VERSION_PREFIX, Workflow
 from workflows.templatetags.start_run import dialog_config
-from workflows.versions import catalog, editing
-from workflows.versions import publish as versions
+from workflows.versions import catalog, editing, publish as versions
 
 View = Callable[..., HttpResponse]
 NAV = "workflows"  # highlights the top bar's Workflows link (templates/base.html)

@@ -25,9 +25,7 @@ from workflows.core import engine, priorities
 from workflows.core.definition import Issue, canonical_json, check_run_input
 from workflows.core.states import NodeStatus, RunStatus
 from workflows.runs import startkeys
-from workflows.runtime import bus, jobs, transitions
-from workflows.runtime import compensations as sagas
-from workflows.runtime import parents as childlinks
+from workflows.runtime import bus, compensations as sagas, jobs, parents as childlinks, transitions
 from workflows.store import audit
 from workflows.store.errors import Conflict, Invalid, NotFound
 from workflows.store.graphs import load_graph

@@ -13,8 +13,7 @@ from collections.abc import Sequence
 from typing import Any, Literal
 
 from workflows.core.states import RunStatus
-from workflows.runs import actions as runs
-from workflows.runs import letters as deadletters
+from workflows.runs import actions as runs, letters as deadletters
 from workflows.runs.letters import BulkResult
 from workflows.runs.search import RunSearch
 from workflows.store.errors import Conflict, DomainError, Invalid

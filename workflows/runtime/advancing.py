@@ -27,9 +27,7 @@ from workflows.core.compensation import advance_steps, given_by, step_node, step
 from workflows.core.graph import Graph
 from workflows.core.signatures import error_signature
 from workflows.core.states import NodeStatus, RunStatus
-from workflows.runtime import bus, jobs, kinds, transitions
-from workflows.runtime import compensations as sagas
-from workflows.runtime import parents as childlinks
+from workflows.runtime import bus, compensations as sagas, jobs, kinds, parents as childlinks, transitions
 from workflows.runtime.transitions import FinishRun, Kill, NodeRow, Retry, Skip
 from workflows.store.graphs import load_graph
 from workflows.store.history import event

@@ -25,8 +25,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from workflows.core.compensation import is_step, step_node, steps_to_run
-from workflows.core.states import NodeStatus as N
-from workflows.core.states import RunStatus as R
+from workflows.core.states import NodeStatus as N, RunStatus as R
 from workflows.runtime import bus, transitions
 from workflows.store import audit
 from workflows.store.graphs import load_graph

@@ -27,8 +27,7 @@ from workflows import handlers
 from workflows.core import priorities
 from workflows.core.compensation import given_by, step_node
 from workflows.core.flowcontrol import Concurrency
-from workflows.core.graph import TASK as TASK_KIND
-from workflows.core.graph import Graph, RateLimit
+from workflows.core.graph import TASK as TASK_KIND, Graph, RateLimit
 from workflows.core.states import NodeStatus
 from workflows.runtime import capacity, rqcompat, transitions
 from workflows.runtime.transitions import InputRow

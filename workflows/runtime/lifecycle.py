@@ -26,9 +26,14 @@ from typing import Any, NamedTuple, TypeVar
 from django.conf import settings
 from django.db import connection, models
 
-from workflows.core.states import Cause, can_move_node, can_move_run, node_sources
-from workflows.core.states import NodeStatus as N
-from workflows.core.states import RunStatus as R
+from workflows.core.states import (
+    Cause,
+    NodeStatus as N,
+    RunStatus as R,
+    can_move_node,
+    can_move_run,
+    node_sources,
+)
 from workflows.store.statements import RUNS, column, table
 
 # --------------------------------------------------------------------------- declared moves

@@ -30,9 +30,7 @@ from django.utils import timezone
 from workflows.core import agent
 from workflows.core.children import run_output
 from workflows.core.graph import COMPENSATE_SUFFIX
-from workflows.core.states import RUN_FINISHED
-from workflows.core.states import NodeStatus as N
-from workflows.core.states import RunStatus as R
+from workflows.core.states import RUN_FINISHED, NodeStatus as N, RunStatus as R
 from workflows.runtime import bus, jobs, transitions
 from workflows.runtime.transitions import Awake, InputRow
 from workflows.store.graphs import load_graph

@@ -24,8 +24,7 @@ from django.db import connection, transaction
 from django.utils import timezone
 
 from workflows.core.compensation import step_node
-from workflows.core.states import NodeStatus as N
-from workflows.core.states import RunStatus as R
+from workflows.core.states import NodeStatus as N, RunStatus as R
 from workflows.runtime import bus, jobs, mapping, transitions
 from workflows.runtime.advancing import advance_compensations, advance_runs
 from workflows.runtime.transitions import Lost

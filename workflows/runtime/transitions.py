@@ -34,184 +34,74 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
-from workflows.core.states import Cause
-from workflows.core.states import NodeStatus as N
-from workflows.core.states import RunStatus as R
+from workflows.core.states import Cause, NodeStatus as N, RunStatus as R
 from workflows.runtime.lifecycle import (  # re-exported (`x as x`): transitions.<name> for the whole family
     RELAXED_COMMIT as RELAXED_COMMIT,
-)
-from workflows.runtime.lifecycle import (
     Attempts as Attempts,
-)
-from workflows.runtime.lifecycle import (
     InputRow as InputRow,
-)
-from workflows.runtime.lifecycle import (
     Kill as Kill,
-)
-from workflows.runtime.lifecycle import (
     Lost as Lost,
-)
-from workflows.runtime.lifecycle import (
     Retry as Retry,
-)
-from workflows.runtime.lifecycle import (
     check_move as check_move,
-)
-from workflows.runtime.lifecycle import (
     execute as execute,
-)
-from workflows.runtime.lifecycle import (
     kill_params as kill_params,
-)
-from workflows.runtime.lifecycle import (
     lost_params as lost_params,
-)
-from workflows.runtime.lifecycle import (
     performs as performs,
-)
-from workflows.runtime.lifecycle import (
     retry_params as retry_params,
-)
-from workflows.runtime.lifecycle import (
     rows_of as rows_of,
 )
 from workflows.runtime.transitions_forks import (  # re-exported (`x as x`): transitions.<name> for the whole family
     ForkNode as ForkNode,
-)
-from workflows.runtime.transitions_forks import (
     create_fork as create_fork,
 )
 from workflows.runtime.transitions_maps import (  # re-exported (`x as x`): transitions.<name> for the whole family
     ItemRow as ItemRow,
-)
-from workflows.runtime.transitions_maps import (
     MapNode as MapNode,
-)
-from workflows.runtime.transitions_maps import (
     claim_items as claim_items,
-)
-from workflows.runtime.transitions_maps import (
     fail_lost_items as fail_lost_items,
-)
-from workflows.runtime.transitions_maps import (
     failed_items as failed_items,
-)
-from workflows.runtime.transitions_maps import (
     finish_items as finish_items,
-)
-from workflows.runtime.transitions_maps import (
     free_slots as free_slots,
-)
-from workflows.runtime.transitions_maps import (
     gather_map as gather_map,
-)
-from workflows.runtime.transitions_maps import (
     has_open_items as has_open_items,
-)
-from workflows.runtime.transitions_maps import (
     insert_items as insert_items,
-)
-from workflows.runtime.transitions_maps import (
     kill_items as kill_items,
-)
-from workflows.runtime.transitions_maps import (
     lock_map as lock_map,
-)
-from workflows.runtime.transitions_maps import (
     pick_items as pick_items,
-)
-from workflows.runtime.transitions_maps import (
     replay_item as replay_item,
-)
-from workflows.runtime.transitions_maps import (
     requeue_items as requeue_items,
-)
-from workflows.runtime.transitions_maps import (
     retry_items as retry_items,
-)
-from workflows.runtime.transitions_maps import (
     start_items as start_items,
 )
 from workflows.runtime.transitions_runs import (  # re-exported (`x as x`): transitions.<name> for the whole family
     CreatedItem as CreatedItem,
-)
-from workflows.runtime.transitions_runs import (
     CreatedRun as CreatedRun,
-)
-from workflows.runtime.transitions_runs import (
     Ended as Ended,
-)
-from workflows.runtime.transitions_runs import (
     FinishRun as FinishRun,
-)
-from workflows.runtime.transitions_runs import (
     WorkflowChanged as WorkflowChanged,
-)
-from workflows.runtime.transitions_runs import (
     begin_compensation as begin_compensation,
-)
-from workflows.runtime.transitions_runs import (
     cancel_run as cancel_run,
-)
-from workflows.runtime.transitions_runs import (
     create_run as create_run,
-)
-from workflows.runtime.transitions_runs import (
     create_runs as create_runs,
-)
-from workflows.runtime.transitions_runs import (
     create_steps as create_steps,
-)
-from workflows.runtime.transitions_runs import (
     end_compensations as end_compensations,
-)
-from workflows.runtime.transitions_runs import (
     finish_runs as finish_runs,
-)
-from workflows.runtime.transitions_runs import (
     replay_node as replay_node,
-)
-from workflows.runtime.transitions_runs import (
     rerun_nodes as rerun_nodes,
-)
-from workflows.runtime.transitions_runs import (
     resume_runs as resume_runs,
 )
 from workflows.runtime.transitions_waits import (  # re-exported (`x as x`): transitions.<name> for the whole family
     Awake as Awake,
-)
-from workflows.runtime.transitions_waits import (
     EnteredWait as EnteredWait,
-)
-from workflows.runtime.transitions_waits import (
     Left as Left,
-)
-from workflows.runtime.transitions_waits import (
     decide_waits as decide_waits,
-)
-from workflows.runtime.transitions_waits import (
     enter_waits as enter_waits,
-)
-from workflows.runtime.transitions_waits import (
     expire_waits as expire_waits,
-)
-from workflows.runtime.transitions_waits import (
     hold_attempt as hold_attempt,
-)
-from workflows.runtime.transitions_waits import (
     park_agent as park_agent,
-)
-from workflows.runtime.transitions_waits import (
     release_held as release_held,
-)
-from workflows.runtime.transitions_waits import (
     resume_agents as resume_agents,
-)
-from workflows.runtime.transitions_waits import (
     settle_children as settle_children,
-)
-from workflows.runtime.transitions_waits import (
     wake_waits as wake_waits,
 )
 from workflows.store.models import NodeRun

@@ -13,9 +13,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from workflows.core.states import Cause
-from workflows.core.states import NodeStatus as N
-from workflows.core.states import RunStatus as R
+from workflows.core.states import Cause, NodeStatus as N, RunStatus as R
 from workflows.runtime.lifecycle import check_move, performs
 from workflows.store.models import NodeRun, Run, Workflow
 

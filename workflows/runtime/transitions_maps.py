@@ -17,9 +17,7 @@ from typing import Any, NamedTuple
 from django.db import models as orm
 from django.utils import timezone
 
-from workflows.core.states import Cause
-from workflows.core.states import NodeStatus as N
-from workflows.core.states import RunStatus as R
+from workflows.core.states import Cause, NodeStatus as N, RunStatus as R
 from workflows.runtime.lifecycle import (
     COUNT_WAITS,
     RELAXED_COMMIT,

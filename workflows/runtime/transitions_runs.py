@@ -13,9 +13,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from workflows.core.states import NODE_TERMINAL, Cause, can_move_run
-from workflows.core.states import NodeStatus as N
-from workflows.core.states import RunStatus as R
+from workflows.core.states import NODE_TERMINAL, Cause, NodeStatus as N, RunStatus as R, can_move_run
 from workflows.runtime.lifecycle import execute, performs, rows_of
 from workflows.store.models import MapItem, NodeRun, Run
 from workflows.store.statements import EVENTS, NODES, RUNS, WORKFLOWS

@@ -13,8 +13,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from workflows.core.states import Cause
-from workflows.core.states import NodeStatus as N
+from workflows.core.states import Cause, NodeStatus as N
 from workflows.runtime.lifecycle import COUNT_WAITS, InputRow, check_move, execute, performs, rows_of
 from workflows.store.statements import NODES, RUNS
 

@@ -70,8 +70,18 @@ from rq import Queue, SimpleWorker
 from rq.job import Job
 
 from workflows.core import priorities
-from workflows.runtime import bus, execution, jobs, mapping, pgsession, reconciler, rqcompat, slots, tally
-from workflows.runtime import items as map_items
+from workflows.runtime import (
+    bus,
+    execution,
+    items as map_items,
+    jobs,
+    mapping,
+    pgsession,
+    reconciler,
+    rqcompat,
+    slots,
+    tally,
+)
 from workflows.runtime.outages import MAX_DELAY_SECONDS, STORES_AWAY, Outage
 
 log = logging.getLogger(__name__)

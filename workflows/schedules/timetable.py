@@ -32,8 +32,7 @@ from typing import Any
 from django.db import connection, transaction
 from django.utils import timezone
 
-from workflows.core import priorities
-from workflows.core import schedules as core
+from workflows.core import priorities, schedules as core
 from workflows.core.definition import Issue
 from workflows.core.states import RunStatus
 from workflows.runs import actions as runs

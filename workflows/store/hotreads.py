@@ -22,8 +22,7 @@ from functools import cache
 from typing import Any, TypeVar
 
 from django.contrib.auth import get_user_model
-from django.db import DEFAULT_DB_ALIAS, connection
-from django.db import models as orm
+from django.db import DEFAULT_DB_ALIAS, connection, models as orm
 
 from workflows.store.models import ApiKey, Workflow, WorkflowVersion
 

@@ -886,22 +886,28 @@ class BacklogSample(models.Model):
 
 
 # Models of their own modules, defined once the models above exist (re-exported here).
-from workflows.store.budgets import Budget as Budget  # noqa: E402
-from workflows.store.budgets import BudgetHold as BudgetHold  # noqa: E402
-from workflows.store.budgets import BudgetLedger as BudgetLedger  # noqa: E402
-from workflows.store.budgets import BudgetReservation as BudgetReservation  # noqa: E402
-from workflows.store.budgets import RunApiKey as RunApiKey  # noqa: E402
+from workflows.store.budgets import (  # noqa: E402
+    Budget as Budget,
+    BudgetHold as BudgetHold,
+    BudgetLedger as BudgetLedger,
+    BudgetReservation as BudgetReservation,
+    RunApiKey as RunApiKey,
+)
 from workflows.store.forks import RunFork as RunFork  # noqa: E402
 from workflows.store.mcpservers import McpServer as McpServer  # noqa: E402
 from workflows.store.provider_health import BreakerDecision as BreakerDecision  # noqa: E402
 from workflows.store.recordings import RecordedCall as RecordedCall  # noqa: E402
 from workflows.store.responsecache import CachedResponse as CachedResponse  # noqa: E402
 from workflows.store.secrets import Secret as Secret  # noqa: E402
-from workflows.store.suites import Suite as Suite  # noqa: E402
-from workflows.store.suites import SuiteCase as SuiteCase  # noqa: E402
-from workflows.store.suites import SuiteCaseRun as SuiteCaseRun  # noqa: E402
-from workflows.store.suites import SuiteRun as SuiteRun  # noqa: E402
-from workflows.store.topics import Topic as Topic  # noqa: E402
-from workflows.store.topics import TopicEvent as TopicEvent  # noqa: E402
-from workflows.store.topics import TopicHook as TopicHook  # noqa: E402
-from workflows.store.topics import TopicSubscription as TopicSubscription  # noqa: E402
+from workflows.store.suites import (  # noqa: E402
+    Suite as Suite,
+    SuiteCase as SuiteCase,
+    SuiteCaseRun as SuiteCaseRun,
+    SuiteRun as SuiteRun,
+)
+from workflows.store.topics import (  # noqa: E402
+    Topic as Topic,
+    TopicEvent as TopicEvent,
+    TopicHook as TopicHook,
+    TopicSubscription as TopicSubscription,
+)

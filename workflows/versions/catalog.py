@@ -17,8 +17,7 @@ from workflows.core.states import RunStatus
 from workflows.store import audit
 from workflows.store.errors import Conflict
 from workflows.store.models import Run, Workflow, WorkflowVersion
-from workflows.versions import drafts
-from workflows.versions import publish as versions
+from workflows.versions import drafts, publish as versions
 
 IN_FLIGHT = (RunStatus.RUNNING, RunStatus.WAITING, RunStatus.COMPENSATING)
 

@@ -18,7 +18,7 @@ from monitoring.views import (
 
 urlpatterns = [
     path("", views.overview, name="overview"),
-    path("keys/", views.busiest_keys, name="busiest_keys"),
+    path("flow-keys/", views.busiest_keys, name="busiest_keys"),
     path("workers/", views.workers, name="workers"),
     path("workers/drain/", views_manage.worker_drain, name="worker_drain"),
     path("workers/pause/", views_manage.workers_pause, name="workers_pause"),

@@ -21,7 +21,8 @@ MANUAL = sorted(
     p for p in (ROOT / "docs").rglob("*.md") if "reference" not in p.relative_to(ROOT / "docs").parts
 )
 # Paths that only take a POST with a signature, a prefix or a suffix rather than a page, and
-# readiness (503 without a scheduler and a worker, as it should).
+# readiness (503 without a scheduler and a worker, as it should). The MCP endpoint is an ASGI app
+# beside Django (its tests run a live server); `/v1`, `/v1/messages` are a provider's own paths.
 # The favicon's path redirects to a static file, which the ASGI app or a proxy serves, not Django's
 # test client.
 NOT_PAGES = {
@@ -30,6 +31,10 @@ NOT_PAGES = {
     "/static/",
     "/pause",
     "/resume",
+    "/run",
+    "/mcp",
+    "/v1",
+    "/v1/messages",
     "/api/v1/health/ready",
     "/favicon.ico",
 }
@@ -64,5 +69,15 @@ def test_every_path_the_readme_and_manual_name_answers(path: str, client_as: Any
     workflow = publish("readme", {"nodes": [node("a"), node("b")]})  # v2: the diff's `to`
     run, _ = runs.start_run(workflow, {})
     path = path.replace("<slug>", workflow.slug).replace("<id>", str(run.pk))
+    if path.startswith("/suite-runs/"):
+        path = f"/suite-runs/{suite_run(workflow)}/"
     response = client_as("admin").get(path, follow=True)
     assert response.status_code == 200, f"{path} answered {response.status_code}"
+
+
+def suite_run(workflow: Any) -> int:
+    """A suite run of `workflow` (its one case a run of it), for the suite run's page."""
+    from workflows.suites import building, running
+
+    suite = building.create_suite(workflow, "readme", cases=[building.CaseIn({})])
+    return running.start_suite_run(suite).pk

@@ -357,6 +357,8 @@ def test_missing_usage_and_model_fall_back(llm: FakeLLMServer) -> None:
         "finish_reason": None,
         "model": "tiny-1",
         "usage": {},
+        "provider": "default",  # who answered (a node with fallbacks may be answered by another)
+        "requested_model": "tiny-1",
     }
 
 

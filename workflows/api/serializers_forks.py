@@ -14,16 +14,16 @@ from workflows.llm.usage import Totals
 from workflows.store.recordings import RecordedCall
 
 
-class ChangeOut(TypedDict):
+class OutputChangeOut(TypedDict):
     path: str  # a JSON path: $, $.a.b, $.items[2], $["odd key"]
     kind: str  # added | removed | changed
     before: Any
     after: Any
 
 
-class DiffOut(TypedDict):
+class OutputDiffOut(TypedDict):
     same: bool
-    changes: list[ChangeOut]
+    changes: list[OutputChangeOut]
     truncated: bool
 
 
@@ -47,7 +47,7 @@ class NodeComparisonOut(TypedDict):
     verdict: str  # same | changed | only_left | only_right
     left: NodeSideOut | None
     right: NodeSideOut | None
-    output_diff: DiffOut
+    output_diff: OutputDiffOut
     text_diff: list[TextSegmentOut] | None
 
 
@@ -65,7 +65,7 @@ class ComparisonOut(TypedDict):
     left: RunSideOut
     right: RunSideOut
     counts: dict[str, int]
-    output_diff: DiffOut
+    output_diff: OutputDiffOut
     nodes: list[NodeComparisonOut]
 
 
@@ -94,8 +94,8 @@ def recorded_call(r: RecordedCall) -> RecordedCallOut:
     }
 
 
-def diff(d: JsonDiff) -> DiffOut:
-    changes = [cast(ChangeOut, ch.as_dict()) for ch in d.changes]
+def diff(d: JsonDiff) -> OutputDiffOut:
+    changes = [cast(OutputChangeOut, ch.as_dict()) for ch in d.changes]
     return {"same": d.is_same, "changes": changes, "truncated": d.truncated}
 
 

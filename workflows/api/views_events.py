@@ -87,14 +87,14 @@ class KeptEventPage(TypedDict):
     next_cursor: str | None
 
 
-class EventQuery(i.Page):
+class KeptEventQuery(i.Page):
     topic: str = Field("", max_length=200)
     type: str = Field("", max_length=200)
     source: str = Field("", max_length=500)
     q: str = Field("", max_length=200, description="Text in the event's id, subject or type.")
 
 
-class ReplayIn(i.Body):
+class EventReplayIn(i.Body):
     subscription: int = Field(ge=1, le=MAX_ID, description="The subscription to deliver the event to.")
 
 
@@ -208,7 +208,7 @@ def kept_event(row: TopicEvent) -> KeptEventOut:
 
 
 @router.get("/events", response=KeptEventPage, auth=allowed("view"), summary="List published events")
-def list_events(request: HttpRequest, q: Query[EventQuery]) -> Any:
+def list_events(request: HttpRequest, q: Query[KeptEventQuery]) -> Any:
     """List the events published to topics, newest first; filter by topic, type, source or text."""
     found = archive.EventSearch(topic=q.topic, type=q.type, source=q.source, q=q.q)
     return paginate(archive.search(found), q, "id", kept_event)
@@ -230,7 +230,7 @@ def read_event(request: HttpRequest, event_id: EventId) -> Any:
     summary="Replay a published event to a subscription",
 )
 @refuses(404)
-def replay_event(request: ApiRequest, response: HttpResponse, event_id: EventId, body: ReplayIn) -> Any:
+def replay_event(request: ApiRequest, response: HttpResponse, event_id: EventId, body: EventReplayIn) -> Any:
     """Deliver a kept event to one of its topic's subscriptions again: a new run (its Location),
     the subscription's filter not consulted."""
     run_id = publishing.replay(event_id, body.subscription, actor=request.auth)

@@ -79,7 +79,7 @@ class RateOut(TypedDict):
     held: int
 
 
-class HealthOut(TypedDict):
+class ProviderHealthOut(TypedDict):
     breakers: list[BreakerOut]
     rates: list[RateOut]
 
@@ -95,7 +95,9 @@ class LimitsOut(TypedDict):
     breaker_open_seconds: float
 
 
-@router.get("/providers/health", response=HealthOut, auth=allowed("view"), summary="Read provider health")
+@router.get(
+    "/providers/health", response=ProviderHealthOut, auth=allowed("view"), summary="Read provider health"
+)
 def read_provider_health(request: HttpRequest) -> Any:
     """Every breaker (open ones first) with its recent errors and held attempts, and each
     provider's request/token window."""

@@ -49,7 +49,7 @@ class SecretOut(TypedDict):
     used_by: list[UseOut]
 
 
-class ChangeOut(TypedDict):
+class SecretChangeOut(TypedDict):
     action: str
     actor: str
     at: datetime
@@ -57,7 +57,7 @@ class ChangeOut(TypedDict):
 
 
 class SecretDetailOut(SecretOut):
-    changes: list[ChangeOut]
+    changes: list[SecretChangeOut]
 
 
 def use_out(use: Use) -> UseOut:
@@ -98,7 +98,7 @@ def set_secret(request: ApiRequest, name: Name, body: SecretIn) -> Any:
 def read_secret(request: ApiRequest, name: Name) -> Any:
     """Read a secret's metadata, its changes (audit) and the workflows that reference it; not its value."""
     found = catalog.details(name)
-    changes: list[ChangeOut] = [
+    changes: list[SecretChangeOut] = [
         {"action": e.action, "actor": e.actor_label, "at": e.at, "revision": e.data.get("revision")}
         for e in found.changes
     ]

@@ -35,7 +35,7 @@ class SubscriptionIn(i.Body):
     enabled: bool = True
 
 
-class SubscriptionOut(TypedDict):
+class TopicSubscriptionOut(TypedDict):
     id: int
     workflow: str
     topic: str
@@ -52,7 +52,7 @@ class TopicOut(TypedDict):
     events: int
 
 
-def subscription_out(sub: TopicSubscription) -> SubscriptionOut:
+def subscription_out(sub: TopicSubscription) -> TopicSubscriptionOut:
     return {
         "id": sub.pk,
         "workflow": sub.workflow.slug,
@@ -76,7 +76,7 @@ def list_topics(request: HttpRequest) -> Any:
 
 @router.get(
     "/workflows/{slug}/topics",
-    response=list[SubscriptionOut],
+    response=list[TopicSubscriptionOut],
     auth=allowed("view"),
     summary="List a workflow's topic subscriptions",
 )
@@ -88,7 +88,7 @@ def list_topic_subscriptions(request: HttpRequest, slug: SlugPath) -> Any:
 
 @router.put(
     "/workflows/{slug}/topics/{topic}",
-    response={200: SubscriptionOut},
+    response={200: TopicSubscriptionOut},
     auth=allowed("manage_subscriptions"),
     summary="Subscribe a workflow to a topic",
 )

@@ -42,6 +42,7 @@ def test_unprovided_placeholders_are_warned_and_an_input_field_is_added_in_one_c
     expect(warnings.nth(1)).to_contain_text("the latest output of node 'fetch' has no `body`")
     expect(page.locator("#ed-problems")).to_have_attribute("data-count", "0")  # warnings do not block
     page.set_viewport_size({"width": 1280, "height": 800})
+    page.click('[data-cmd="fit"]')  # the canvas is smaller now: bring every node back in view
     screenshot(page, "warned")
 
     select_node(page, "tell")

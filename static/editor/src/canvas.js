@@ -320,13 +320,20 @@ export class Canvas {
     const rect = this.svg.getBoundingClientRect();
     if (!box || rect.width === 0) return;
     const pad = 40;
+    // The minimap sits over the canvas's bottom-right corner: fit above it, so no node is under it.
+    const minimap = this.svg.parentElement?.querySelector(".ed-minimap");
+    const below = minimap && minimap.offsetParent !== null ? minimap.offsetHeight + 8 : 0;
     const k = clamp(
-      Math.min((rect.width - 2 * pad) / (box.maxX - box.minX), (rect.height - 2 * pad) / (box.maxY - box.minY), maxZoom),
+      Math.min(
+        (rect.width - 2 * pad) / (box.maxX - box.minX),
+        (rect.height - below - 2 * pad) / (box.maxY - box.minY),
+        maxZoom,
+      ),
       MIN_ZOOM,
       MAX_ZOOM,
     );
     const x = (rect.width - (box.maxX - box.minX) * k) / 2 - box.minX * k;
-    const y = (rect.height - (box.maxY - box.minY) * k) / 2 - box.minY * k;
+    const y = (rect.height - below - (box.maxY - box.minY) * k) / 2 - box.minY * k;
     this.setView(x, y, k);
   }
 

@@ -6,6 +6,7 @@ pytest-django owns), with one worker, on a free port.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -54,6 +55,25 @@ def supervisor(tmp_path: Path):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+        # Its children run in process groups of their own (a SIGKILL of the supervisor leaves
+        # them running, as a crash would): stop each, or they outlive the test session.
+        for child in children(state_file).values():
+            if not ours(child["pid"]):
+                continue  # gone, its pid perhaps taken by another process since
+            for kill in (os.killpg, os.kill):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    kill(child["pid"], signal.SIGKILL)
+
+
+def ours(pid: int) -> bool:
+    """Whether `pid` is still a process of this repository (its command line names it)."""
+    try:
+        return (
+            str(ROOT).encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
+            or Path(f"/proc/{pid}/cwd").resolve() == ROOT
+        )
+    except OSError:
+        return False
 
 
 def children(state_file: Path) -> dict[str, dict]:

@@ -77,9 +77,10 @@ def llm_chat(ctx: NodeContext) -> dict[str, Any]:
     route = route_for(ctx, where)
     options = {k: ctx.config[k] for k in OPTION_KEYS if k in ctx.config}
     for endpoint, last in candidates(route):
-        cache = cache_of(
-            ctx, callhash.llm_request(endpoint.provider, endpoint.model, messages, None, options)
-        )
+        # As configured: a budget's max_tokens is no part of it. Built once: the cache, the
+        # replay lookup and the record of the call all key on it.
+        request = callhash.llm_request(endpoint.provider, endpoint.model, messages, None, options)
+        cache = cache_of(ctx, request)
         if cache[0] and (hit := caching.lookup(cache[1], utcnow())) is not None:
             return cached_chat(ctx, endpoint, hit)  # before the gates: an answer kept costs nothing
         try:
@@ -87,7 +88,7 @@ def llm_chat(ctx: NodeContext) -> dict[str, Any]:
         except admission.Unavailable:
             continue
         try:
-            return chat_once(ctx, endpoint, messages, options, admitted, where, cache)
+            return chat_once(ctx, endpoint, messages, options, admitted, where, request, cache)
         except client.CallFailed as exc:
             if exc.retryable and not last:
                 continue  # the next provider/model answers instead
@@ -104,12 +105,10 @@ def chat_once(
     options: dict[str, Any],
     admitted: admission.Admitted,
     where: str,
-    cache: tuple[int | None, str] = (None, ""),
+    request: dict[str, Any],
+    cache: tuple[int | None, str],
 ) -> dict[str, Any]:
     timeout = time_budget(ctx, ctx.config.get("timeout_seconds") or endpoint.timeout_seconds, where)
-    request = callhash.llm_request(
-        endpoint.provider, endpoint.model, messages, None, options
-    )  # as configured: a budget's max_tokens is no part of it
     ttl, key = cache
     sent = admitted.options(options)
     writer = streams.writer_for(ctx)
@@ -144,9 +143,10 @@ async def llm_chat_on_loop(ctx: NodeContext) -> dict[str, Any]:
     route = await run_sync(route_for, ctx, where)
     options = {k: ctx.config[k] for k in OPTION_KEYS if k in ctx.config}
     for endpoint, last in candidates(route):
-        cache = cache_of(
-            ctx, callhash.llm_request(endpoint.provider, endpoint.model, messages, None, options)
-        )
+        # As configured: a budget's max_tokens is no part of it. Built once: the cache, the
+        # replay lookup and the record of the call all key on it.
+        request = callhash.llm_request(endpoint.provider, endpoint.model, messages, None, options)
+        cache = cache_of(ctx, request)
         if cache[0] and (hit := await run_sync(caching.lookup, cache[1], utcnow())) is not None:
             return await run_sync(cached_chat, ctx, endpoint, hit)
         try:
@@ -154,7 +154,7 @@ async def llm_chat_on_loop(ctx: NodeContext) -> dict[str, Any]:
         except admission.Unavailable:
             continue
         try:
-            return await achat_once(ctx, endpoint, messages, options, admitted, where, cache)
+            return await achat_once(ctx, endpoint, messages, options, admitted, where, request, cache)
         except client.CallFailed as exc:
             if exc.retryable and not last:
                 continue
@@ -171,10 +171,10 @@ async def achat_once(
     options: dict[str, Any],
     admitted: admission.Admitted,
     where: str,
-    cache: tuple[int | None, str] = (None, ""),
+    request: dict[str, Any],
+    cache: tuple[int | None, str],
 ) -> dict[str, Any]:
     timeout = time_budget(ctx, ctx.config.get("timeout_seconds") or endpoint.timeout_seconds, where)
-    request = callhash.llm_request(endpoint.provider, endpoint.model, messages, None, options)
     ttl, key = cache
     sent = admitted.options(options)
     writer = await run_sync(streams.writer_for, ctx)

@@ -50,7 +50,8 @@ The map kind (`map`: a node with a `map` expression, core/maps.py, runtime/mappi
 ready map node is claimed into `waiting` like a wait node (cause wait: no job, no worker),
 its list computed and its items written as MapItem rows in one statement; the items are
 claimed up to `max_parallel` (claim), run in workers (start, finish: `execute` here is the
-item's handler, given `ctx.item` and `ctx.index`), retried or made dead with a dead letter
+item's handler, given `ctx.item` and `ctx.index`; on the worker's slots when the handler is
+I/O-bound, `is_io_bound`), retried or made dead with a dead letter
 each (retry, dead), by the same table of moves as task attempts. When none is left open,
 one statement ends the node (cause gather: succeeded with the outputs in order, or dead by
 a dead item under `on_item_failure: fail`; failed at once when its list cannot be
@@ -136,8 +137,8 @@ class Mapper(Task):
     def claim(self, rows: list[jobs.Ready], workers: int, status: NodeStatus) -> int:
         return mapping.enter_maps(rows, status, workers)
 
-    def is_io_bound(self, node: Node) -> bool:
-        return False  # its items run one at a time (runtime/items.py), whatever the handler
+    # is_io_bound and execute_on_loop are the task's: its items run in slots when the handler
+    # has a coroutine, else one at a time under SIGALRM (runtime/items.py).
 
 
 class HoldsNoWorker:
@@ -176,8 +177,9 @@ def began(node: Node, ctx: handlers.NodeContext, job_started: datetime) -> datet
 def is_io_bound(node: Node) -> bool:
     """Whether a worker runs this node's attempts in slots, as coroutines (runtime/slots.py).
 
-    Each kind decides, in one place: an agent loop (its turns and tool calls) and a task whose
-    handler registered a coroutine (`on_loop`: llm.chat, http.request) wait on I/O;
+    Each kind decides, in one place: an agent loop (its turns and tool calls), a task whose
+    handler registered a coroutine (`on_loop`: llm.chat, http.request) and a map's items
+    of such a handler wait on I/O;
     everything else runs one at a time under SIGALRM.
     """
     return kind_of(node).is_io_bound(node)

@@ -24,6 +24,9 @@ out in one pipeline per flush from the same thread (offload.OUTBOX). An agent's 
 the ORM); a workflow tool parks the attempt there as in the main thread (`kinds.Parked`).
 Each slot's attempt captures its own log records (attemptlog.captured_in_task).
 
+A map's items whose handler is I/O-bound take the same slots (runtime/items.py: `take`, run
+by `attempt_on_loop`, stored by a flush of their own, `give_back` once stored).
+
 Why a thread owns the loop rather than the main thread driving it: the main thread must
 block in RQ's pop and run CPU-bound handlers under SIGALRM, and RQ's work loop is not a
 coroutine. The thread's cost is the GIL: while a CPU-bound handler spins in the main thread,
@@ -97,9 +100,13 @@ class Slots:
         node = execution.node_of(claim)
         ctx = execution.context_for(claim, node, outputs)
         started = kinds.began(node, ctx, timezone.now())  # an agent resumed: when its attempt began
+        self.take()
+        asyncio.run_coroutine_threadsafe(self.run(claim, node, ctx, started), self.loop)
+
+    def take(self) -> None:
+        """Take a slot for an attempt about to be handed to the loop (map items: runtime/items.py)."""
         with self.changed:
             self.used += 1
-        asyncio.run_coroutine_threadsafe(self.run(claim, node, ctx, started), self.loop)
 
     def wait_free(self, timeout: float) -> bool:
         """Wait up to `timeout` for a free slot (the worker pops no job without one)."""

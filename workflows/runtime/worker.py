@@ -43,7 +43,8 @@ in the main thread, then run as coroutines on the worker's event loop, up to
 SWITCHYARD_WORKER_SLOTS at once, while the main thread goes back to popping; it pops
 nothing while every slot is taken (`wait_for_a_slot`). SIGTERM drains them too: the worker
 takes no new job, its slots finish up to WORKER_DRAIN_SECONDS, and what is still running
-then is handed back as above.
+then is handed back as above. A map's items of I/O-bound handlers take the same slots
+(runtime/items.py), and are drained and handed back alike.
 
 Everything this relies on in RQ beyond its public API (the methods overridden here, the
 queue and job layout the take reads, the intermediate list) is reached through, and
@@ -322,7 +323,7 @@ class NodeWorker(SimpleWorker):
             self.companions = ()
             self.in_node_job = True
             try:
-                map_items.run_items(job.args[0], self.name)
+                map_items.run_items(job.args[0], self.name, self.slots)
             except Exception:
                 log.exception("map item job %s failed outside any handler", job.id)
                 close_old_connections()

@@ -20,7 +20,9 @@ Work per item is O(1) in the number of items: a claim counts the items in flight
 
 Crash safety, from PostgreSQL alone (`reconcile`): items queued whose job waits nowhere
 are enqueued again; items running on a worker that stopped heart-beating are failed (then
-retried or dead by the node's policy); a waiting map with no item queued or running and
+retried or dead by the node's policy; a lost attempt is given back to the retry budget, as
+a task's), and so are items that overran their timeout unreported under a live worker
+(counted: a hang; a result its slots could not store); a waiting map with no item queued or running and
 nothing finished lately is advanced again (a worker or a scheduler died between storing
 results and the next step, or between the claim's commit and its enqueue).
 """
@@ -60,6 +62,7 @@ log = logging.getLogger(__name__)
 TASK = "workflows.runtime.tasks.run_map_items"
 JOB_PREFIX = "sym-"
 DUE_LIMIT = 200
+OVERDUE_GRACE_SECONDS = 30  # as the reconciler's for task attempts
 
 JobItem = tuple[int, int, int, str]  # an item's attempt in a job: (item id, attempt, version id, node id)
 
@@ -303,7 +306,7 @@ WHERE i.status = '{N.QUEUED}' AND i.queued_at < %(cutoff)s LIMIT %(limit)s
 """
 
 RUNNING_ITEMS_SQL = f"""
-SELECT i.id, i.attempt, i.worker, i.node_run_id, i.run_id FROM {ITEMS} i
+SELECT i.id, i.attempt, i.worker, i.node_run_id, i.run_id, i.started_at FROM {ITEMS} i
 WHERE i.status = '{N.RUNNING}' AND i.started_at < %(cutoff)s LIMIT %(limit)s
 """
 
@@ -372,22 +375,46 @@ def requeue_lost(cutoff: Any, limit: int) -> int:
 
 
 def fail_lost(dead_workers: Any, limit: int, workers: int) -> int:
-    cutoff = timezone.now() - timedelta(seconds=settings.SWITCHYARD["WORKER_LOST_AFTER_SECONDS"])
+    """Fail running items whose worker died (not counted against their retries), or that
+    overran their node's timeout unreported under a live worker (counted: a hang)."""
+    now = timezone.now()
+    cutoff = now - timedelta(seconds=settings.SWITCHYARD["WORKER_LOST_AFTER_SECONDS"])
     rows = query(RUNNING_ITEMS_SQL, {"cutoff": cutoff, "limit": limit})
     if not rows:
         return 0
     dead = dead_workers(sorted({r[2] for r in rows}))
-    lost = [
-        Lost(r[0], r[1], f"Worker {r[2]} stopped heart-beating during attempt {r[1]}.")
-        for r in rows
-        if r[2] in dead
-    ]
+    timeouts = {n: timeout_of(n) for n in {r[3] for r in rows if r[2] not in dead}}  # a few maps
+    lost = []
+    for item_id, attempt, worker, noderun_id, _, started_at in rows:
+        timeout = timeouts.get(noderun_id)
+        if worker in dead:
+            reason = f"Worker {worker} stopped heart-beating during attempt {attempt}."
+            lost.append(Lost(item_id, attempt, reason))
+        elif timeout and started_at + timedelta(seconds=timeout + OVERDUE_GRACE_SECONDS) < now:
+            reason = f"Attempt {attempt} on {worker} never reported, {timeout:g} s timeout long past."
+            lost.append(Lost(item_id, attempt, reason, free=False))
+    return fail_items(lost, workers)
+
+
+def fail_items(lost: list[Lost], workers: int) -> int:
+    """Fail these running items as lost, then step their maps (retry or kill); return how many."""
     if not lost:
         return 0
     failed = transitions.fail_lost_items(lost)
     for noderun_id, run_id in sorted(set(failed)):
         advance_map(noderun_id, run_id, workers)
     return len(failed)
+
+
+def hand_back(worker: str, reason: str) -> int:
+    """Fail a stopping worker's running items as lost now (retried elsewhere); return how many."""
+    rows = MapItem.objects.filter(worker=worker, status=N.RUNNING).values_list("pk", "attempt")
+    return fail_items([Lost(pk, attempt, reason) for pk, attempt in rows], 1)
+
+
+def timeout_of(noderun_id: int) -> float | None:
+    node = map_node(noderun_id)
+    return load_graph(node.version_id).nodes[node.node_id].timeout_seconds if node else None
 
 
 def redrive(cutoff: Any, limit: int, workers: int) -> int:

@@ -189,10 +189,11 @@ ORDER BY r.id LIMIT %(limit)s
 
 
 def hand_back(worker: str, reason: str) -> int:
-    """Fail a stopping worker's running attempts as lost now (retried per policy); return how many."""
+    """Fail a stopping worker's running attempts and map items as lost now (retried per
+    policy); return how many."""
     rows = NodeRun.objects.filter(worker=worker, status=N.RUNNING).values_list("pk", "attempt")
     lost = [Lost(pk, attempt, reason) for pk, attempt in rows]
-    return Reconciler().fail_attempts(lost) if lost else 0
+    return (Reconciler().fail_attempts(lost) if lost else 0) + mapping.hand_back(worker, reason)
 
 
 def scan(sql: str, cutoff: datetime) -> list[tuple[Any, ...]]:

@@ -18,6 +18,7 @@ import pytest
 from tests.fakes.http_server import HeldHTTPServer
 from tests.integration.conftest import node, publish, wait_finished
 from tests.integration.runtime import Runtime, wait_for
+from tests.integration.test_slots import assert_slots_shown
 from workflows.runs import actions as runs
 from workflows.runtime import bus
 from workflows.store.models import MapItem, NodeRun, Run, RunEvent
@@ -108,7 +109,9 @@ def assert_sent_once_each(server: HeldHTTPServer) -> None:
     assert server.keys and set(server.keys.values()) == {1}, server.keys.most_common(3)
 
 
-def test_one_worker_runs_a_maps_io_items_on_its_slots_at_once(rt: Runtime, server: HeldHTTPServer) -> None:
+def test_one_worker_runs_a_maps_io_items_on_its_slots_at_once(
+    rt: Runtime, server: HeldHTTPServer, settings: Any
+) -> None:
     start(rt, "w1")
     run = start_map(fetch_each("fetch-200", server, max_parallel=200), 200)
 
@@ -116,6 +119,7 @@ def test_one_worker_runs_a_maps_io_items_on_its_slots_at_once(rt: Runtime, serve
     assert MapItem.objects.filter(run=run, status="running", worker="w1").count() == SLOTS  # claimed in PG
     wait_for(lambda: heartbeat("w1").get("slots_used") == SLOTS, 10, "the heartbeat to show the slots used")
     assert heartbeat("w1")["slots_free"] == 0
+    assert_slots_shown(settings, used=SLOTS, total=SLOTS)  # the workers page and /metrics
     server.go.set()
 
     run, _ = finished_sampling(run)

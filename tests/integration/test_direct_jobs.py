@@ -5,16 +5,18 @@ Real PostgreSQL and Redis; the scheduler's and the worker's steps are called in 
 
 from __future__ import annotations
 
+import json
+import threading
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from rq.job import Job
 
 from tests.integration.conftest import node, publish
 from workflows.runs import actions as runs
-from workflows.runtime import advancing, bus, execution, jobs, reconciler
+from workflows.runtime import advancing, bus, execution, jobs, reconciler, transitions
 from workflows.store.models import NodeRun, Run, RunEvent
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -65,22 +67,71 @@ def test_ready_batchable_nodes_share_a_direct_job_with_the_run_input_and_others_
     } == {node_row(run, n).pk: (run.pk, {"user_id": "u-1"}) for n in ("a", "b")}
 
 
-def test_a_direct_job_runs_unclaimed_and_its_successor_is_given_its_predecessors_outputs(run: Run) -> None:
+def test_a_direct_job_runs_unclaimed_and_the_fan_in_it_completes_runs_here_given_both_outputs(
+    run: Run,
+) -> None:
     advancing.advance_runs([run.pk])
     items, given = take_direct_job()
 
     with CaptureQueriesContext(connection) as queries:
-        assert execution.run_batch(items, "worker-t", given) == 2
+        assert execution.run_batch(items, "worker-t", given) == 3  # a and b, then c: both succeeded
 
     assert not [q for q in queries.captured_queries if "SET status = 'running'" in q["sql"]]  # no claim
-    assert {node_row(run, n).worker for n in ("a", "b")} == {"worker-t"}
+    assert {node_row(run, n).worker for n in ("a", "b", "c")} == {"worker-t"}
+    assert node_row(run, "c").job_id.startswith("syf-")  # queued by the statement that stored a and b
+    assert node_row(run, "c").output["upstream"] == {n: node_row(run, n).output for n in ("a", "b")}
+    assert not [job for job in waiting_jobs() if job.args[1]]  # no direct job for c
+
+
+def test_a_fan_in_whose_other_predecessor_was_stored_before_runs_here_given_its_output(run: Run) -> None:
     advancing.advance_runs([run.pk])
-    _, given = take_direct_job()
-    [(run_id, _, upstream)] = given.values()
-    assert run_id == run.pk
-    assert {p: execution.from_json(output) for p, output in upstream.items()} == {
-        n: node_row(run, n).output for n in ("a", "b")
-    }
+    items, given = take_direct_job()
+    first, second = items
+
+    assert execution.run_batch([first], "worker-t", given) == 1  # a: b not yet succeeded
+    assert node_row(run, "c").status == "pending"
+    assert execution.run_batch([second], "worker-u", given) == 2  # b, then c
+
+    c = node_row(run, "c")
+    assert c.status == "succeeded" and c.worker == "worker-u"
+    assert c.output["upstream"] == {n: node_row(run, n).output for n in ("a", "b")}
+
+
+def test_two_predecessors_stored_at_the_same_moment_leave_the_fan_in_to_the_scheduler_once(
+    run: Run,
+) -> None:
+    """Each statement reads the rows committed when it began: b's, still uncommitted, does
+    not see a's; a's does not see b's. Neither queues c; the scheduler does, once."""
+    advancing.advance_runs([run.pk])
+    items, given = take_direct_job()
+    claims = {c.node_id: c for c in execution.given_claims(items, given, {})}
+    results = {n: execution.Result(c, *execution.execute(c, {})) for n, c in claims.items()}
+    b_stored, a_stored = threading.Event(), threading.Event()
+    seen: list[transitions.Finished] = []
+
+    def store_b() -> None:
+        try:
+            with transaction.atomic():
+                seen.append(
+                    execution.finish_and_follow([results["b"]], "worker-b", execution.follows([results["b"]]))
+                )
+                b_stored.set()
+                a_stored.wait(10)  # commit only after a's statement ran
+        finally:
+            connection.close()
+
+    thread = threading.Thread(target=store_b)
+    thread.start()
+    assert b_stored.wait(10)
+    done_a = execution.finish_and_follow([results["a"]], "worker-a", execution.follows([results["a"]]))
+    a_stored.set()
+    thread.join(10)
+
+    assert done_a.followed == [] and seen[0].followed == []
+    assert node_row(run, "c").status == "pending"
+    assert advancing.advance_runs([run.pk]) == 1  # the scheduler queues c
+    assert advancing.advance_runs([run.pk]) == 0
+    assert node_row(run, "c").attempt == 1 and node_row(run, "c").status == "queued"
 
 
 def test_a_direct_attempt_of_a_cancelled_run_is_dropped(run: Run) -> None:
@@ -168,7 +219,7 @@ def test_a_successor_queued_for_a_worker_that_died_is_enqueued_again_by_the_reco
     assert RunEvent.objects.filter(run=run, node_id="b", kind="node.attempt").count() == 1
 
 
-def test_the_schedulers_hear_of_a_continued_chain_only_when_there_is_something_to_decide(
+def test_a_worker_ends_the_run_its_last_node_completes_and_the_schedulers_hear_nothing(
     redis_clean: None,
 ) -> None:
     line = {"nodes": [node(n, "core.echo") for n in "abc"], "edges": [CHAIN["edges"][0], CHAIN["edges"][1]]}
@@ -176,11 +227,31 @@ def test_the_schedulers_hear_of_a_continued_chain_only_when_there_is_something_t
     advancing.advance_runs([run.pk])
     items, given = take_direct_job()
     before = bus.client().xlen(bus.NOTICES)
+    finishes = bus.client().pubsub()
+    finishes.subscribe(bus.scoped(bus.RUNS_CHANNEL))
 
     assert execution.run_batch(items, "worker-t", given) == 3
 
+    assert bus.client().xlen(bus.NOTICES) == before  # a, b and c ran here, and the run ended here
+    run.refresh_from_db()
+    assert run.status == "succeeded" and run.finished_at is not None
+    assert RunEvent.objects.filter(run=run, kind="run.succeeded").count() == 1
+    announced = [m for m in iter(lambda: finishes.get_message(timeout=1), None) if m["type"] == "message"]
+    assert [json.loads(m["data"]) for m in announced] == [{"run": run.pk, "status": "succeeded"}]
+    assert advancing.advance_runs([run.pk]) == 0  # nothing left for a scheduler
+
+
+def test_a_run_that_fails_is_left_to_the_schedulers(redis_clean: None) -> None:
+    line = {"nodes": [node("a", "core.echo"), node("b", "core.fail")], "edges": [CHAIN["edges"][0]]}
+    run, _ = runs.start_run(publish("failing", line), {})
+    advancing.advance_runs([run.pk])
+    items, given = take_direct_job()
+    before = bus.client().xlen(bus.NOTICES)
+
+    execution.run_batch(items, "worker-t", given)
+    for job in waiting_jobs():
+        execution.run_batch(job.args[0], "worker-t", job.args[1])
+
     notices = bus.parse_notices(bus.client().xrange(bus.NOTICES))[before:]
-    assert [n.run_ids for n in notices] == [[run.pk]]  # after c: the run is to finish
-    assert {row[2]: row[3] for row in notices[0].rows} == dict.fromkeys("abc", "succeeded")
-    assert advancing.advance_runs([run.pk], known=notices[0].rows) == 1
-    assert Run.objects.get(pk=run.pk).status == "succeeded"
+    assert run.pk in {r for n in notices for r in n.run_ids}
+    assert Run.objects.get(pk=run.pk).status == "running"  # the scheduler retries or kills b

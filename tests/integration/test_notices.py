@@ -122,6 +122,18 @@ def test_a_result_carries_the_runs_state_only_once_nothing_else_of_it_is_in_flig
     assert sorted((r[2], r[3]) for r in rows) == [("a", "succeeded"), ("b", "succeeded"), ("c", "pending")]
 
 
+def test_the_result_that_completes_a_run_ends_it_with_nothing_to_notify(redis_clean: None) -> None:
+    """The slots' store (execution.finish): the run's last node ends the run there."""
+    run = start()
+    execution.finish([succeeded(c) for c in run_nodes(run, "a", "b")], "worker-t")
+    advancing.advance_runs([run.pk])
+    [c] = run_nodes(run, "c")
+
+    assert execution.finish([succeeded(c)], "worker-t") == ([], [])
+
+    assert Run.objects.get(pk=run.pk).status == "succeeded"
+
+
 def test_the_scheduler_decides_from_a_notices_rows_without_reading_the_run(redis_clean: None) -> None:
     run = start()
     _, rows = execution.finish([succeeded(c) for c in run_nodes(run, "a", "b")], "worker-t")

@@ -202,16 +202,19 @@ def test_a_ready_node_of_a_kind_the_engine_does_not_know_is_refused_by_name() ->
 @pytest.mark.parametrize(
     ("graph", "node", "output", "expected"),
     [
-        (dag("a>b b>c"), "a", {}, ["b"]),  # a link of a chain
-        (dag("a>b a>c b>d c>d"), "a", {}, ["b", "c"]),  # fan-out: each has only a
-        (dag("a>c b>c"), "a", {}, []),  # fan-in: the scheduler's, whatever the join
-        (dag("a>c b>c", joins={"c": "any_success"}), "a", {}, []),
-        (dag("a>b", when={"a>b": "output.score > 0.5"}), "a", {"score": 0.9}, ["b"]),
+        (dag("a>b b>c"), "a", {}, [("b", ())]),  # a link of a chain
+        (dag("a>b a>c b>d c>d"), "a", {}, [("b", ()), ("c", ())]),  # fan-out: each has only a
+        (dag("a>c b>c"), "a", {}, [("c", ("b",))]),  # fan-in: once b has succeeded too
+        (dag("a>d b>d c>d"), "b", {}, [("d", ("a", "c"))]),
+        (dag("a>c b>c", joins={"c": "any_success"}), "a", {}, []),  # other joins: the scheduler's
+        (dag("a>c b>c", joins={"c": "all_done"}), "a", {}, []),
+        (dag("a>c b>c", when={"b>c": "output.ok"}), "a", {}, []),  # a condition into the fan-in
+        (dag("a>b", when={"a>b": "output.score > 0.5"}), "a", {"score": 0.9}, [("b", ())]),
         (dag("a>b", when={"a>b": "output.score > 0.5"}), "a", {"score": 0.1}, []),  # to be skipped
         (dag("a>b"), "b", {}, []),  # a leaf
     ],
 )
-def test_sole_successors_are_those_a_success_makes_ready_on_its_own(
-    graph: Graph, node: str, output: Any, expected: list[str]
+def test_successors_to_follow_are_those_a_success_makes_ready_once_the_others_succeeded(
+    graph: Graph, node: str, output: Any, expected: list[tuple[str, tuple[str, ...]]]
 ) -> None:
-    assert engine.sole_successors(graph, node, output, None) == expected
+    assert engine.successors_to_follow(graph, node, output, None) == expected

@@ -150,21 +150,32 @@ def start_node(graph: Graph, node_id: str) -> EnqueueNode | WaitNode:
     raise ValueError(f"Node {node_id!r} has kind {kind!r}, which this engine cannot run.")
 
 
-def sole_successors(graph: Graph, node_id: str, output: Any, run_input: Any) -> list[str]:
-    """The tasks that `node_id` succeeding with `output` makes ready on its own.
+def successors_to_follow(
+    graph: Graph, node_id: str, output: Any, run_input: Any
+) -> list[tuple[str, tuple[str, ...]]]:
+    """The tasks that `node_id` succeeding with `output` makes ready once others have succeeded:
+    (successor, the other predecessors that must have succeeded).
 
-    Each has exactly one incoming edge, from `node_id`, and its join holds over that edge
-    alone, so no other node's state can change the decision: whoever stored the result may
-    start it (the worker does, runtime/execution.py), and fan-in is left to `advance`.
+    A successor with one incoming edge, from `node_id`, whose join holds over that edge alone
+    needs nothing else (no other node's state can change the decision). A fan-in needs every
+    other predecessor succeeded: it is offered only when its join is `all_success` and no
+    edge into it has a condition, so "every predecessor succeeded" is exactly its join
+    holding. Whoever stores the result may start it if the store's own statement sees those
+    others succeeded (runtime/transitions.py checks it there); two predecessors stored at
+    the same moment each see the other unfinished, and the scheduler decides (`advance`).
     """
     succeeded = {node_id: NodeState(N.SUCCEEDED, output=output)}
-    return [
-        s
-        for s in graph.successors(node_id)
-        if len(graph.incoming(s)) == 1
-        and graph.nodes[s].kind == TASK
-        and judge(graph, s, succeeded, run_input) == _READY
-    ]
+    follow: list[tuple[str, tuple[str, ...]]] = []
+    for s in graph.successors(node_id):
+        edges = graph.incoming(s)
+        if graph.nodes[s].kind != TASK:
+            continue
+        if len(edges) == 1:
+            if judge(graph, s, succeeded, run_input) == _READY:
+                follow.append((s, ()))
+        elif graph.nodes[s].join == "all_success" and all(e.when is None for e in edges):
+            follow.append((s, tuple(sorted({e.source for e in edges} - {node_id}))))
+    return follow
 
 
 def resolve_failure(graph: Graph, node_id: str, state: NodeState, rand: float) -> RetryNode | KillNode:

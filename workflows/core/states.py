@@ -91,8 +91,9 @@ NODE_MOVES: Moves = {
     Cause.REQUEUE: {N.QUEUED: frozenset({N.QUEUED})},  # same attempt, another job
     Cause.START: {N.QUEUED: frozenset({N.RUNNING})},
     # From queued: a direct job's attempt, run without a start of its own. From pending: in
-    # the statement that stores a success, the worker gives the node's sole successor its
-    # first attempt, queued, and runs it itself (engine.sole_successors, runtime/execution.py).
+    # the statement that stores a success, the worker gives a successor that success makes
+    # ready its first attempt, queued, and runs it itself (engine.successors_to_follow,
+    # runtime/execution.py).
     Cause.FINISH: {
         N.RUNNING: frozenset({N.SUCCEEDED, N.FAILED}),
         N.QUEUED: frozenset({N.SUCCEEDED, N.FAILED}),

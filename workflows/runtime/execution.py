@@ -20,7 +20,7 @@ import traceback
 from collections import deque
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from django.conf import settings
 from django.utils import timezone
@@ -29,8 +29,8 @@ from workflows import handlers
 from workflows.core import engine
 from workflows.core.compensation import given_by, is_step, step_node
 from workflows.core.graph import Node
-from workflows.core.states import NodeStatus
-from workflows.runtime import attemptlog, bus, kinds, tally, transitions
+from workflows.core.states import NODE_TERMINAL, NodeStatus, RunStatus
+from workflows.runtime import advancing, attemptlog, bus, kinds, tally, transitions
 from workflows.runtime.jobs import Given, Item
 from workflows.runtime.limits import NodeTimeout, time_limit
 from workflows.runtime.logcontext import log_context
@@ -149,74 +149,102 @@ def run_batch(
 def store(results: list[Result], worker: str, upstream: dict[int, dict[str, Any]]) -> list[Claim]:
     """Store the results, notify, and return the successors queued to run here (see `follows`).
 
-    Their predecessor's output joins `upstream`: each has exactly one predecessor.
+    Their predecessors' outputs join `upstream`: this batch's results, and for a fan-in the
+    others' outputs, which the statement read back.
     """
     done = finish_and_follow(results, worker, follows(results))
-    bus.notify(*to_notify(done))
-    outputs = {(r.claim.run_id, r.claim.node_id): r.outcome.output for r in results}
+    decided = decide(done)
+    bus.notify(decided.run_ids, decided.rows)
+    advancing.apply_finishes(decided.finishes)
+    outputs = {**done.outputs, **{(r.claim.run_id, r.claim.node_id): r.outcome.output for r in results}}
     claims = []
     for f in done.followed:
-        (before,) = load_graph(f.version_id).predecessors(f.node_id)
-        upstream.setdefault(f.run_id, {})[before] = from_json(outputs[(f.run_id, before)])
+        given = upstream.setdefault(f.run_id, {})
+        for before in load_graph(f.version_id).predecessors(f.node_id):
+            given[before] = from_json(outputs[(f.run_id, before)])
         claims.append(
             Claim(f.noderun_id, f.run_id, f.node_id, f.attempt, f.version_id, from_json(f.input), True)
         )
     return claims
 
 
-def to_notify(done: transitions.Finished) -> tuple[list[int], list[transitions.NodeRow]]:
-    """The runs (and rows) the schedulers must hear of: not a run that goes on here with
-    nothing to decide.
+class Decided(NamedTuple):
+    """What a worker leaves to the schedulers after storing results, and what it ends itself."""
 
-    A run in which this statement queued a successor for this worker, whose rows came back
-    (nothing else of it was queued or running) and in which the engine decides nothing
-    from them, is left out: its rows are its whole state, nothing else can change it
-    meanwhile but a change that sends its own notice (a cancel, a replay), and this
-    worker's next store notifies it again. Without this, each hop a worker continued
-    cost the scheduler a decision about nothing (graphs with edge conditions are always
-    notified: their rows lack the outputs the conditions read).
+    run_ids: list[int]  # the runs the schedulers must hear of
+    rows: list[transitions.NodeRow]  # the rows their notice carries
+    finishes: list[transitions.FinishRun]  # runs that ended with these results: ended here
+
+
+def decide(done: transitions.Finished) -> Decided:
+    """Which runs the schedulers must hear of, and which this worker ends itself.
+
+    A run whose rows came back (nothing else of it was queued or running: they are its whole
+    state, and nothing else can change it meanwhile but a change that sends its own notice,
+    a cancel or a replay) is decided here with the engine, from those rows:
+    - it goes on here with nothing to decide (a successor was queued for this worker and
+      the engine decides nothing else): left out; this worker's next store notifies it again.
+      Without this, each hop a worker continued cost the scheduler a decision about nothing.
+    - every node is terminal and the engine's one decision is that it succeeded: this
+      worker ends it (advancing.apply_finishes, the scheduler's own statement, conditional on
+      the run's epoch), saving the notice and the scheduler's turn between a run's last node
+      and its end. A failed end stays the scheduler's (it may begin compensations).
+    Graphs with edge conditions are always notified unless they end here: their rows lack
+    the outputs the conditions read, which an ending run no longer needs.
     """
     by_run: dict[int, list[transitions.NodeRow]] = {}
     for row in done.rows:
         by_run.setdefault(row.run_id, []).append(row)
-    quiet = set()
-    for run_id in {f.run_id for f in done.followed} & by_run.keys():
-        rows = by_run[run_id]
+    followed = {f.run_id for f in done.followed}
+    here: set[int] = set()
+    finishes = []
+    for run_id, rows in by_run.items():
         graph = load_graph(rows[0].version_id)
         states = {r.node_id: engine.NodeState(r.status, r.tries, retryable=r.retryable) for r in rows}
-        if (
-            not graph.has_conditions
-            and states.keys() == set(graph.order)
-            and not engine.advance(graph, states)
-        ):
-            quiet.add(run_id)
-    return [r for r in done.run_ids if r not in quiet], [row for row in done.rows if row.run_id not in quiet]
+        if states.keys() != set(graph.order):
+            continue
+        if all(state.status in NODE_TERMINAL for state in states.values()):
+            decisions = engine.advance(graph, states)
+            if decisions == [engine.FinishRun(RunStatus.SUCCEEDED)]:
+                finishes.append(transitions.FinishRun(run_id, rows[0].epoch, RunStatus.SUCCEEDED))
+                here.add(run_id)
+        elif run_id in followed and not graph.has_conditions and not engine.advance(graph, states):
+            here.add(run_id)
+    return Decided(
+        [r for r in done.run_ids if r not in here],
+        [row for row in done.rows if row.run_id not in here],
+        finishes,
+    )
 
 
-def follows(results: list[Result]) -> list[tuple[int, str]]:
-    """(result's row id, successor) for each successor this worker may queue and run itself.
+def follows(results: list[Result]) -> list[tuple[int, str, tuple[str, ...]]]:
+    """(result's row id, successor, its other predecessors) for each successor this worker
+    may queue and run itself once its other predecessors have succeeded.
 
     A successor that waited for the scheduler cost it a notice, a decision, a claim statement
     and an RQ job, and the worker a pop. Measured on the demo DAG at N=2000 fed in bulk (one
     node in four continues; docs/benchmarks.md, 2026-11-27, three pairs alternating): the
     scheduler's CPU per 1k nodes fell from 0.068-0.077 to 0.051-0.059 s and Redis commands
-    per node from 0.49-0.53 to 0.45-0.46; the total stayed at 0.33 within the noise. Only when nothing else decides: the success alone makes it ready
-    (engine.sole_successors: one incoming edge, its join and condition hold), it is a
+    per node from 0.49-0.53 to 0.45-0.46; the total stayed at 0.33 within the noise. Only
+    when nothing else decides: the success alone makes it ready, or with the others named
+    (a fan-in whose join is all_success and whose edges have no condition:
+    engine.successors_to_follow) the statement that stores it sees them succeeded; it is a
     short CPU-only step (batchable: it runs in this batch, never in a slot) and no cap or
-    rate limit applies (those are admitted by a scheduler, capacity.py). Fan-in stays the
-    scheduler's. Compensation steps and runs that are not running are left out (the
-    statement checks the run).
+    rate limit applies (those are admitted by a scheduler, capacity.py). Compensation steps
+    and runs that are not running are left out (the statement checks the run). A fan-in
+    named by two results of this batch is named once.
     """
-    pairs = []
+    pairs: dict[tuple[int, str], tuple[int, str, tuple[str, ...]]] = {}
     for r in results:
         if r.outcome.status != NodeStatus.SUCCEEDED or is_step(r.claim.node_id):
             continue
         graph = load_graph(r.claim.version_id)
-        for s in engine.sole_successors(graph, r.claim.node_id, from_json(r.outcome.output), r.claim.input):
+        output = from_json(r.outcome.output)
+        for s, others in engine.successors_to_follow(graph, r.claim.node_id, output, r.claim.input):
             node = graph.nodes[s]
             if handlers.get_handler(node.handler).batchable and not node.limited:
-                pairs.append((r.claim.noderun_id, s))
-    return pairs
+                pairs.setdefault((r.claim.run_id, s), (r.claim.noderun_id, s, others))
+    return list(pairs.values())
 
 
 def claim(items: list[Item], worker: str) -> tuple[list[Claim], dict[int, dict[str, Any]]]:
@@ -355,18 +383,20 @@ def bounded_traceback(exc: BaseException, limit: int = TRACEBACK_CHARS) -> str:
 
 
 def finish(results: list[Result], worker: str) -> tuple[list[int], list[transitions.NodeRow]]:
-    """Store the attempts' results, except those taken away meanwhile (cancel, lost worker).
+    """Store the attempts' results, except those taken away meanwhile (cancel, lost worker),
+    and end the runs they complete (`decide`).
 
-    Return the runs whose nodes finished here, and the node rows of those of them, small
-    enough to travel in a notice, that have no other node queued or running: the scheduler
-    decides from these rows without reading the run again.
+    Return the other runs whose nodes finished here, and the node rows of those of them,
+    small enough to travel in a notice, that have no other node queued or running: the
+    scheduler decides from these rows without reading the run again.
     """
-    done = finish_and_follow(results, worker, [])
-    return done.run_ids, done.rows
+    decided = decide(finish_and_follow(results, worker, []))
+    advancing.apply_finishes(decided.finishes)
+    return decided.run_ids, decided.rows
 
 
 def finish_and_follow(
-    results: list[Result], worker: str, follows: list[tuple[int, str]]
+    results: list[Result], worker: str, follows: list[tuple[int, str, tuple[str, ...]]]
 ) -> transitions.Finished:
     """`finish`, also queueing the successors `follows` names (see transitions.finish_attempts)."""
     small_runs = {

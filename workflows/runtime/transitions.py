@@ -238,18 +238,28 @@ FINISHED = NODE.finish(
     returning="n.id, n.run_id, n.node_id, n.attempt, n.worker, n.started_at, n.finished_at, n.status, v.span, "
     "n.retryable, n.queued_at",
 )
-# The sole successors (%(follows)s: {after: a result's row id, node_id}) of attempts stored
-# succeeded here, still pending in a running run: their first attempt, queued in a job that
-# waits nowhere (%(follow_job)s), for the worker to run at once. A worker killed before it
-# stores their results leaves them queued with their job nowhere: the reconciler enqueues
-# them again, as for a direct job's attempts. The successor's row is found by the unique
-# (run, node_id) index.
+# The successors (%(follows)s: {after: a result's row id, node_id, others}) of attempts
+# stored succeeded here, still pending in a running run, whose other predecessors (`others`,
+# a fan-in's: engine.successors_to_follow) have succeeded too, before this statement or in
+# it: their first attempt, queued in a job that waits nowhere (%(follow_job)s), for the
+# worker to run at once. Two predecessors stored by two statements at the same moment each
+# see the other unfinished (a statement reads the rows committed when it began), so at most
+# one queues the successor, and when neither does the scheduler decides as for any fan-in.
+# A worker killed before it stores their results leaves them queued with their job nowhere:
+# the reconciler enqueues them again, as for a direct job's attempts. Rows are found by the
+# unique (run, node_id) index.
 FOLLOWED = NODE.claim(
     NODE.status_in([N.PENDING], unindexed=True),
     given=f"""(
-    SELECT s.id, %(follow_job)s::text FROM json_to_recordset(%(follows)s::json) AS f(after bigint, node_id text)
+    SELECT s.id, %(follow_job)s::text
+    FROM json_to_recordset(%(follows)s::json) AS f(after bigint, node_id text, others json)
     JOIN done d ON d.id = f.after AND d.status = '{N.SUCCEEDED}'
     JOIN {NODES} s ON s.run_id = d.run_id AND s.node_id = f.node_id
+    WHERE NOT EXISTS (
+        SELECT FROM {NODES} p
+        WHERE p.run_id = d.run_id AND p.node_id IN (SELECT json_array_elements_text(f.others))
+          AND p.status || '' <> '{N.SUCCEEDED}' AND p.id NOT IN (SELECT id FROM done WHERE status = '{N.SUCCEEDED}')
+    )
 ) AS v(id, job_id)""",
     joins=f", {RUNS} r",
     where=f" AND r.id = n.run_id AND r.status || '' = '{R.RUNNING}'",
@@ -259,9 +269,19 @@ FOLLOWED = NODE.claim(
 
 def render_finish(follow: bool) -> str:
     """FINISH_SQL, or with `follow` FINISH_FOLLOW_SQL: the same and FOLLOWED, whose queued
-    successors count as queued in the NodeRows returned."""
+    successors count as queued in the NodeRows returned, and whose other predecessors'
+    outputs (stored before this statement) come back as 'output' rows."""
     followed = f"), followed AS (\n{FOLLOWED}\n" if follow else ""
-    rows = "SELECT 'follow', id, run_id, node_id, input::text, attempt, version_id, 0, true FROM followed\nUNION ALL\n"
+    rows = f"""SELECT 'follow', id, run_id, node_id, input::text, attempt, version_id, 0, true FROM followed
+UNION ALL
+SELECT 'output', p.id, p.run_id, p.node_id, p.output::text, 0, 0::bigint, 0, true
+FROM json_to_recordset(%(follows)s::json) AS f(after bigint, node_id text, others json)
+JOIN done d ON d.id = f.after
+JOIN followed fo ON fo.run_id = d.run_id AND fo.node_id = f.node_id
+JOIN {NODES} p ON p.run_id = d.run_id AND p.node_id IN (SELECT json_array_elements_text(f.others))
+WHERE p.status || '' = '{N.SUCCEEDED}'
+UNION ALL
+"""
     joined = f"\n     LEFT JOIN (SELECT id, tries, '{N.QUEUED}' AS status FROM followed) f ON f.id = n.id"
     status, tries = (
         ("coalesce(d.status, f.status, n.status)", "coalesce(f.tries, n.tries)")
@@ -311,11 +331,13 @@ class Followed(NamedTuple):
 
 class Finished(NamedTuple):
     """What storing results answers: the runs that changed, the NodeRows a notice may carry,
-    and the successors queued for the worker to run."""
+    the successors queued for the worker to run, and (run id, node id) -> output (JSON text)
+    of their predecessors stored before (those stored by the statement are the caller's)."""
 
     run_ids: list[int]
     rows: list[NodeRow]
     followed: list[Followed]
+    outputs: dict[tuple[int, str], str]
 
 
 @performs(Cause.START, nodes={N.QUEUED: [N.RUNNING]})
@@ -337,13 +359,13 @@ def finish_attempts(
     results: list[dict[str, Any]],
     worker: str,
     small_runs: Iterable[int],
-    follows: Sequence[tuple[int, str]] = (),
+    follows: Sequence[tuple[int, str, Sequence[str]]] = (),
 ) -> Finished:
     """Store attempts' results (FINISH_SQL's rows), each only if still in its `from_status`.
 
-    `follows` names (result's row id, successor node id) pairs: each successor, still
-    pending, is queued at its next attempt if that result is stored succeeded and its run
-    is running. Return the runs whose nodes finished here, the NodeRows of those of
+    `follows` names (result's row id, successor node id, its other predecessors): each
+    successor, still pending, is queued at its next attempt if that result is stored
+    succeeded, its run is running and the others have succeeded (see FOLLOWED). Return the runs whose nodes finished here, the NodeRows of those of
     `small_runs` that have no other node queued or running (a successor queued here counts
     as queued in them), and the successors queued.
     """
@@ -356,13 +378,16 @@ def finish_attempts(
         "small_runs": list(small_runs),
     }
     if follows:
-        params["follows"] = json.dumps([{"after": after, "node_id": node_id} for after, node_id in follows])
+        params["follows"] = json.dumps(
+            [{"after": after, "node_id": node_id, "others": others} for after, node_id, others in follows]
+        )
         params["follow_job"] = new_follow_job_id()
     rows = execute(FINISH_FOLLOW_SQL if follows else FINISH_SQL, params)
     return Finished(
         [row[1] for row in rows if row[0] == "run"],
         [NodeRow(*row[1:]) for row in rows if row[0] == "node"],
         [Followed(*row[1:7]) for row in rows if row[0] == "follow"],
+        {(row[2], row[3]): row[4] for row in rows if row[0] == "output"},
     )
 
 

@@ -59,15 +59,17 @@ restart:
 browser:
 	@command -v chromium >/dev/null 2>&1 || (apt-get update && apt-get install -y chromium)
 
-# Two pytest-xdist workers, a test file each at a time (tests/conftest.py gives each worker its
-# own PostgreSQL and Redis databases); TEST_WORKERS=0 runs everything in one process. The
-# browser tests run after the rest, in one process of their own: Playwright's sync API keeps an
-# event loop running in its process until the session ends, which breaks async_to_sync in
-# any test after it, and xdist does not keep a file order; one process, as their live servers
-# and broadcasters were not proven apart under xdist. PYTEST_ARGS (options such as -k or
-# -x) go to both sessions; exit code 5 (nothing collected, say under -k) is not a failure.
+# Two pytest-xdist workers, a test file each at a time, the longest files first (the list in
+# tests/conftest.py; xdist's own reorder, most tests first, handed them out last). Each worker
+# has its own PostgreSQL and Redis databases (tests/conftest.py); TEST_WORKERS=0 runs
+# everything in one process. The browser tests run after the rest, in one process of their
+# own: Playwright's sync API keeps an event loop running in its process until the session
+# ends, which breaks async_to_sync in any test after it, and xdist does not keep a file order;
+# one process, as their live servers and broadcasters were not proven apart under xdist.
+# PYTEST_ARGS (options such as -k or -x) go to both sessions; exit code 5 (nothing
+# collected, say under -k) is not a failure.
 TEST_WORKERS ?= 2
-PYTEST_RUN = $(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile
+PYTEST_RUN = $(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 test: venv assets browser
 	@$(PYTEST_RUN) --ignore=tests/browser $(PYTEST_ARGS); rest=$$?; \
 	$(VENV)/bin/pytest tests/browser $(PYTEST_ARGS); pages=$$?; \

@@ -100,3 +100,50 @@ def fresh_start_budgets() -> Iterator[None]:
     manage.forget_start_budgets()
     yield
     manage.forget_start_budgets()
+
+
+# The longest files, longest first (their times under --durations on 2 cores, 2026-11-27;
+# each over 50 s). `make test` runs --dist loadfile --no-loadscope-reorder, so pytest-xdist
+# hands out files in this order: the long ones start first and the many short ones fill in
+# at the end. In xdist's own order (most tests first) the long files with few tests (chaos:
+# 2 tests, minutes) came last, and one worker sat idle while the other ran them. Other files
+# keep their collection order after these; a file missing here only starts later than it could.
+LONGEST_FILES_FIRST = [
+    "tests/integration/test_runtime.py",
+    "tests/integration/test_chaos.py",
+    "tests/integration/test_waits.py",
+    "tests/integration/test_llm_streaming.py",
+    "tests/integration/test_slots.py",
+    "tests/integration/test_mcp_server.py",
+    "tests/integration/test_maps.py",
+    "tests/integration/test_schedules.py",
+    "tests/integration/test_children.py",
+    "tests/integration/test_sagas.py",
+    "tests/integration/test_supervisor.py",
+    "tests/integration/test_budgets.py",
+    "tests/integration/test_mcp_agent.py",
+    "tests/integration/test_suites.py",
+    "tests/integration/test_provider_health.py",
+    "tests/integration/test_unfixable_failures.py",
+    "tests/integration/test_agent_workflow_tools.py",
+    "tests/integration/test_agent.py",
+    "tests/integration/test_agent_streaming.py",
+    "tests/integration/test_backup.py",
+    "tests/integration/test_price_migration.py",
+    "tests/integration/test_replays.py",
+    "tests/integration/test_anthropic_agent.py",
+    "tests/integration/test_waiting_runs.py",
+    "tests/api/test_schemathesis.py",
+    "tests/integration/test_cross_host.py",
+    "tests/api/test_declared_headers.py",
+    "tests/api/test_topics.py",
+    "tests/integration/test_response_cache.py",
+    "tests/integration/test_flow_control_runtime.py",
+    "tests/integration/test_priorities.py",
+    "tests/unit/test_layers.py",
+]
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    rank = {REPO / path: place for place, path in enumerate(LONGEST_FILES_FIRST)}
+    items.sort(key=lambda item: rank.get(Path(str(item.path)), len(rank)))

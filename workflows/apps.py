@@ -24,6 +24,9 @@ class WorkflowsConfig(AppConfig):
         )
         wire_runtime()
         wire_provider_kinds()
+        from workflows.integrations import keycache
+
+        keycache.watch_changes()
 
 
 def wire_runtime() -> None:

@@ -12,8 +12,10 @@ Neither: 401 with a Bearer challenge.
 The permission decision is controlplane/access.py's: for a key `api_key_can` (its scopes
 and its owner's role), for a person `can` (their role), as for pages. What the views get
 as `request.auth` is the actor the domain records: the ApiKey or the User. The rate limit is a fixed one-minute window per key in Redis (one INCR and
-one EXPIRE, pipelined); a key over it gets 429 with Retry-After until the window ends. If
-Redis cannot be reached the limit is not enforced: the API stays up, and the log says so.
+one EXPIRE, pipelined; for a key the process remembers, in the Lua call that checks it is
+still good: workflows/integrations/keycache.py); a key over it gets 429 with Retry-After
+until the window ends. If Redis cannot be reached the limit is not enforced: the API stays
+up, and the log says so.
 """
 
 from __future__ import annotations
@@ -27,13 +29,14 @@ import redis
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.http import HttpRequest
+from django.utils import timezone
 from ninja.errors import AuthenticationError
 from ninja.security.base import AuthBase
 from ninja.utils import check_csrf
 
 from controlplane import access
 from workflows.api.errors import ApiError, FieldError
-from workflows.integrations import keys
+from workflows.integrations import keycache, keys
 from workflows.runtime import bus
 from workflows.store.models import ApiKey
 
@@ -80,10 +83,10 @@ class KeyAuth(AuthBase):
     def __call__(self, request: HttpRequest) -> ApiKey | None:
         if "Authorization" not in request.headers:
             return None  # perhaps a browser session: the next scheme decides
-        key = authenticate(request)
-        request.rate = check_rate(f"key:{key.prefix}")  # type: ignore[attr-defined]  # the rate state rides on the request to the response headers (AuthBase takes a plain HttpRequest)
-        authorize(key, self.action)
-        return key
+        admitted, rate = admit_counted(request)
+        request.rate = rate  # type: ignore[attr-defined]  # the rate state rides on the request to the response headers (AuthBase takes a plain HttpRequest)
+        authorize_key(admitted.key, admitted.role, self.action)
+        return admitted.key
 
 
 class SessionAuth(AuthBase):
@@ -129,16 +132,46 @@ def person_of(actor: Any) -> Any:
 
 def authenticate(request: HttpRequest) -> ApiKey:
     """Return the API key the request presents; 401 when there is none or it cannot be used."""
+    try:
+        return keys.verify(bearer_token(request))
+    except keys.KeyRefused as exc:
+        raise unauthorized(str(exc)) from None
+
+
+def bearer_token(request: HttpRequest) -> str:
+    """Return the token of the request's `Authorization: Bearer`; 401 without one."""
     header = request.headers.get("Authorization", "")
     if not header:
         raise unauthorized("Send an API key: Authorization: Bearer sy_<prefix>_<secret>.")
     scheme, _, token = header.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise unauthorized("Use the Bearer scheme: Authorization: Bearer sy_<prefix>_<secret>.")
+    return token.strip()
+
+
+def admit_counted(request: HttpRequest) -> tuple[keycache.Admitted, RateState | None]:
+    """Return the request's usable key (401 if none) and its count in the key's window (429 past it).
+
+    A key this process remembers is checked and counted in one Redis call (keycache.py);
+    one it reads from the table is counted after, as before: a refused key is never counted.
+    """
+    token = bearer_token(request)
+    limit = settings.SWITCHYARD["API_RATE_LIMIT_PER_MINUTE"]
+    now = time.time()
     try:
-        return keys.verify(token.strip())
+        bucket = f"key:{keys.prefix_of(token)}"
+        counter = keycache.Counter(window_name(bucket, now), 2 * WINDOW_SECONDS) if limit > 0 else None
+        admitted = keycache.admit(token, counter, timezone.now())
     except keys.KeyRefused as exc:
         raise unauthorized(str(exc)) from None
+    if admitted.redis_away is not None:
+        log.warning("rate limit not enforced, Redis unavailable: %s", admitted.redis_away)
+        return admitted, None
+    if counter is None:
+        return admitted, None
+    if admitted.count is None:
+        return admitted, check_rate(bucket, now)
+    return admitted, rate_state(admitted.count, limit, now)
 
 
 def unauthorized(detail: str) -> ApiError:
@@ -147,7 +180,12 @@ def unauthorized(detail: str) -> ApiError:
 
 def authorize(key: ApiKey, action: str) -> None:
     """Refuse (403) an action the key's scopes or its owner's role do not allow."""
-    if access.api_key_can(key, action):
+    authorize_key(key, access.role_of(key.owner), action)
+
+
+def authorize_key(key: ApiKey, owner_role: str | None, action: str) -> None:
+    """`authorize`, the owner's role (access.role_of) being known: read with the key."""
+    if access.key_can(key.scopes, action) and access.role_can(owner_role, action):
         return
     role, scope = access.ACTIONS[action]
     if not access.key_can(key.scopes, action):
@@ -180,8 +218,7 @@ def check_rate(bucket: str, now: float | None = None) -> RateState | None:
     if limit <= 0:
         return None
     now = time.time() if now is None else now
-    window = int(now // WINDOW_SECONDS)
-    name = f"sy:rate:{bucket}:{window}"
+    name = window_name(bucket, now)
     try:
         pipe = bus.client().pipeline(transaction=False)
         pipe.incr(name)
@@ -190,6 +227,16 @@ def check_rate(bucket: str, now: float | None = None) -> RateState | None:
     except redis.RedisError as exc:
         log.warning("rate limit not enforced, Redis unavailable: %s", exc)
         return None
+    return rate_state(count, limit, now)
+
+
+def window_name(bucket: str, now: float) -> str:
+    """The counter of `bucket`'s window at `now`."""
+    return f"sy:rate:{bucket}:{int(now // WINDOW_SECONDS)}"
+
+
+def rate_state(count: int, limit: int, now: float) -> RateState:
+    """The state after a request counted `count`-th in its window; 429 past the limit."""
     state = RateState(limit, limit - count, WINDOW_SECONDS - int(now % WINDOW_SECONDS))
     if count > limit:
         detail = f"Rate limit of {limit} requests per minute reached; retry in {state.reset} s."

@@ -73,15 +73,20 @@ def check_scopes(scopes: Sequence[str]) -> None:
 def verify(plaintext: str, now: datetime | None = None) -> ApiKey:
     """Return the usable key matching `plaintext`, or raise KeyRefused saying why."""
     now = now or timezone.now()
-    parts = plaintext.split("_", 2)
-    if len(parts) != 3 or parts[0] != "sy" or len(parts[1]) != 2 * PREFIX_BYTES:
-        raise KeyRefused("This is not a Switchyard API key: keys look like sy_<prefix>_<secret>.")
-    key = hotreads.find_key(parts[1])
+    key = hotreads.find_key(prefix_of(plaintext))
     if key is None or not hmac.compare_digest(key.hash, hash_key(plaintext)):
         raise KeyRefused("Unknown API key: check it was copied whole, or ask an admin for a new one.")
     check_usable(key, now)
     touch(key, now)
     return key
+
+
+def prefix_of(plaintext: str) -> str:
+    """Return the prefix of a key of Switchyard's form, or raise KeyRefused."""
+    parts = plaintext.split("_", 2)
+    if len(parts) != 3 or parts[0] != "sy" or len(parts[1]) != 2 * PREFIX_BYTES:
+        raise KeyRefused("This is not a Switchyard API key: keys look like sy_<prefix>_<secret>.")
+    return parts[1]
 
 
 def check_usable(key: ApiKey, now: datetime) -> None:
@@ -94,9 +99,14 @@ def check_usable(key: ApiKey, now: datetime) -> None:
 
 
 def touch(key: ApiKey, now: datetime) -> None:
-    """Record use, at most once per TOUCH_EVERY (a conditional update, no lock)."""
+    """Record use, at most once per TOUCH_EVERY (a conditional update, no lock).
+
+    The condition is the stored time, not the one `key` holds: a process that remembers a
+    key (keycache.py) may hold an older one than another process wrote since.
+    """
     if key.last_used_at is None or now - key.last_used_at >= TOUCH_EVERY:
-        ApiKey.objects.filter(pk=key.pk, last_used_at=key.last_used_at).update(last_used_at=now)
+        unused = Q(last_used_at__isnull=True) | Q(last_used_at__lte=now - TOUCH_EVERY)
+        ApiKey.objects.filter(unused, pk=key.pk).update(last_used_at=now)
         key.last_used_at = now
 
 

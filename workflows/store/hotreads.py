@@ -74,6 +74,21 @@ def find_key(prefix: str) -> ApiKey | None:
     return key
 
 
+def key_row(key: ApiKey) -> tuple[Any, ...]:
+    """The values of a key and its owner, as `key_of` takes them back."""
+    _, key_names, user_names = key_statement()
+    return tuple(getattr(key, n) for n in key_names) + tuple(getattr(key.owner, n) for n in user_names)
+
+
+def key_of(values: Sequence[Any]) -> ApiKey:
+    """A fresh ApiKey with its owner from `key_row`'s values (lists copied: never shared)."""
+    _, key_names, user_names = key_statement()
+    fresh = [list(v) if isinstance(v, list) else v for v in values]
+    key = ApiKey.from_db(DEFAULT_DB_ALIAS, key_names, fresh[: len(key_names)])
+    key.owner = get_user_model().from_db(DEFAULT_DB_ALIAS, user_names, fresh[len(key_names) :])
+    return key
+
+
 @cache
 def workflow_statement() -> tuple[str, list[str], list[str]]:
     flow_names = columns(Workflow)

@@ -526,7 +526,10 @@ HTTP_SCHEMA: dict[str, Any] = {
             "type": "string",
             "pattern": "^https?://",
             "maxLength": 4096,
-            "description": "http:// or https:// URL; may contain {input.key} and {upstream.node.key}.",
+            "description": (
+                "http:// or https:// URL; may contain {input.key} and {upstream.node.key}, and in a "
+                "map node {item.key} and {index} (percent-encoded)."
+            ),
         },
         "method": {"enum": HTTP_METHODS, "default": "GET"},
         "headers": {"type": "object", "additionalProperties": {"type": "string"}},

@@ -225,3 +225,21 @@ def test_a_cpu_bound_item_beside_busy_slots_keeps_its_time_limit(rt: Runtime, se
     server.go.set()
     run, _ = finished_sampling(run)
     assert_each_item_once(run, 20, attempt=1)
+
+
+def test_each_item_reaches_the_server_at_its_own_url_from_item_placeholders(
+    rt: Runtime, server: HeldHTTPServer
+) -> None:
+    server.gated = False
+    config = {"url": server.url + "/doc/{item.id}?at={index}&tag={item.tags.0}", "timeout_seconds": 60}
+    each = node("each", "http.request", config=config, map="input.documents", max_parallel=5)
+    workflow = publish("fetch-by-item", {"nodes": [each], "edges": []})
+    documents = [{"id": f"d{i}" if i != 3 else "a b/c", "tags": [f"t{i}"]} for i in range(12)]
+    start(rt, "w1")
+    run = runs.start_run(workflow, {"documents": documents})[0]
+
+    run, _ = finished_sampling(run, timeout=120)
+    assert_each_item_once(run, 12, attempt=1)
+    paths = [o["json"]["path"] for o in NodeRun.objects.get(run=run, node_id="each").output]
+    assert paths[3] == "/doc/a%20b%2Fc?at=3&tag=t3"  # percent-encoded: an item cannot pick the path
+    assert paths == [f"/doc/{'d' + str(i) if i != 3 else 'a%20b%2Fc'}?at={i}&tag=t{i}" for i in range(12)]

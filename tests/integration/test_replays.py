@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.fakes.llm_server import FakeLLMServer
-from tests.integration.conftest import publish, two_workers_and_a_scheduler, wait_finished
+from tests.integration.conftest import node, publish, two_workers_and_a_scheduler, wait_finished
 from tests.integration.runtime import Runtime
 from tests.integration.test_agent import MODULES, agent_flow, completion, scripted, tool_log
 from workflows.forks import forking
@@ -162,3 +162,21 @@ def test_an_http_request_is_replayed_by_method_url_and_body_and_a_changed_url_is
     error = NodeRun.objects.get(run=strict, node_id="fetch").error
     assert "made no http call" in error and "differs at $.url" in error, error
     assert len(http_server.seen) == 1  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("replay_runtime", ["100"], indirect=True, ids=["slots"])
+def test_each_item_of_an_llm_chat_map_asks_the_provider_its_own_prompt(
+    replay_runtime: Runtime, llm: FakeLLMServer
+) -> None:
+    # Not a replay yet: a map item's context has no attempt row (node_run_id 0), so its calls
+    # are neither recorded nor replayed (docs/authors/maps.md, "Not built").
+    llm.reply = None  # the fake's default: `echo: <the user message>`
+    each = node("each", "llm.chat", map="input.documents", config={"prompt": "Summarise: {item.text}"})
+    workflow = publish("summaries", {"nodes": [each], "edges": []})
+    texts = ["alpha", "beta", "gamma"]
+    run = wait_finished(runs.start_run(workflow, {"documents": [{"text": t} for t in texts]})[0])
+
+    assert run.status == "succeeded", NodeRun.objects.get(run=run, node_id="each").error
+    asked = sorted(r.json["messages"][-1]["content"] for r in llm.requests)
+    assert asked == [f"Summarise: {t}" for t in texts]
+    assert [o["content"] for o in outputs(run)["each"]] == [f"echo: Summarise: {t}" for t in texts]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -371,6 +372,84 @@ def test_a_handler_error_is_retryable_unless_it_says_not() -> None:
 def test_a_lone_placeholder_in_json_keeps_its_type() -> None:
     body = {"n": "{input.n}", "tags": ["{input.tags}", "n={input.n}"], "fixed": 1.5}
     assert builtin.render_value(body, SOURCES, "t") == {"n": 3, "tags": [["x", "y"], "n=3"], "fixed": 1.5}
+
+
+def item_ctx(config: dict[str, Any], item: Any, index: int) -> handlers.NodeContext:
+    """A map item's context: a node context with the item and its index."""
+    return dataclasses.replace(ctx(config, input={"name": "Ada"}), item=item, index=index)
+
+
+@pytest.mark.parametrize(
+    ("template", "item", "expected"),
+    [
+        ("Summarise: {item.text}", {"text": "The cat sat."}, "Summarise: The cat sat."),
+        ("{index}: {item}", "plain text", "2: plain text"),
+        ("{item}", {"a": [1, "é"]}, '{"a": [1, "é"]}'),
+        ("{item.0} and {item.1.x}", ["first", {"x": None}], "first and null"),
+        ("{input.name} reads {item.tags.1}", {"tags": ["x", "y"]}, "Ada reads y"),
+        ("{item.text.}", {"text": "t"}, "{item.text.}"),
+    ],
+)
+def test_a_map_item_template_names_the_item_its_fields_and_its_index(
+    template: str, item: Any, expected: str
+) -> None:
+    sources = builtin.template_sources(item_ctx({}, item, 2))
+    assert builtin.render_template(template, sources, "t") == expected
+
+
+def test_a_lone_item_placeholder_in_json_keeps_its_type() -> None:
+    body = {"doc": "{item}", "id": "{item.id}", "at": "{index}", "label": "#{index}"}
+    sources = builtin.request_sources(item_ctx({}, {"id": 7, "tags": ["a"]}, 0))
+    assert builtin.render_value(body, sources, "t") == {
+        "doc": {"id": 7, "tags": ["a"]},
+        "id": 7,
+        "at": 0,
+        "label": "#0",
+    }
+
+
+@pytest.mark.parametrize(
+    ("template", "sentence"),
+    [
+        ("{item.text}", "placeholder {item.text}: item 4 of the map has no `text`"),
+        ("{item.meta.lang}", "placeholder {item.meta.lang}: item 4 of the map has no `meta.lang`"),
+        ("{item.9}", "placeholder {item.9}: item 4 of the map has no `9`"),
+        ("{index.x}", "placeholder {index.x}: the index of item 4 is the number 4; it has no fields"),
+    ],
+)
+def test_a_missing_item_field_is_not_retryable_and_names_the_field_and_the_index(
+    template: str, sentence: str
+) -> None:
+    sources = builtin.template_sources(item_ctx({}, {"meta": {}}, 4))
+    with pytest.raises(handlers.HandlerError) as caught:
+        builtin.render_template(template, sources, "llm.chat config.prompt")
+    assert str(caught.value).startswith("llm.chat config.prompt: ")
+    assert sentence in str(caught.value)
+    assert not handlers.is_retryable(caught.value)
+
+
+def test_a_context_that_is_no_map_item_offers_no_item_to_templates() -> None:
+    sources = builtin.template_sources(ctx({}, input={"name": "Ada"}))
+    assert set(sources) == {"input", "upstream"}
+    assert builtin.render_template("{item.text} {index}", sources, "t") == "{item.text} {index}"
+
+
+def test_each_llm_chat_item_is_its_own_request_for_recording_and_replay() -> None:
+    from workflows.core import callhash
+    from workflows.llm.handler import chat_messages
+
+    config = {"prompt": "Summarise: {item.text}", "system": "Document {index}."}
+
+    def digest(item: Any, index: int) -> str:
+        messages = chat_messages(item_ctx(config, item, index), "llm.chat")
+        return callhash.request_hash(callhash.llm_request("p", "m", messages, None, {}))
+
+    assert chat_messages(item_ctx(config, {"text": "A"}, 0), "llm.chat") == [
+        {"role": "system", "content": "Document 0."},
+        {"role": "user", "content": "Summarise: A"},
+    ]
+    assert len({digest({"text": "A"}, 0), digest({"text": "B"}, 0), digest({"text": "A"}, 1)}) == 3
+    assert digest({"text": "A"}, 0) == digest({"text": "A", "unused": 1}, 0)
 
 
 def test_url_placeholders_are_percent_encoded_so_input_cannot_pick_the_host() -> None:

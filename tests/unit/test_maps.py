@@ -117,3 +117,53 @@ def test_a_definition_without_map_fields_keeps_its_normalised_form() -> None:
 )
 def test_map_outcome_follows_the_policy(policy: str, dead: int, outcome: str) -> None:
     assert maps.map_outcome(policy, dead) == outcome
+
+
+def issues_of(nodes: list[dict[str, Any]]) -> dict[str, Any]:
+    with pytest.raises(DefinitionError) as caught:
+        parse_definition({"nodes": nodes})
+    return {issue.path: issue for issue in caught.value.issues}
+
+
+def test_a_map_node_may_name_its_item_and_index_in_its_config() -> None:
+    config = {"prompt": "Summarise {item.text} ({index} of {input.count}): {item}"}
+    graph = graph_of(handler="llm.chat", map="input.documents", config=config)
+    assert graph.nodes["each"].config == config
+
+
+@pytest.mark.parametrize(
+    ("config", "path", "placeholder"),
+    [
+        ({"prompt": "Summarise: {item.text}"}, "nodes[0].config.prompt", "{item.text}"),
+        ({"json": {"rows": [{"at": "{index}"}]}}, "nodes[0].config.json.rows[0].at", "{index}"),
+        ({"url": "https://x.test/{item}"}, "nodes[0].config.url", "{item}"),
+    ],
+)
+def test_an_item_placeholder_outside_a_map_node_is_refused_naming_the_node_and_the_field(
+    config: dict[str, Any], path: str, placeholder: str
+) -> None:
+    issues = issues_of([{"id": "summary", "handler": "llm.chat", "config": config}])
+    assert list(issues) == [path]
+    issue = issues[path]
+    assert (issue.code, issue.node) == ("item_outside_map", "summary")
+    assert issue.message.startswith(f"{placeholder} names a map item, but node 'summary' is not a map node")
+    assert f"{path}: {placeholder}" in str(DefinitionError(list(issues.values())))
+
+
+def test_a_child_run_with_map_is_no_map_node_so_its_input_cannot_name_an_item() -> None:
+    node = {"id": "child", "handler": "workflow.run", "map": "input.x", "config": {"input": {"d": "{item}"}}}
+    issues = issues_of([node])
+    assert issues["nodes[0].config.input.d"].node == "child"
+
+
+def test_a_compensate_step_cannot_name_an_item_even_in_a_map_node() -> None:
+    node = {
+        "id": "each",
+        "handler": "core.noop",
+        "map": "input.x",
+        "config": {},
+        "compensate": {"handler": "http.request", "config": {"url": "https://x.test/{item.id}"}},
+    }
+    issue = issues_of([node])["nodes[0].compensate.config.url"]
+    assert "a compensate step runs once for the node and is given no item" in issue.message
+    assert "(node 'each')" in issue.message

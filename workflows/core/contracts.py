@@ -11,7 +11,8 @@ lists no properties, is not checked: nothing declares what its input holds.
 Decided here: a field the schema lists but does not require is accepted (a run may carry
 it); the run-time error for a run that lacks it says what to start the run with. Only the
 first field is checked (`{input.customer.email}` needs `customer`): nested schemas are the
-author's to keep.
+author's to keep. `{item...}` and `{index}` name a map node's item (`item_placeholders`):
+anywhere but in a map node's config the definition is refused.
 
 Warnings (`template_gaps`): what a placeholder names that nothing is sure to provide, but a
 run might still (so a save is not refused). `{input.X}` in a definition that declares no
@@ -24,13 +25,10 @@ followed through objects only: a list or a scalar ends the check (its shape vari
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, NamedTuple
 
-# The same placeholder grammar as handlers/builtin.py's templates, for the `input` root.
-INPUT_PLACEHOLDER = re.compile(r"\{input((?:\.[A-Za-z0-9_-]+)+)\}")
-UPSTREAM_PLACEHOLDER = re.compile(r"\{upstream((?:\.[A-Za-z0-9_-]+)*)\}")
+from workflows.core.placeholders import INPUT, ITEM_ROOTS, UPSTREAM, Placeholder, placeholders_in
 
 # What a Gap is about (the `code` of its warning).
 INPUT_UNDECLARED = "input_undeclared"
@@ -64,11 +62,22 @@ def unprovided_fields(config: Any, schema: Any) -> list[Unprovided]:
         return []
     found = []
     for where, text in strings_in(config, ()):
-        for match in INPUT_PLACEHOLDER.finditer(text):
-            name = match[1].split(".")[1]
+        for match in input_fields_in(text):
+            name = match.segments[0]
             if name not in declared:
-                found.append(Unprovided(where, name, match[0]))
+                found.append(Unprovided(where, name, match.text))
     return found
+
+
+def item_placeholders(config: Any) -> list[tuple[tuple[str | int, ...], Placeholder]]:
+    """The `{item...}` and `{index}` placeholders of a config, with their paths: only a map
+    node's items are given an item (core/definition.py refuses them anywhere else)."""
+    return [(where, p) for where, text in strings_in(config, ()) for p in placeholders_in(text, ITEM_ROOTS)]
+
+
+def input_fields_in(text: str) -> list[Placeholder]:
+    """The `{input.X...}` placeholders of `text` (the whole input, `{input}`, names no field)."""
+    return [p for p in placeholders_in(text, (INPUT,)) if p.path]
 
 
 def strings_in(value: Any, where: tuple[str | int, ...]) -> Iterator[tuple[tuple[str | int, ...], str]]:
@@ -111,8 +120,8 @@ def template_gaps(definition: Any, outputs: Mapping[str, Any]) -> list[Gap]:
         for where, text in strings_in(config, ()):
             found = (index, node_id, where)
             if undeclared:
-                gaps += [_undeclared_input(found, m) for m in INPUT_PLACEHOLDER.finditer(text)]
-            for match in UPSTREAM_PLACEHOLDER.finditer(text):
+                gaps += [_undeclared_input(found, p) for p in input_fields_in(text)]
+            for match in placeholders_in(text, (UPSTREAM,)):
                 gaps += _upstream_gaps(found, match, ids, preds.get(node_id, set()), outputs)
     return gaps
 
@@ -137,44 +146,46 @@ def _predecessors(raw: Any) -> dict[str, set[str]]:
     return preds
 
 
-def _undeclared_input(found: tuple[int, str, tuple[str | int, ...]], match: re.Match[str]) -> Gap:
-    name = match[1].split(".")[1]
+def _undeclared_input(found: tuple[int, str, tuple[str | int, ...]], match: Placeholder) -> Gap:
+    name = match.segments[0]
     message = (
-        f"{match[0]} names `{name}`, but the definition declares no input schema: a run started "
+        f"{match.text} names `{name}`, but the definition declares no input schema: a run started "
         f"without `{name}` fails at node '{found[1]}'; add `{name}` to the input schema"
     )
-    return Gap(*found, INPUT_UNDECLARED, match[0], name, message)
+    return Gap(*found, INPUT_UNDECLARED, match.text, name, message)
 
 
 def _upstream_gaps(
     found: tuple[int, str, tuple[str | int, ...]],
-    match: re.Match[str],
+    match: Placeholder,
     ids: set[str],
     preds: set[str],
     outputs: Mapping[str, Any],
 ) -> list[Gap]:
     node_id = found[1]
-    parts = match[1].split(".")[1:]
+    parts = match.segments
     if not parts:
         return []
     source, path = parts[0], parts[1:]
     if source not in ids:
-        message = f"{match[0]} names node '{source}', which this definition does not have (node '{node_id}')"
-        return [Gap(*found, UPSTREAM_UNKNOWN_NODE, match[0], source, message)]
+        message = (
+            f"{match.text} names node '{source}', which this definition does not have (node '{node_id}')"
+        )
+        return [Gap(*found, UPSTREAM_UNKNOWN_NODE, match.text, source, message)]
     if source not in preds:
         message = (
-            f"{match[0]}: node '{source}' is not upstream of node '{node_id}' (a node is given only the "
+            f"{match.text}: node '{source}' is not upstream of node '{node_id}' (a node is given only the "
             f"outputs of nodes with an edge into it); add an edge {source} -> {node_id} or fix the placeholder"
         )
-        return [Gap(*found, UPSTREAM_NOT_PREDECESSOR, match[0], source, message)]
+        return [Gap(*found, UPSTREAM_NOT_PREDECESSOR, match.text, source, message)]
     missing = missing_path(outputs[source], path) if source in outputs else None
     if missing is None:
         return []
     message = (
-        f"{match[0]}: the latest output of node '{source}' has no `{missing}` "
+        f"{match.text}: the latest output of node '{source}' has no `{missing}` "
         f"(node '{node_id}' would fail on it); pick a field that output has"
     )
-    return [Gap(*found, UPSTREAM_MISSING_FIELD, match[0], missing, message)]
+    return [Gap(*found, UPSTREAM_MISSING_FIELD, match.text, missing, message)]
 
 
 def missing_path(value: Any, path: Sequence[str]) -> str | None:

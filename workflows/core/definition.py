@@ -26,7 +26,13 @@ import jsonschema
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from workflows.core.conditions import Condition, ConditionError
-from workflows.core.contracts import INPUT_UNDECLARED, declared_fields, template_gaps, unprovided_fields
+from workflows.core.contracts import (
+    INPUT_UNDECLARED,
+    declared_fields,
+    item_placeholders,
+    template_gaps,
+    unprovided_fields,
+)
 from workflows.core.egress import EgressPolicy, literal_refusal
 from workflows.core.engine import JOIN_RULES
 from workflows.core.flowcontrol import MAX_KEY_CHARS, WORKFLOW_SCOPE, Concurrency, StartKey, check_key_path
@@ -385,6 +391,7 @@ def _inspect(
         issues += _check_handlers(draft, handlers)
     issues += _check_waits(draft)
     issues += _check_maps(draft)
+    issues += _check_item_placeholders(draft)
     issues += _check_flow_keys(draft)
     if limits.queues is not None:
         issues += _check_queues(draft, limits.queues)
@@ -837,6 +844,37 @@ def _check_maps(draft: _Draft) -> list[Issue]:
     ]
 
 
+def _check_item_placeholders(draft: _Draft) -> list[Issue]:
+    """Report `{item...}` / `{index}` in a config that is given no item: a node that is not a
+    map (core/placeholders.py), or a compensate step (it runs once for the node)."""
+    issues = []
+    for index, spec in draft.nodes.items():
+        configs: list[tuple[tuple[str, ...], dict[str, Any]]] = []
+        if _kind_of(spec) != MAP:
+            configs.append((("config",), spec.config))
+        if spec.compensate is not None:
+            configs.append((("compensate", "config"), spec.compensate.config))
+        for prefix, config in configs:
+            for where, found in item_placeholders(config):
+                path = _format_path(("nodes", index, *prefix, *where))
+                issues.append(
+                    Issue(path, _item_outside_map(found.text, spec, prefix), "item_outside_map", spec.id)
+                )
+    return issues
+
+
+def _item_outside_map(placeholder: str, spec: NodeSpec, prefix: tuple[str, ...]) -> str:
+    if prefix != ("config",):
+        return (
+            f"{placeholder}: a compensate step runs once for the node and is given no item; "
+            f"remove it (node '{spec.id}')"
+        )
+    return (
+        f"{placeholder} names a map item, but node '{spec.id}' is not a map node; set `map` on it "
+        "(map over items in the inspector), or use {input...} / {upstream...} instead"
+    )
+
+
 def _check_flow_keys(draft: _Draft) -> list[Issue]:
     """Report concurrency, debounce and singleton keys that cannot resolve (core/flowcontrol.py)."""
     declared = declared_fields(draft.input_schema)
@@ -939,12 +977,17 @@ def _build_node(spec: NodeSpec) -> Node:
     """Turn a node spec into a Node."""
     rate = RateLimit(**spec.rate_limit.model_dump()) if spec.rate_limit is not None else None
     fields = spec.model_dump(exclude={"retry", "rate_limit", "compensate", "concurrency"}, exclude_none=True)
-    kind = spec.handler if spec.handler in (*WAIT_KINDS, AGENT, CHILD) else MAP if spec.map else TASK
+    kind = _kind_of(spec)
     retry = RetryPolicy(**spec.retry.model_dump())
     keyed = _concurrency(spec.concurrency, spec.id) if spec.concurrency is not None else None
     return Node(
         **fields, retry=retry, rate_limit=rate, kind=kind, compensate=_build_step(spec), concurrency=keyed
     )
+
+
+def _kind_of(spec: NodeSpec) -> str:
+    """The node's kind: a wait, agent or child-run handler names its own; else `map` is a map."""
+    return spec.handler if spec.handler in (*WAIT_KINDS, AGENT, CHILD) else MAP if spec.map else TASK
 
 
 def _build_step(spec: NodeSpec) -> Node | None:

@@ -37,7 +37,12 @@ PUBLISH_SCHEMA: dict[str, Any] = {
             "description": "The CloudEvent type (default: the topic).",
         },
         "subject": {"type": "string", "maxLength": 500, "description": "May contain {input.key}."},
-        "data": {"description": "The event's data; strings may contain {input.key} and {upstream.node.key}."},
+        "data": {
+            "description": (
+                "The event's data; strings may contain {input.key} and {upstream.node.key} "
+                "(and, in a map node, {item.key} and {index})."
+            )
+        },
     },
     "required": ["topic"],
     "additionalProperties": False,

@@ -7,7 +7,8 @@ when no settings are configured, so this module imports and runs without Django.
 
 Templates: string values in `http.request`'s `url` and `json` (and `llm.chat`'s `system` and
 `prompt`) may contain `{input.key}` and `{upstream.node_id.key}` (dotted lookups through
-objects and list indexes; nothing else is evaluated). In a URL the substituted text is
+objects and list indexes; nothing else is evaluated), and in a map node's items `{item}`,
+`{item.key}` and `{index}` (core/placeholders.py holds the syntax). In a URL the substituted text is
 percent-encoded, so run input can fill path segments and query values but never choose the
 host. In `json` a string that is exactly one placeholder takes the value with its JSON type.
 
@@ -37,6 +38,7 @@ import jsonschema
 
 from workflows.core import callhash, secretrefs
 from workflows.core.egress import EgressRefused, literal_refusal
+from workflows.core.placeholders import INDEX, ITEM, PLACEHOLDER
 from workflows.handlers import caching, egress, recordings
 from workflows.handlers.registry import HandlerError, NodeContext, node, on_loop, run_sync
 from workflows.store import redaction
@@ -186,8 +188,6 @@ def flaky(ctx: NodeContext) -> dict[str, Any]:
 
 # --- templates ------------------------------------------------------------------------------
 
-_PLACEHOLDER = re.compile(r"\{(input|upstream|secret)((?:\.[A-Za-z0-9_-]+)*)\}")
-
 
 class SecretValues(Mapping[str, str]):
     """The `secret` root of `request_sources`: a lookup reveals one secret from the store (once
@@ -248,8 +248,10 @@ def prepared_call(ctx: NodeContext) -> tuple[SecretValues, str | None]:
 
 
 def template_sources(ctx: NodeContext) -> dict[str, Any]:
-    """Return what placeholders may look up: the run input and the upstream outputs."""
-    return {"input": ctx.input, "upstream": ctx.upstream}
+    """Return what placeholders may look up: the run input, the upstream outputs and, for a
+    map node's item, the item and its index."""
+    sources = {"input": ctx.input, "upstream": ctx.upstream}
+    return sources if ctx.index is None else {**sources, ITEM: ctx.item, INDEX: ctx.index}
 
 
 def request_sources(ctx: NodeContext, secrets: SecretValues | None = None) -> dict[str, Any]:
@@ -273,15 +275,18 @@ def lookup(sources: Mapping[str, Any], root: str, path: str, where: str) -> Any:
         elif isinstance(value, list) and segment.isdigit() and int(segment) < len(value):
             value = value[int(segment)]
         else:
-            missing = f"{where}: placeholder {{{root}{path}}}: {absent_value(root, segments, depth)}"
+            why = absent_value(root, segments, depth, sources.get(INDEX))
+            missing = f"{where}: placeholder {{{root}{path}}}: {why}"
             raise HandlerError(missing, retryable=False)
     return value
 
 
-def absent_value(root: str, segments: list[str], depth: int) -> str:
+def absent_value(root: str, segments: list[str], depth: int, index: Any = None) -> str:
     """Say which value a placeholder lacks and how a person provides it."""
     if root == "secret":
         return f"there is no secret `{segments[0]}`; an admin adds it on the secrets page."
+    if root in (ITEM, INDEX):
+        return absent_in_item(root, segments, depth, index)
     if root == "input":
         field = ".".join(segments[: depth + 1])
         example = json.dumps(nested_example(segments[: depth + 1]))
@@ -301,6 +306,17 @@ def absent_value(root: str, segments: list[str], depth: int) -> str:
     )
 
 
+def absent_in_item(root: str, segments: list[str], depth: int, index: Any) -> str:
+    """Say which field a map item lacks, naming the item by its index."""
+    if root == INDEX:
+        return f"the index of item {index} is the number {index}; it has no fields, so write {{index}}."
+    field = ".".join(segments[: depth + 1])
+    return (
+        f"item {index} of the map has no `{field}`; fix the map's list (its expression or the data "
+        "it reads), or the placeholder, then replay the item."
+    )
+
+
 def nested_example(segments: list[str]) -> Any:
     """`{"a": {"b": "..."}}` for the path a.b: an input shape that provides it."""
     value: Any = "..."
@@ -317,20 +333,20 @@ def as_text(value: Any) -> str:
 def render_template(
     template: str, sources: Mapping[str, Any], where: str, escape: Callable[[str], str] = str
 ) -> str:
-    """Substitute every `{input...}` / `{upstream...}` placeholder; leave other braces alone."""
+    """Substitute every placeholder whose root is in `sources`; leave other braces alone."""
 
     def replace(match: re.Match[str]) -> str:
         if match[1] not in sources:
             return match[0]
         return escape(as_text(lookup(sources, match[1], match[2], where)))
 
-    return _PLACEHOLDER.sub(replace, template)
+    return PLACEHOLDER.sub(replace, template)
 
 
 def render_value(value: Any, sources: Mapping[str, Any], where: str) -> Any:
     """Render placeholders in every string of a JSON value; a lone placeholder keeps its type."""
     if isinstance(value, str):
-        whole = _PLACEHOLDER.fullmatch(value)
+        whole = PLACEHOLDER.fullmatch(value)
         if whole and whole[1] in sources:
             return lookup(sources, whole[1], whole[2], where)
         return render_template(value, sources, where)
@@ -510,7 +526,10 @@ HTTP_SCHEMA: dict[str, Any] = {
             "type": "string",
             "pattern": "^https?://",
             "maxLength": 4096,
-            "description": "http:// or https:// URL; may contain {input.key} and {upstream.node.key}.",
+            "description": (
+                "http:// or https:// URL; may contain {input.key} and {upstream.node.key}, and in a "
+                "map node {item.key} and {index} (percent-encoded)."
+            ),
         },
         "method": {"enum": HTTP_METHODS, "default": "GET"},
         "headers": {"type": "object", "additionalProperties": {"type": "string"}},

@@ -38,7 +38,10 @@ CHAT_SCHEMA: dict[str, Any] = {
             "type": "string",
             "minLength": 1,
             "maxLength": 200_000,
-            "description": "User message; {input.key} and {upstream.node.key} are filled in.",
+            "description": (
+                "User message; {input.key} and {upstream.node.key} are filled in, and in a map "
+                "node {item}, {item.key} and {index}."
+            ),
         },
         "temperature": {"type": "number", "minimum": 0, "maximum": 2},
         "max_tokens": {"type": "integer", "minimum": 1, "maximum": 1_000_000},

@@ -1,0 +1,51 @@
+"""The statements of a worker's slots share a few connections (runtime/slots.py), real processes:
+one statement waiting on PostgreSQL does not hold up the other slots' attempts."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.db import transaction
+
+from tests.fakes.llm_server import FakeLLMServer
+from tests.integration.runtime import Runtime, wait_for
+from tests.integration.test_slots import all_finished, chat, errors, start, start_runs
+from workflows.store.models import LLMProvider, NodeRun, Run
+
+OTHERS = 5
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeLLMServer]:
+    with FakeLLMServer(gated=True) as server:
+        yield server
+
+
+@pytest.fixture
+def rt(transactional_db: Any, redis_clean: None, fake: FakeLLMServer) -> Iterator[Runtime]:
+    LLMProvider.objects.create(name="fakeco", base_url=fake.base_url, default_model="m", is_default=True)
+    runtime = Runtime(SWITCHYARD_WORKER_SLOTS="20")
+    yield runtime
+    fake.go.set()
+    runtime.stop()
+
+
+def test_a_slot_whose_statement_waits_on_a_lock_holds_up_none_of_the_other_slots(
+    rt: Runtime, fake: FakeLLMServer
+) -> None:
+    start(rt, "w1")
+    blocked, *others = start_runs(chat("locked"), 1 + OTHERS)
+    wait_for(lambda: fake.held >= 1 + OTHERS, 60, "every call held in flight at the provider")
+
+    with transaction.atomic():
+        # The blocked run's call record (a foreign key to its node row) now waits on this lock.
+        NodeRun.objects.select_for_update().get(run=blocked)
+        fake.go.set()
+        # With one connection for all the slots (before), every other statement queued behind it.
+        finished = all_finished(others, timeout=60)
+        assert {r.status for r in finished} == {"succeeded"}, errors(finished)
+        assert Run.objects.get(pk=blocked.pk).status == "running"
+
+    assert [r.status for r in all_finished([blocked])] == ["succeeded"], errors([blocked])

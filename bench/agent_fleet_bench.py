@@ -122,6 +122,7 @@ class FleetBench(Bench):
     def start(self) -> None:
         python = str(harness.VENV_BIN / "python")
         self.env["SWITCHYARD_WORKER_SLOTS"] = str(self.args.slots)
+        self.env["SWITCHYARD_WORKER_SLOT_CONNECTIONS"] = str(self.args.slot_connections)
         for i in (1, 2):
             cmd = [python, "manage.py", "rqworker", "--name", f"fleet-w{i}", "default", "agents"]
             self.procs.append(harness.spawn(cmd, f"worker-{i}", "workers", self.env, self.logdir))
@@ -253,10 +254,8 @@ def run_fleet(bench: FleetBench, args: argparse.Namespace) -> dict[str, Any]:
     ids = start_all(bench, workflow, args.runs)
     submitted = time.perf_counter() - began
     ideal = args.runs * args.turns * args.turn_seconds / (2 * args.slots)
-    peak_rss, deadline = 0, time.monotonic() + ideal * 6 + 300
-    while (left := unfinished(ids)) > 0:
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{left} runs not finished in time; see {bench.logdir}")
+    peak_rss, deadline = 0, time.monotonic() + args.give_up_after
+    while (left := unfinished(ids)) > 0 and time.monotonic() < deadline:
         peak_rss = max(peak_rss, bench.worker_rss())
         time.sleep(1)
     wall = time.perf_counter() - began
@@ -265,7 +264,9 @@ def run_fleet(bench: FleetBench, args: argparse.Namespace) -> dict[str, Any]:
     calls = LLMCall.objects.filter(run_id__in=ids).count()
     return {
         "runs": args.runs,
+        "unfinished": left,  # given up after --give-up-after seconds: the figures are up to then
         "slots_per_worker": args.slots,
+        "slot_connections": args.slot_connections,
         **correct_runs(ids, args.turns),
         "wall_s": round(wall, 1),
         "ideal_s": round(ideal, 1),
@@ -286,7 +287,9 @@ def main() -> None:
     parser.add_argument("--slots", type=int, default=500, help="slots per worker (2 workers)")
     parser.add_argument("--turn-seconds", type=float, default=2.0)
     parser.add_argument("--turns", type=int, default=3)
+    parser.add_argument("--slot-connections", type=int, default=4, help="per worker (runtime/slots.py)")
     parser.add_argument("--provider-procs", type=int, default=1)
+    parser.add_argument("--give-up-after", type=float, default=3600, help="seconds; then print what finished")
     parser.add_argument("--serve-provider", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_provider:

@@ -1,5 +1,6 @@
-"""The statements of a worker's slots share a few connections (runtime/slots.py), real processes:
-one statement waiting on PostgreSQL does not hold up the other slots' attempts."""
+"""A fleet of attempts on a worker's slots (issue 23), real processes: the worker takes the
+jobs of I/O-bound nodes several at a time, and the statements of its slots share a few
+connections, so one statement waiting on PostgreSQL does not hold up the other slots."""
 
 from __future__ import annotations
 
@@ -10,8 +11,12 @@ import pytest
 from django.db import transaction
 
 from tests.fakes.llm_server import FakeLLMServer
+from tests.integration.conftest import publish
 from tests.integration.runtime import Runtime, wait_for
+from tests.integration.test_agent import agent_flow
 from tests.integration.test_slots import all_finished, chat, errors, start, start_runs
+from workflows.runs import actions as runs
+from workflows.runtime.worker import TAKE_AT_MOST
 from workflows.store.models import LLMProvider, NodeRun, Run
 
 OTHERS = 5
@@ -49,3 +54,25 @@ def test_a_slot_whose_statement_waits_on_a_lock_holds_up_none_of_the_other_slots
         assert Run.objects.get(pk=blocked.pk).status == "running"
 
     assert [r.status for r in all_finished([blocked])] == ["succeeded"], errors([blocked])
+
+
+def test_a_worker_with_free_slots_claims_queued_agents_several_at_a_time(
+    rt: Runtime, fake: FakeLLMServer
+) -> None:
+    rt.scheduler("s1")
+    agent = publish("fleet", agent_flow([]))
+    count = TAKE_AT_MOST + 4
+    started = [runs.start_run(agent, {"who": f"u{n}"})[0] for n in range(count)]
+    queued = NodeRun.objects.filter(run__in=started, node_id="agent", status="queued")
+    wait_for(lambda: queued.count() == count, 60, "the agents queued by the scheduler")
+
+    rt.worker("w1")
+    wait_for(lambda: fake.held >= count, 60, "every agent's first turn held at the provider")
+
+    # One claim statement per take: its rows share the statement's start (now()); one job a
+    # pop (before) claimed each in a statement of its own.
+    running = NodeRun.objects.filter(run__in=started, node_id="agent", status="running", worker="w1")
+    claims = set(running.values_list("started_at", flat=True))
+    assert running.count() == count and len(claims) <= 2, len(claims)
+    fake.go.set()
+    assert {r.status for r in all_finished(started)} == {"succeeded"}, errors(started)

@@ -284,6 +284,7 @@ class SwitchyardSettings(TypedDict):
     FREE_LOST_ATTEMPTS: int
     WORKER_DRAIN_SECONDS: float
     WORKER_SLOTS: int
+    WORKER_SLOT_CONNECTIONS: int
     HTTP_TIMEOUT_SECONDS: float
     HTTP_MAX_RESPONSE_BYTES: int
     LLM_BASE_URL: str
@@ -340,6 +341,9 @@ SWITCHYARD: SwitchyardSettings = {
     # Attempts of I/O-bound nodes (llm.chat, llm.agent, http.request) one worker process runs
     # at once as coroutines (runtime/slots.py); 0 runs them one at a time like any handler.
     "WORKER_SLOTS": env_int("SWITCHYARD_WORKER_SLOTS", 100),
+    # Threads (each with its own PostgreSQL connection) that run the statements of a worker's
+    # slots (runtime/slots.py): one statement waiting on PostgreSQL no longer holds up the rest.
+    "WORKER_SLOT_CONNECTIONS": env_int("SWITCHYARD_WORKER_SLOT_CONNECTIONS", 4),
     "HTTP_TIMEOUT_SECONDS": env_float("SWITCHYARD_HTTP_TIMEOUT_SECONDS", 30.0),
     "HTTP_MAX_RESPONSE_BYTES": env_int("SWITCHYARD_HTTP_MAX_RESPONSE_BYTES", 1024 * 1024),
     "LLM_BASE_URL": env_str("LLM_BASE_URL", "http://127.0.0.1:11434/v1"),

@@ -27,7 +27,7 @@ from workflows import handlers
 from workflows.core import priorities
 from workflows.core.compensation import given_by, step_node
 from workflows.core.flowcontrol import Concurrency
-from workflows.core.graph import TASK as TASK_KIND, Graph, RateLimit
+from workflows.core.graph import TASK as TASK_KIND, Graph, Node, RateLimit
 from workflows.core.states import NodeStatus
 from workflows.runtime import capacity, rqcompat, transitions
 from workflows.runtime.transitions import InputRow
@@ -38,6 +38,7 @@ TASK = "workflows.runtime.tasks.run_nodes"
 MAX_BATCH = 32
 SPREAD_FROM = 8
 BATCHABLE_PREFIX = "syb-"  # job ids of batchable nodes: a worker may pop several together
+SLOTS_PREFIX = "sys-"  # job ids of I/O-bound nodes: a worker with free slots takes several together
 FAILED_JOB_TTL = 86400
 
 
@@ -52,6 +53,7 @@ class Ready:
     node_id: str = ""
     kind: str = TASK_KIND  # runtime/kinds.py claims it
     flow: Concurrency | None = None  # the node's concurrency key (see capacity.py, flowkeys.py)
+    io_bound: bool = False  # its attempts run in a worker's slots (kinds.is_io_bound)
 
     @property
     def limited(self) -> bool:
@@ -106,11 +108,32 @@ def ready(noderun_id: int, graph: Graph, node_id: str) -> Ready:
         node_id,
         node.kind,
         node.concurrency,
+        _is_io_bound(node),
     )
 
 
-def new_job_id(batchable: bool) -> str:
-    return f"{BATCHABLE_PREFIX if batchable else 'sy-'}{uuid.uuid4().hex}"
+def _never_io_bound(node: Node) -> bool:
+    return False
+
+
+_is_io_bound: Callable[[Node], bool] = _never_io_bound
+
+
+def use_io_bound(is_io_bound: Callable[[Node], bool]) -> None:
+    """Tell which nodes' jobs get SLOTS_PREFIX (runtime/kinds.py installs `kinds.is_io_bound`:
+    it imports this module, so this module cannot import it)."""
+    global _is_io_bound
+    _is_io_bound = is_io_bound
+
+
+def new_job_id(batchable: bool, io_bound: bool = False) -> str:
+    prefix = BATCHABLE_PREFIX if batchable else SLOTS_PREFIX if io_bound else "sy-"
+    return f"{prefix}{uuid.uuid4().hex}"
+
+
+def job_id_for(batchable: bool, members: list[Ready]) -> str:
+    """A job's id: a job of one I/O-bound node's attempt is marked so (SLOTS_PREFIX)."""
+    return new_job_id(batchable, not batchable and len(members) == 1 and members[0].io_bound)
 
 
 def batch_size(count: int, workers: int) -> int:
@@ -139,7 +162,9 @@ def group(rows: list[Ready], workers: int) -> list[tuple[str, bool, list[Ready]]
 
 def pack(rows: list[Ready], workers: int, direct: bool) -> list[PackedJob]:
     return [
-        PackedJob(new_job_id(batchable), queue, tuple(r.noderun_id for r in members), direct and batchable)
+        PackedJob(
+            job_id_for(batchable, members), queue, tuple(r.noderun_id for r in members), direct and batchable
+        )
         for queue, batchable, members in group(rows, workers)
     ]
 
@@ -155,7 +180,7 @@ def pack_roots(graph: Graph) -> list[RootJob]:
         return []
     rows = [ready(0, graph, node_id) for node_id in graph.roots]  # 0: no row yet
     return [
-        RootJob(new_job_id(batchable), queue, tuple(r.node_id for r in members), batchable)
+        RootJob(job_id_for(batchable, members), queue, tuple(r.node_id for r in members), batchable)
         for queue, batchable, members in group(rows, 1)
     ]
 

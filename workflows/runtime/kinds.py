@@ -206,3 +206,11 @@ def claim_ready(rows: list[jobs.Ready], workers: int, status: NodeStatus = NodeS
     for row in rows:
         by_kind[row.kind].append(row)
     return sum(KINDS[kind].claim(group, workers, status) for kind, group in by_kind.items())
+
+
+def marks_io_bound(node: Node) -> bool:
+    """`is_io_bound` as jobs.py marks job ids with it (a kind not registered here: False)."""
+    return node.kind in KINDS and is_io_bound(node)
+
+
+jobs.use_io_bound(marks_io_bound)

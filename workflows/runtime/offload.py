@@ -1,11 +1,13 @@
-"""Hand sync work (Django ORM, sync Redis) from a slot's coroutine to the slots' one sync thread.
+"""Hand sync work (Django ORM, sync Redis) from a slot's coroutine to the slots' sync threads.
 
 Django's connections are per thread and its ORM refuses to run on a thread with a running
 event loop (SynchronousOnlyOperation): a slot's coroutine never touches the ORM itself. It
 awaits `run_sync`, which runs the function on the executor the worker's slots installed
-(`use`): one thread, so a worker holds one extra PostgreSQL connection however many slots it
-has, and the statements of all its slots run one after another on it (each a few ms, against
-calls that wait for seconds). Standard library only: the handlers' modules import it.
+(`use`): a few threads (SWITCHYARD_WORKER_SLOT_CONNECTIONS), so a worker holds that many
+extra PostgreSQL connections however many slots it has, and the statements of its slots
+share them (each a few ms, against calls that wait for seconds). Two `run_sync` calls of one
+coroutine may run on different threads: nothing may span them (a transaction, a session
+lock). Standard library only: the handlers' modules import it.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ _prepare: Callable[[], None] | None = None  # run in the thread before each func
 
 
 def use(executor: Executor | None, prepare: Callable[[], None] | None = None) -> None:
-    """Run every later `run_sync` on `executor` (the worker's slots' sync thread), and
+    """Run every later `run_sync` on `executor` (the worker's slots' sync threads), and
     `prepare()` in the thread before each function given to `run_sync` or `to_thread` (the
     slots replace a connection a PostgreSQL restart cut there: slots.fresh_connection)."""
     global _executor, _prepare
@@ -38,7 +40,7 @@ def prepared(func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
 
 
 async def run_sync(func: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    """Run `func(*args, **kwargs)` off the event loop, on the sync thread; return its result."""
+    """Run `func(*args, **kwargs)` off the event loop, on a sync thread; return its result."""
     loop = asyncio.get_running_loop()
     return await loop.run_in_executor(_executor, functools.partial(prepared, func, *args, **kwargs))
 

@@ -16,9 +16,15 @@ event loop running in a thread of the worker, up to SWITCHYARD_WORKER_SLOTS at o
   that waited for free slots lost nothing.
 
 Django's ORM never runs on the loop's thread: every statement of the slots (a provider's
-row, an LLM call's record, the flushes) runs on one dedicated sync thread (`offload`), one
-PostgreSQL connection per worker whatever its slot count. Redis writes of streamed text go
-out in one pipeline per flush from the same thread (offload.OUTBOX). An agent's tool calls
+row, an LLM call's record, an agent's step, the flushes) runs on the slots' sync threads
+(`offload`), SWITCHYARD_WORKER_SLOT_CONNECTIONS of them (4), a PostgreSQL connection each
+whatever the slot count. One thread was the limit of a fleet of agents (bench/
+agent_fleet_bench.py: 1,000 agents of 3 turns on 2 x 500 slots took 82 s for an ideal of 6;
+the thread spent its time waiting on PostgreSQL's answers one statement after another, about
+20 a turn), and one statement waiting on a lock held up every slot of the worker. An
+attempt's own statements still run one after another (its coroutine awaits each), and the
+flushes too (`flush_forever` awaits each). Redis writes of streamed text go out in one
+pipeline per flush (offload.OUTBOX). An agent's tool calls
 (plain handlers, which may block or use the ORM) run in asyncio's default thread pool
 (`offload.to_thread`: min(32, CPUs + 4) threads, each with its own connection once it uses
 the ORM); a workflow tool parks the attempt there as in the main thread (`kinds.Parked`).
@@ -73,14 +79,14 @@ current: Slots | None = None  # this process's slots, for the heartbeat (`snapsh
 class Slots:
     """An event loop in a thread of the worker, and how many of its slots are taken."""
 
-    def __init__(self, size: int, worker: str) -> None:
+    def __init__(self, size: int, worker: str, connections: int = 1) -> None:
         self.size = size
         self.worker = worker
         self.used = 0  # taken by `submit` (main thread), given back once the result is stored
         self.changed = threading.Condition()
         self.results: list[Result] = []  # finished, not yet stored
         self.outbox: list[Any] = []  # Redis commands of streamed text, not yet sent
-        self.sync_thread = ThreadPoolExecutor(1, thread_name_prefix="sy-slots-sync")
+        self.sync_thread = ThreadPoolExecutor(max(1, connections), thread_name_prefix="sy-slots-sync")
         self.loop = asyncio.new_event_loop()
         self.outage = Outage(f"the slots of worker {worker}", log)
 
@@ -268,7 +274,7 @@ def start(worker: str) -> Slots | None:
     size = int(settings.SWITCHYARD["WORKER_SLOTS"])
     if size <= 0:
         return None
-    slots = Slots(size, worker)
+    slots = Slots(size, worker, int(settings.SWITCHYARD["WORKER_SLOT_CONNECTIONS"]))
     slots.start()
     return slots
 

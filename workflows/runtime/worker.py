@@ -295,7 +295,7 @@ class NodeWorker(SimpleWorker):
                 self.plain_first if self.pops % priorities.AGING_EVERY == 0 else self.urgent_first
             )
             try:
-                taken = rqcompat.take_head(self, self.take_batchable, TAKE_AT_MOST, jobs.BATCHABLE_PREFIX)
+                taken = self.take_in_bulk()
             except STORES_AWAY:
                 taken = None  # Redis away: RQ's pop below waits for it with its own backoff
             if taken is not None:
@@ -310,6 +310,21 @@ class NodeWorker(SimpleWorker):
         batch, queue = taken
         self.companions = tuple(batch[1:])
         return batch[0], queue
+
+    def take_in_bulk(self) -> tuple[list[Job], Queue] | None:
+        """Take the batchable jobs at the head of the first non-empty queue; else, with free
+        slots, the jobs of I/O-bound nodes there, up to one a free slot (claimed then in one
+        statement by `execution.run_batch`, handed to the slots). None: RQ's pop takes one.
+
+        One job a pop held a fleet of agents to about 5 jobs a second per worker under load
+        (bench/agent_fleet_bench.py: each pop and claim waited for the GIL behind the slots'
+        threads), where 1,000 slots free up 500 a second.
+        """
+        taken = rqcompat.take_head(self, self.take_batchable, TAKE_AT_MOST, jobs.BATCHABLE_PREFIX)
+        free = self.slots.size - self.slots.used if self.slots is not None else 0
+        if taken is None and free > 1:
+            taken = rqcompat.take_head(self, self.take_batchable, min(free, TAKE_AT_MOST), jobs.SLOTS_PREFIX)
+        return taken
 
     def wait_for_a_slot(self) -> bool:
         """Wait (up to DRAIN_POLL_SECONDS) until a slot is free: a job popped meanwhile might be

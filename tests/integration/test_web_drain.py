@@ -61,3 +61,32 @@ def test_a_request_in_flight_at_sigterm_is_answered_in_full_and_new_ones_go_else
         assert web.wait(60) == 0, "it exits by itself once drained, not at the 120 s deadline"
     finally:
         rt.stop()
+
+
+def test_a_connection_accepted_just_before_sigterm_gets_its_answer(transactional_db: Any) -> None:
+    """The race of a rolling restart: the client connected, its request not yet read by the
+    reactor when SIGTERM arrives (here it sends it 0.1 s after). Without the drain's grace
+    for such connections, the process found nothing in flight and closed it unanswered."""
+    port = free_port()
+    rt = Runtime()
+    web = rt.web("web", port)
+    try:
+        wait_for(lambda: accepts(port), 30, "Daphne to listen")
+        client = socket.create_connection(("127.0.0.1", port), timeout=20)
+        # Accepted: a request on another connection, sent after it, is answered first.
+        assert httpx.get(f"http://127.0.0.1:{port}/api/v1/health/live", timeout=20).status_code == 200
+
+        web.terminate()  # SIGTERM
+        wait_for(lambda: refuses(port), 20, "the draining process to stop listening")
+        client.sendall(
+            f"GET /api/v1/health/live HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n".encode()
+        )
+        answer = b""
+        while chunk := client.recv(65536):
+            answer += chunk
+        client.close()
+
+        assert answer.split(b"\r\n", 1)[0] == b"HTTP/1.1 200 OK", answer[:300]
+        assert web.wait(60) == 0
+    finally:
+        rt.stop()

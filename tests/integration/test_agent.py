@@ -145,8 +145,23 @@ def test_a_worker_killed_after_the_second_tool_call_repeats_no_finished_call(
     assert recorded[1].arguments == {"note": "first"} and recorded[1].result == {"noted": "first"}
 
 
+@pytest.fixture
+def one_slot_connection_runtime(
+    transactional_db: Any, redis_clean: None, llm: FakeLLMServer
+) -> Iterator[Runtime]:
+    """`agent_runtime` whose slots run their statements on one connection: the turn's record
+    is certain to meet the connection that was cut (with several, it may take one the worker
+    has not opened yet, and then nothing fails)."""
+    yield from two_workers_and_a_scheduler(
+        LLM_BASE_URL=llm.base_url,
+        LLM_MODEL="fake-model",
+        SWITCHYARD_HANDLER_MODULES=MODULES,
+        SWITCHYARD_WORKER_SLOT_CONNECTIONS="1",
+    )
+
+
 def test_postgresql_dropping_every_connection_mid_loop_costs_the_agent_no_attempt(
-    agent_runtime: Runtime, llm: FakeLLMServer, tmp_path: Path
+    one_slot_connection_runtime: Runtime, llm: FakeLLMServer, tmp_path: Path
 ) -> None:
     """What a PostgreSQL restart does to the workers: every connection they hold is cut.
 

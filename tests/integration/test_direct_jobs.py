@@ -241,6 +241,72 @@ def test_a_worker_ends_the_run_its_last_node_completes_and_the_schedulers_hear_n
     assert advancing.advance_runs([run.pk]) == 0  # nothing left for a scheduler
 
 
+class Statements:
+    """Every statement this connection runs, with its parameters (BEGIN and COMMIT are not
+    statements here: Django opens and commits transactions through the connection)."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, Any]] = []
+
+    def __call__(self, execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        self.seen.append((sql, params))
+        return execute(sql, params, many, context)
+
+    def texts(self, *parts: str) -> list[str]:
+        return [sql for sql, _ in self.seen if all(part in sql for part in parts)]
+
+
+def test_the_result_that_ends_its_run_and_the_end_wait_for_the_disk_once(redis_clean: None) -> None:
+    """The last node's result commits relaxed, then the run's end, one synchronous statement
+    (no transaction, no read of child links), flushes both: one wait for the disk, not two."""
+    line = {"nodes": [node(n, "core.echo") for n in "ab"], "edges": [CHAIN["edges"][0]]}
+    run, _ = runs.start_run(publish("pair", line), {})
+    advancing.advance_runs([run.pk])
+    items, given = take_direct_job()
+    statements = Statements()
+
+    with connection.execute_wrapper(statements):
+        assert execution.run_batch(items, "worker-t", given) == 2
+
+    stores = [
+        params for sql, params in statements.seen if "json_to_recordset" in sql and "'node.attempt'" in sql
+    ]
+    assert [params["relaxed"] for params in stores] == [False, True]  # a has a successor, b has none
+    ends = statements.texts("UPDATE", "finished_at = clock_timestamp()", "'run.' || status")
+    assert len(ends) == 1 and "settled_at IS NULL" in ends[0]  # ended unless a parent waits on it
+    assert not statements.texts('"workflows_childrun"') and not statements.texts("pg_logical_emit_message")
+    assert [sql for sql, _ in statements.seen].index(ends[0]) == len(statements.seen) - 1
+    assert Run.objects.get(pk=run.pk).status == "succeeded"
+
+
+def test_a_last_result_that_ends_no_run_is_flushed_before_anyone_hears_of_it(run: Run) -> None:
+    """c (a sink) succeeds while `slow` is still queued: nothing ends, so the relaxed store is
+    made durable by a flush before the schedulers are told."""
+    advancing.advance_runs([run.pk])
+    items, given = take_direct_job()
+    statements = Statements()
+    before = bus.client().xlen(bus.NOTICES)
+
+    notices_at_flush = []
+
+    def flushing(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        if "pg_logical_emit_message" in sql:
+            notices_at_flush.append(bus.client().xlen(bus.NOTICES))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(statements), connection.execute_wrapper(flushing):
+        assert execution.run_batch(items, "worker-t", given) == 3  # a and b, then c
+
+    stores = [
+        params for sql, params in statements.seen if "json_to_recordset" in sql and "'node.attempt'" in sql
+    ]
+    assert [params["relaxed"] for params in stores] == [False, True]
+    assert [sql for sql, _ in statements.seen][-1] == statements.texts("pg_logical_emit_message")[0]
+    # a and b's store told the schedulers (slow is still queued); c's is told after its flush
+    assert notices_at_flush == [before + 1] and bus.client().xlen(bus.NOTICES) == before + 2
+    assert Run.objects.get(pk=run.pk).status == "running" and node_row(run, "c").status == "succeeded"
+
+
 def test_a_run_that_fails_is_left_to_the_schedulers(redis_clean: None) -> None:
     line = {"nodes": [node("a", "core.echo"), node("b", "core.fail")], "edges": [CHAIN["edges"][0]]}
     run, _ = runs.start_run(publish("failing", line), {})

@@ -37,6 +37,9 @@ EMPTY = {
     "span": "{}",
     "follows": "[]",
     "follow_job": "",
+    "relaxed": False,
+    "epochs": [],
+    "statuses": [],
 }
 TEMPLATES = {"LEAVE_WAIT_SQL"}  # formatted into DECIDE_SQL, EXPIRE_SQL, ... first
 NEEDS_ROWS = {

@@ -228,16 +228,31 @@ def node_inputs(nodes: list[NodeRun]) -> dict[int, dict[str, Any]]:
     return snapshots
 
 
-def apply_finishes(finishes: list[FinishRun]) -> None:
-    """End runs; a child run's parent node moves on in the same transaction (childlinks.py)."""
+def apply_finishes(finishes: list[FinishRun]) -> list[int]:
+    """End runs; a child run's parent node moves on in the same transaction (childlinks.py).
+    Return the runs ended.
+
+    Runs that succeed and are nobody's child, the common end, take one autocommit statement
+    (outside a caller's transaction), synchronous like every run's end; the others (failures,
+    which may begin compensations, and child runs) one transaction each call.
+    """
     if not finishes:
-        return
+        return []
+    ended: list[int] = []
+    if not connection.in_atomic_block and all(f.status == RunStatus.SUCCEEDED for f in finishes):
+        alone = transitions.finish_runs(finishes, unlinked=True)
+        bus.publish_runs_finished(alone)
+        ended = [e.run_id for e in alone]
+        finishes = [f for f in finishes if f.run_id not in ended]
+        if not finishes:
+            return ended
     with transaction.atomic():
-        ended = transitions.finish_runs(finishes)
-        undoing = set(sagas.begin_compensations([e.run_id for e in ended if e.status == RunStatus.FAILED]))
-        finished = [e for e in ended if e.run_id not in undoing]
+        together = transitions.finish_runs(finishes)
+        undoing = set(sagas.begin_compensations([e.run_id for e in together if e.status == RunStatus.FAILED]))
+        finished = [e for e in together if e.run_id not in undoing]
         childlinks.settle_parents([e.run_id for e in finished])
     transaction.on_commit(lambda: bus.publish_runs_finished(finished))
+    return ended + [e.run_id for e in together]
 
 
 # Statuses spelled out, not parameters: the partial indexes serve generic plans (pgsession).

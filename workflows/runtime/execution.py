@@ -152,10 +152,8 @@ def store(results: list[Result], worker: str, upstream: dict[int, dict[str, Any]
     Their predecessors' outputs join `upstream`: this batch's results, and for a fan-in the
     others' outputs, which the statement read back.
     """
-    done = finish_and_follow(results, worker, follows(results))
-    decided = decide(done)
+    done, decided = settle(results, worker, follows(results))
     bus.notify(decided.run_ids, decided.rows)
-    advancing.apply_finishes(decided.finishes)
     outputs = {**done.outputs, **{(r.claim.run_id, r.claim.node_id): r.outcome.output for r in results}}
     claims = []
     for f in done.followed:
@@ -390,16 +388,46 @@ def finish(results: list[Result], worker: str) -> tuple[list[int], list[transiti
     small enough to travel in a notice, that have no other node queued or running: the
     scheduler decides from these rows without reading the run again.
     """
-    decided = decide(finish_and_follow(results, worker, []))
-    advancing.apply_finishes(decided.finishes)
+    _, decided = settle(results, worker, [])
     return decided.run_ids, decided.rows
 
 
-def finish_and_follow(
+def settle(
     results: list[Result], worker: str, follows: list[tuple[int, str, tuple[str, ...]]]
+) -> tuple[transitions.Finished, Decided]:
+    """Store the results, queueing the successors `follows` names (transitions.finish_attempts),
+    and end the runs they complete (`decide`); return what was stored and decided.
+
+    Everything stored is durable when this returns, before anything acts on it. When a
+    result may be its run's last (its node has no successor), the store commits relaxed and
+    the run's end, a synchronous commit right after it, flushes both: one wait for the disk
+    at a run's end instead of two (a commit's flush covers all the WAL before it). If no run
+    ended, lifecycle.flush_commits waits for the flush instead. A crash in between loses
+    nothing a crash just before the store would not: the attempts run again (at-least-once).
+    """
+    relaxed = any(may_end_its_run(r) for r in results)
+    done = finish_and_follow(results, worker, follows, relaxed)
+    decided = decide(done)
+    if not advancing.apply_finishes(decided.finishes) and relaxed:
+        transitions.flush_commits()
+    return done, decided
+
+
+def may_end_its_run(r: Result) -> bool:
+    """A success of a node with no successor (compensation steps: the scheduler ends those runs)."""
+    node_id = r.claim.node_id
+    return (
+        r.outcome.status == NodeStatus.SUCCEEDED
+        and not is_step(node_id)
+        and not load_graph(r.claim.version_id).successors(node_id)
+    )
+
+
+def finish_and_follow(
+    results: list[Result], worker: str, follows: list[tuple[int, str, tuple[str, ...]]], relaxed: bool = False
 ) -> transitions.Finished:
-    """`finish`, also queueing the successors `follows` names (see transitions.finish_attempts)."""
+    """Store the results and queue the successors `follows` names (transitions.finish_attempts)."""
     small_runs = {
         r.claim.run_id for r in results if len(load_graph(r.claim.version_id).order) <= bus.ROWS_AT_MOST
     }
-    return transitions.finish_attempts([r.row() for r in results], worker, small_runs, follows)
+    return transitions.finish_attempts([r.row() for r in results], worker, small_runs, follows, relaxed)

@@ -107,6 +107,19 @@ def execute(sql: str, params: Any) -> list[tuple[Any, ...]]:
 # the attempt runs again (delivery is at-least-once). Runs, results and dead letters are
 # always committed synchronously.
 RELAXED_COMMIT = "(SELECT set_config('synchronous_commit', 'off', true)) AS relaxed_commit"
+# The same, when the statement's %(relaxed)s parameter is true: a worker's store of results
+# whose durability the next synchronous commit gives (execution.settle), never anything else.
+RELAXED_COMMIT_IF = (
+    "(SELECT CASE WHEN %(relaxed)s THEN set_config('synchronous_commit', 'off', true) END) AS relaxed_commit"
+)
+
+
+def flush_commits() -> None:
+    """Commit synchronously a transaction that writes only a WAL record (a logical message
+    nobody decodes): it returns once everything committed before it, relaxed commits
+    included, is on disk. A read-only or no-op statement would not wait (no WAL, no flush)."""
+    execute("SELECT pg_logical_emit_message(true, 'switchyard', 'flush')", None)
+
 
 # What a finished attempt reports, one JSON record per row: psycopg adapting ten arrays
 # element by element cost the worker more CPU than the rest of the statement (profiled).

@@ -37,6 +37,7 @@ from typing import Any, NamedTuple
 from workflows.core.states import Cause, NodeStatus as N, RunStatus as R
 from workflows.runtime.lifecycle import (  # re-exported (`x as x`): transitions.<name> for the whole family
     RELAXED_COMMIT as RELAXED_COMMIT,
+    RELAXED_COMMIT_IF as RELAXED_COMMIT_IF,
     Attempts as Attempts,
     InputRow as InputRow,
     Kill as Kill,
@@ -44,6 +45,7 @@ from workflows.runtime.lifecycle import (  # re-exported (`x as x`): transitions
     Retry as Retry,
     check_move as check_move,
     execute as execute,
+    flush_commits as flush_commits,
     kill_params as kill_params,
     lost_params as lost_params,
     performs as performs,
@@ -297,7 +299,8 @@ WITH done AS (
 ), history AS (
     INSERT INTO {EVENTS} (run_id, kind, node_id, attempt, at, started_at, worker, data)
     SELECT run_id, 'node.attempt', node_id, attempt, finished_at, started_at, worker,
-           span::jsonb || jsonb_build_object('queued_at', extract(epoch FROM queued_at)) FROM done
+           span::jsonb || jsonb_build_object('queued_at', extract(epoch FROM queued_at))
+    FROM done, {RELAXED_COMMIT_IF}
 {followed})
 SELECT DISTINCT 'run', run_id, 0::bigint, '', '', 0, 0::bigint, 0, true FROM done
 UNION ALL
@@ -360,6 +363,7 @@ def finish_attempts(
     worker: str,
     small_runs: Iterable[int],
     follows: Sequence[tuple[int, str, Sequence[str]]] = (),
+    relaxed: bool = False,
 ) -> Finished:
     """Store attempts' results (FINISH_SQL's rows), each only if still in its `from_status`.
 
@@ -367,7 +371,9 @@ def finish_attempts(
     successor, still pending, is queued at its next attempt if that result is stored
     succeeded, its run is running and the others have succeeded (see FOLLOWED). Return the runs whose nodes finished here, the NodeRows of those of
     `small_runs` that have no other node queued or running (a successor queued here counts
-    as queued in them), and the successors queued.
+    as queued in them), and the successors queued. With `relaxed`, the commit does not wait
+    for the WAL flush: the caller makes it durable with its next synchronous commit or
+    lifecycle.flush_commits before anything acts on what was stored (execution.settle).
     """
     for result in results:
         check_move(Cause.FINISH, N(result["from_status"]), N(result["status"]))
@@ -376,6 +382,7 @@ def finish_attempts(
         "ids": [result["id"] for result in results],
         "worker": worker,
         "small_runs": list(small_runs),
+        "relaxed": relaxed,
     }
     if follows:
         params["follows"] = json.dumps(

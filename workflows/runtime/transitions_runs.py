@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 from workflows.core.states import NODE_TERMINAL, Cause, NodeStatus as N, RunStatus as R, can_move_run
 from workflows.runtime.lifecycle import execute, performs, rows_of
 from workflows.store.models import MapItem, NodeRun, Run
-from workflows.store.statements import EVENTS, NODES, RUNS, WORKFLOWS
+from workflows.store.statements import CHILD_RUNS, EVENTS, NODES, RUNS, WORKFLOWS
 
 
 class CreatedRun(NamedTuple):
@@ -169,24 +169,44 @@ def resume_runs(run_ids: list[int]) -> int:
     return Run.objects.filter(pk__in=run_ids, status=R.WAITING).update(status=R.RUNNING)
 
 
-@performs(Cause.FINISH, runs={R.RUNNING: [R.SUCCEEDED, R.FAILED]})
-def finish_runs(finishes: Sequence[FinishRun]) -> list[Ended]:
-    """End running runs still at the decision's epoch, with their history events; return
-    those ended."""
-    for _, _, status in finishes:
-        if not can_move_run(Cause.FINISH, R.RUNNING, R(status)):
-            raise ValueError(f"A run cannot finish {status}.")
-    rows = execute(
-        f"""WITH done AS (
+def render_finish_runs(unlinked: bool) -> str:
+    """FINISH_RUNS_SQL, or with `unlinked` the same for runs no parent waits on (no open
+    ChildRun link names them as its child: ending one moves nothing else)."""
+    no_parent = (
+        f" AND NOT EXISTS (SELECT FROM {CHILD_RUNS} c WHERE c.child_id = r.id AND c.settled_at IS NULL)"
+        if unlinked
+        else ""
+    )
+    return f"""WITH done AS (
                UPDATE {RUNS} r SET status = v.status, finished_at = clock_timestamp()
-               FROM unnest(%s::bigint[], %s::int[], %s::text[]) AS v(id, epoch, status)
-               WHERE r.id = v.id AND r.status = '{R.RUNNING}' AND r.epoch = v.epoch
+               FROM unnest(%(ids)s::bigint[], %(epochs)s::int[], %(statuses)s::text[]) AS v(id, epoch, status)
+               WHERE r.id = v.id AND r.status = '{R.RUNNING}' AND r.epoch = v.epoch{no_parent}
                RETURNING r.id, r.status, r.finished_at
            )
            INSERT INTO {EVENTS} (run_id, kind, node_id, attempt, at, worker, data)
            SELECT id, 'run.' || status, '', 0, finished_at, '', '{{}}' FROM done
-           RETURNING run_id, kind""",
-        [[f[0] for f in finishes], [f[1] for f in finishes], [f[2] for f in finishes]],
+           RETURNING run_id, kind"""
+
+
+FINISH_RUNS_SQL = render_finish_runs(unlinked=False)
+FINISH_UNLINKED_RUNS_SQL = render_finish_runs(unlinked=True)
+
+
+@performs(Cause.FINISH, runs={R.RUNNING: [R.SUCCEEDED, R.FAILED]})
+def finish_runs(finishes: Sequence[FinishRun], unlinked: bool = False) -> list[Ended]:
+    """End running runs still at the decision's epoch, with their history events; return
+    those ended. With `unlinked`, only those that are nobody's child run (the others are
+    left running, for a transaction that also moves their parents: parents.py)."""
+    for _, _, status in finishes:
+        if not can_move_run(Cause.FINISH, R.RUNNING, R(status)):
+            raise ValueError(f"A run cannot finish {status}.")
+    rows = execute(
+        FINISH_UNLINKED_RUNS_SQL if unlinked else FINISH_RUNS_SQL,
+        {
+            "ids": [f[0] for f in finishes],
+            "epochs": [f[1] for f in finishes],
+            "statuses": [f[2] for f in finishes],
+        },
     )
     return [Ended(run_id, kind.removeprefix("run.")) for run_id, kind in rows]
 

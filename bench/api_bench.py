@@ -29,7 +29,6 @@ import importlib.util
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -39,6 +38,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
+
+import harness  # bench/ is this script's folder: sys.path[0]
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = REPO / ".venv" / "bin"
@@ -100,14 +101,8 @@ def recreate_database(url: str) -> None:
         conn.execute(f"CREATE DATABASE {DB_NAME}")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def daphne(app: str, env: dict[str, str], name: str) -> tuple[subprocess.Popen[bytes], str]:
-    port = free_port()
+    port = harness.free_port()
     logfile = open(DATA / f"{name}.log", "ab")  # noqa: SIM115 - the process keeps it
     proc = subprocess.Popen(
         [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), app],

@@ -28,7 +28,6 @@ import os
 import statistics
 import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +36,6 @@ sys.path[:0] = [str(REPO), str(REPO / "scripts"), str(REPO / "bench")]
 
 import harness  # noqa: E402
 import services  # noqa: E402
-from editor_bench import free_port, wait_listening  # noqa: E402
 from pages_bench import percentile  # noqa: E402
 
 SERVICES_DIR = REPO / ".data" / "bench-compare"
@@ -176,27 +174,10 @@ def main() -> None:
             "page: /runs/{a}/compare/{b}/": f"/runs/{a}/compare/{b}/",
             "page, only the nodes that differ": f"/runs/{a}/compare/{b}/?changed=1",
         }
-        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-        out = REPO / "bench" / "results" / f"{stamp}-compare"
-        out.mkdir(parents=True, exist_ok=True)
-        port = free_port()
-        env = {**os.environ, "DJANGO_SETTINGS_MODULE": "controlplane.settings"}
-        daphne = [
-            str(harness.VENV_BIN / "daphne"),
-            "-b",
-            "127.0.0.1",
-            "-p",
-            str(port),
-            "controlplane.asgi:application",
-        ]
-        web = harness.spawn(daphne, "daphne", "web", env, out)
-        try:
-            wait_listening(port)
-            base = f"http://127.0.0.1:{port}"
+        out = harness.results_dir("compare")
+        with harness.serving(out) as base:
             server = server_times(base, facts["cookie"], reps, paths)
             drawn = drawn_times(base, facts["cookie"], paths["page: /runs/{a}/compare/{b}/"])
-        finally:
-            harness.stop([web])
     shown = {k: v for k, v in facts.items() if k != "cookie"}
     (out / "results.json").write_text(
         json.dumps({"facts": shown, "server": server, "drawn": drawn}, indent=2)

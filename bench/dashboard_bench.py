@@ -50,12 +50,6 @@ DATA_DIR = REPO / ".data" / "bench-dash"
 FINISHED = ("succeeded", "failed", "cancelled")
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 def with_database(url: str, name: str) -> str:
     from urllib.parse import urlsplit, urlunsplit
 
@@ -247,7 +241,7 @@ class Bench:
 
     def start(self) -> None:
         python = str(harness.VENV_BIN / "python")
-        self.port = free_port()
+        self.port = harness.free_port()
 
         def spawn(cmd: list[str], name: str, group: str) -> None:
             self.procs.append(harness.spawn(cmd, name, group, self.env, self.logdir))

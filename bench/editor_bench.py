@@ -31,11 +31,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
 import statistics
 import sys
-import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -94,23 +91,6 @@ SAVE_SCRIPT = """async () => {
 
 def env_list(name: str, default: str) -> list[int]:
     return [int(part) for part in os.environ.get(name, default).split(",") if part.strip()]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def wait_listening(port: int, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise SystemExit(f"Daphne did not listen on port {port} within {timeout:.0f} s")
 
 
 def prepare(sizes: list[int]) -> dict[int, dict[str, Any]]:
@@ -256,25 +236,9 @@ def run(
     sizes: list[int], reps: int
 ) -> tuple[dict[int, dict[str, Any]], dict[int, list[dict[str, Any]]], Path]:
     facts = prepare(sizes)
-    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    out = REPO / "bench" / "results" / f"{stamp}-editor"
-    out.mkdir(parents=True, exist_ok=True)
-    port = free_port()
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "controlplane.settings"}
-    daphne = [
-        str(harness.VENV_BIN / "daphne"),
-        "-b",
-        "127.0.0.1",
-        "-p",
-        str(port),
-        "controlplane.asgi:application",
-    ]
-    web = harness.spawn(daphne, "daphne", "web", env, out)
-    try:
-        wait_listening(port)
-        results = measure(f"http://127.0.0.1:{port}", facts, reps)
-    finally:
-        harness.stop([web])
+    out = harness.results_dir("editor")
+    with harness.serving(out) as base:
+        results = measure(base, facts, reps)
     (out / "results.json").write_text(json.dumps({"facts": facts, "samples": results}, indent=2))
     return facts, results, out
 

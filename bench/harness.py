@@ -14,13 +14,15 @@ import contextlib
 import itertools
 import os
 import signal
+import socket
 import statistics
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -61,6 +63,45 @@ def spawn(cmd: list[str], name: str, group: str, env: dict[str, str], logdir: Pa
         )
     log(f"started {name} (pid {popen.pid}): {' '.join(cmd[-4:])}")
     return Proc(name, group, popen)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def wait_listening(port: int, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise SystemExit(f"nothing listened on port {port} within {timeout:.0f} s")
+
+
+def results_dir(name: str) -> Path:
+    """A new bench/results/<UTC stamp>-<name> folder."""
+    out = REPO / "bench" / "results" / f"{datetime.now(UTC).strftime('%Y%m%dT%H%M%SZ')}-{name}"
+    out.mkdir(parents=True, exist_ok=True)
+    return out
+
+
+@contextlib.contextmanager
+def serving(out: Path) -> Iterator[str]:
+    """Daphne serving the app (this process's environment) on a free port, its log in `out`;
+    yield its base URL, and stop it after."""
+    port = free_port()
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "controlplane.settings"}
+    cmd = [str(VENV_BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), "controlplane.asgi:application"]
+    web = spawn(cmd, "daphne", "web", env, out)
+    try:
+        wait_listening(port)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop([web])
 
 
 def _signal_group(proc: Proc, sig: signal.Signals) -> None:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -28,17 +27,12 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO), str(REPO / "bench")]
+import harness  # noqa: E402
 from waits_bench import BIN, DATA, log, prepare, spread, start_processes, stop_processes  # noqa: E402
 
 SAMPLES = int(os.environ.get("SAMPLES") or 30)
 POLL_SECONDS = 0.02
 SLUG = "demo-profile"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def start_daphne(env: dict[str, str], port: int) -> subprocess.Popen[bytes]:
@@ -52,17 +46,6 @@ def start_daphne(env: dict[str, str], port: int) -> subprocess.Popen[bytes]:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-
-
-def wait_listening(port: int, timeout: float = 60) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise SystemExit("Daphne did not listen")
 
 
 def setup() -> str:
@@ -123,7 +106,7 @@ async def rest_run(rest: Any, run_input: dict[str, Any]) -> None:
 def main() -> None:
     env = {**prepare(), "SWITCHYARD_API_RATE_LIMIT_PER_MINUTE": "0"}
     token = setup()
-    port = free_port()
+    port = harness.free_port()
     procs = start_processes(
         {
             "mcp-scheduler": ["runscheduler", "--name", "bench-s"],
@@ -134,7 +117,7 @@ def main() -> None:
     )
     procs["mcp-daphne"] = start_daphne(env, port)
     try:
-        wait_listening(port)
+        harness.wait_listening(port)
         time.sleep(3)  # the workers and the scheduler start
         results = asyncio.run(measure(f"http://127.0.0.1:{port}", token))
         log(json.dumps(results))

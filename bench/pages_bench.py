@@ -29,7 +29,6 @@ import os
 import statistics
 import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +37,6 @@ sys.path[:0] = [str(REPO), str(REPO / "scripts"), str(REPO / "bench")]
 
 import harness  # noqa: E402
 import services  # noqa: E402
-from editor_bench import free_port, wait_listening  # noqa: E402
 
 SERVICES_DIR = REPO / ".data" / "bench-pages"
 USER = "bench-pages"
@@ -271,28 +269,11 @@ def main() -> None:
         if not (os.environ.get("DATABASE_URL") and os.environ.get("REDIS_URL")):
             os.environ.update(stack.enter_context(services.shared(SERVICES_DIR, ephemeral=True)))
         facts = prepare(runs, letters)
-        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-        out = REPO / "bench" / "results" / f"{stamp}-pages"
-        out.mkdir(parents=True, exist_ok=True)
-        port = free_port()
-        env = {**os.environ, "DJANGO_SETTINGS_MODULE": "controlplane.settings"}
-        daphne = [
-            str(harness.VENV_BIN / "daphne"),
-            "-b",
-            "127.0.0.1",
-            "-p",
-            str(port),
-            "controlplane.asgi:application",
-        ]
-        web = harness.spawn(daphne, "daphne", "web", env, out)
-        try:
-            wait_listening(port)
-            base = f"http://127.0.0.1:{port}"
+        out = harness.results_dir("pages")
+        with harness.serving(out) as base:
             server = server_times(base, facts["cookie"], reps, facts)
             (out / "server.json").write_text(json.dumps(server, indent=2))  # kept if Chromium fails
             drawn = drawn_times(base, facts["cookie"], facts)
-        finally:
-            harness.stop([web])
     shown = {k: v for k, v in facts.items() if k != "cookie"}
     (out / "results.json").write_text(
         json.dumps({"facts": shown, "server": server, "drawn": drawn}, indent=2)

@@ -126,10 +126,9 @@ def start_loop(ctx: handlers.NodeContext, writer: streams.TextWriter | None = No
     tools = [str(name) for name in ctx.config.get("tools") or ()]
     fingerprint = core.fingerprint(endpoint.provider, endpoint.model, opening, core.offered_names(ctx.config))
     at = agents.Attempt(ctx.node_run_id, ctx.run_id, ctx.node_id, ctx.attempt, fingerprint)
-    steps = agents.loop_steps(at)
+    steps, seq = agents.loop_start(at)
     workflows = [str(slug) for slug in ctx.config.get("workflow_tools") or ()]
     offer = offer_tools(tools, workflows, core.mcp_tools_of(ctx.config))
-    seq = agents.next_seq(at.noderun_id)
     return Loop(ctx, at, endpoint, opening, offer, steps, seq, writer, trace_headers(ctx))
 
 

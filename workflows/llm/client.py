@@ -286,11 +286,15 @@ def async_http_client() -> httpx.AsyncClient:
     """One AsyncClient per event loop (a client's pool belongs to the loop it runs on).
 
     No cap on connections: httpx's default of 100 would queue the 101st of a worker's
-    hundreds of slots behind the others' streams, which last for tens of seconds.
+    hundreds of slots behind the others' streams, which last for tens of seconds. Nor on the
+    connections kept alive between calls (each slot holds at most one; idle ones close after
+    httpx's keep-alive expiry, 5 s): with 100 kept, 500 slots whose turns end together closed
+    400 connections and opened them again for their next turns, a TCP connect a call that
+    took a sixth of a worker's CPU in bench/agent_fleet_bench.py (2026-11-27).
     """
     loop = asyncio.get_running_loop()
     if loop not in _async_clients:
-        limits = httpx.Limits(max_connections=None, max_keepalive_connections=100)
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
         _async_clients[loop] = egress.async_client(follow_redirects=False, limits=limits)
     return _async_clients[loop]
 

@@ -38,11 +38,12 @@ from workflows.store.models import AgentStep, LLMCall, LLMPrice, LLMProvider, No
 pytestmark = pytest.mark.django_db(transaction=True)
 
 TURNS = 3  # turns 1 and 2 call the tool, turn 3 answers: 3 turns and 2 tool calls
-# The loop's start: its attempt and its steps (2), the run's trace parent and child link
-# (2), whether the run replays a fork's or a suite case's calls (2). Each turn: its LLM call,
-# its recorded call, its step (3). Each tool call: its recorded call, its step (2).
-# Providers, prices and budgets: none (remembered).
-STATEMENTS = 2 + 2 + 2 + 3 * TURNS + 2 * (TURNS - 1)
+# The loop's start: its attempt and its steps (2), the run's trace parent or child link (1),
+# whether the run replays a fork's or a suite case's calls (1). Each turn: its LLM call, its
+# recorded call, its step (3). Each tool call: its recorded call, its step (2). Providers,
+# prices and budgets: none (remembered). Before this work: 2 + 2 + 2 + 6 * TURNS + 2 * (TURNS - 1)
+# (a turn also read its attempt's row, its price and the budgets), 9 more at 3 turns.
+STATEMENTS = 2 + 1 + 1 + 3 * TURNS + 2 * (TURNS - 1)
 
 
 def completion(turn: int) -> dict[str, Any]:
@@ -106,7 +107,7 @@ def claimed(workflow: Any, tmp_path: Path, who: str) -> tuple[Node, handlers.Nod
     return Node("agent", "llm.agent", config), ctx
 
 
-def test_an_agent_run_of_three_turns_writes_its_records_and_reads_six_rows(
+def test_an_agent_run_of_three_turns_writes_its_records_and_reads_four_times(
     fleet: Any, tmp_path: Path
 ) -> None:
     assert loop.run_agent(*claimed(fleet, tmp_path, "ana"))["turns"] == TURNS  # remembers what it read

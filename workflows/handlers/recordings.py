@@ -40,16 +40,25 @@ NEAREST_SCANNED = 50  # recorded calls of the node compared with a missed reques
 @functools.lru_cache(maxsize=4096)
 def replay_of(run_id: int) -> tuple[str, int | None] | None:
     """(mode, origin run id) of a fork, or of a suite's case run (store/suites.py), that replays
-    its origin's calls; None for a live run."""
+    its origin's calls; None for a live run. One statement for both (a run is one or the other;
+    a fork's row first): every run's first call asks."""
+    from django.db import connection
+
     from workflows.store.forks import RunFork
+    from workflows.store.statements import table
     from workflows.store.suites import SuiteCaseRun
 
-    row = RunFork.objects.filter(run_id=run_id).values_list("calls", "origin_id").first()
-    if row is None:
-        row = SuiteCaseRun.objects.filter(run_id=run_id).values_list("calls", "origin_id").first()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT calls, origin_id FROM (SELECT 0 AS o, calls, origin_id FROM {table(RunFork)} WHERE run_id = %(run)s"
+            f" UNION ALL SELECT 1, calls, origin_id FROM {table(SuiteCaseRun)} WHERE run_id = %(run)s) AS r"
+            " ORDER BY o LIMIT 1",
+            {"run": run_id},
+        )
+        row = cursor.fetchone()
     if row is None or row[0] == callhash.LIVE:
         return None
-    return row[0], row[1]
+    return str(row[0]), row[1]
 
 
 def recorded_answer(ctx: NodeContext, request: dict[str, Any], step: str) -> RecordedCall | None:

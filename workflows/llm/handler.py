@@ -436,20 +436,30 @@ async def acall_recorded(
                 step=step,
             )
         raise
+    return await run_sync(answered, ctx, endpoint, admitted, completion, request, step, (ttl, key))
+
+
+def answered(
+    ctx: NodeContext,
+    endpoint: providers.Endpoint,
+    admitted: admission.Admitted,
+    completion: client.Completion,
+    request: dict[str, Any] | None,
+    step: str,
+    cache: tuple[int | None, str],
+) -> client.Completion:
+    """After a live call, on the slots' sync thread in one hand-over (each cost the event loop
+    and a sync thread a wake-up): settle what the gate admitted, record the call and its
+    request, keep the answer when the node caches."""
     if admitted.tickets:
-        await run_sync(settle_call, admitted, completion)
+        settle_call(admitted, completion)
     if ctx.node_run_id:
-        await run_sync(
-            usage.record_call,
-            node_run_id=ctx.node_run_id,
-            endpoint=endpoint,
-            completion=completion,
-            step=step,
-        )
+        usage.record_call(node_run_id=ctx.node_run_id, endpoint=endpoint, completion=completion, step=step)
     if request is not None:
-        await run_sync(replays.record_live, ctx, request, replays.completion_json(completion), step)
+        replays.record_live(ctx, request, replays.completion_json(completion), step)
+    ttl, key = cache
     if ttl:
-        await run_sync(keep_answer, ctx, key, completion, ttl)
+        keep_answer(ctx, key, completion, ttl)
     return completion
 
 

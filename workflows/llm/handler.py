@@ -13,7 +13,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from workflows.core import callhash
-from workflows.handlers import caching
+from workflows.handlers import caching, recordings
 from workflows.handlers.builtin import render_template, template_sources, time_budget
 from workflows.handlers.registry import HandlerError, NodeContext, node, on_loop
 from workflows.llm import client, providers, replays, streams, usage
@@ -410,7 +410,7 @@ async def acall_recorded(
     cached: bool = False,
 ) -> client.Completion:
     """`call_recorded` for a coroutine: the call awaited, its rows written on the sync thread."""
-    if request is not None:
+    if request is not None and ctx.node_run_id and not recordings.is_known_live(ctx.run_id):
         replayed = await run_sync(replays.replayed_completion, ctx, endpoint, request, step)
         if replayed is not None:
             if admitted.tickets:

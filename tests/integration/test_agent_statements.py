@@ -41,8 +41,9 @@ TURNS = 3  # turns 1 and 2 call the tool, turn 3 answers: 3 turns and 2 tool cal
 # The loop's start: its attempt and its steps (2), the run's trace parent or child link (1),
 # whether the run replays a fork's or a suite case's calls (1). Each turn: its LLM call, its
 # recorded call, its step (3). Each tool call: its recorded call, its step (2). Providers,
-# prices and budgets: none (remembered). Before this work: 2 + 2 + 2 + 6 * TURNS + 2 * (TURNS - 1)
-# (a turn also read its attempt's row, its price and the budgets), 9 more at 3 turns.
+# prices and budgets: none (remembered). Before this work, 30: the start also read the
+# provider, and the trace links and the replay mode in two statements each; each turn also
+# read the budgets, its attempt's row and its price.
 STATEMENTS = 2 + 1 + 1 + 3 * TURNS + 2 * (TURNS - 1)
 
 

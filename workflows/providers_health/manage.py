@@ -254,6 +254,6 @@ def save_limits(name: str, data: dict[str, Any], actor: Any = None) -> LLMProvid
     LLMProvider.objects.filter(pk=row.pk).update(**values)
     row.refresh_from_db()
     policy.forget()
-    providers.EPOCH.changed()  # no signal for update(): the remembered rows (timeout) follow now
+    providers.EPOCH.changed()  # no signal for update(): the rows remembered by resolve follow now
     audit.record(actor, "llm_provider.limits", row, **values)
     return row

@@ -18,14 +18,22 @@ turn seconds / all slots), their ratio, the runs correct (checked in PostgreSQL:
 the expected answer, exactly T recorded turns and T-1 tool steps), the workers' peak RSS,
 CPU seconds per process group, LLM calls/s and the load average before and after. Figures
 only: nothing is asserted.
+
+`--count-statements` also counts the SQL statements and Redis commands per run: PostgreSQL
+logs every statement of the bench's database (`log_statement = all`, which costs PostgreSQL
+CPU: time a sitting without it), and Redis's command counters are reset at the start. The
+statements are grouped by their first words, the most frequent printed; the bench's own
+polls (one a second) are among them.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import collections
 import json
 import os
+import re
 import socket
 import sys
 import time
@@ -174,6 +182,49 @@ def postmaster_pid() -> int | None:
         return None
 
 
+def postgres_log() -> Path:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SHOW data_directory")
+        return Path(cursor.fetchone()[0]).parent / "postgres.log"
+
+
+def log_statements() -> None:
+    """Have PostgreSQL log every statement of the bench's database (connections made after)."""
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(f"ALTER DATABASE {connection.settings_dict['NAME']} SET log_statement = 'all'")
+
+
+STATEMENT = re.compile(r"LOG:  (?:statement|execute [^:]*): (.*)")
+
+
+def count_statements(log: Path, offset: int, runs: int) -> dict[str, Any]:
+    """Statements logged since `offset`, per run, and the most frequent shapes."""
+    shapes: collections.Counter[str] = collections.Counter()
+    with open(log, "rb") as f:
+        f.seek(offset)
+        lines = f.read().decode("utf-8", "replace").splitlines()
+    for i, line in enumerate(lines):
+        if match := STATEMENT.search(line):
+            text = match.group(1).strip() or next((x.strip() for x in lines[i + 1 : i + 3] if x.strip()), "")
+            shapes[" ".join(text.split()[:6])[:90]] += 1
+    total = sum(shapes.values())
+    top = {shape: round(n / runs, 2) for shape, n in shapes.most_common(25)}
+    return {"statements_per_run": round(total / runs, 2), "top_per_run": top}
+
+
+def redis_commands(runs: int) -> dict[str, Any]:
+    from workflows.runtime import bus
+
+    stats = bus.client().info("commandstats")
+    calls = {name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in stats.items()}
+    top = dict(sorted(((k, round(n / runs, 2)) for k, n in calls.items()), key=lambda kv: -kv[1])[:12])
+    return {"redis_commands_per_run": round(sum(calls.values()) / runs, 2), "redis_top_per_run": top}
+
+
 def agent_workflow(args: argparse.Namespace) -> Any:
     from workflows.versions import publish as versions
 
@@ -248,6 +299,12 @@ def run_fleet(bench: FleetBench, args: argparse.Namespace) -> dict[str, Any]:
     LLMProvider.objects.create(name="fleet", base_url=base_url, default_model="fleet", is_default=True)
     workflow = agent_workflow(args)
     time.sleep(3)  # the workers and the scheduler connect
+    if args.count_statements:
+        from workflows.runtime import bus
+
+        log = postgres_log()
+        offset = log.stat().st_size
+        bus.client().config_resetstat()
     load_before = os.getloadavg()
     cpu_before = bench.cpu_seconds()
     began = time.perf_counter()
@@ -262,6 +319,11 @@ def run_fleet(bench: FleetBench, args: argparse.Namespace) -> dict[str, Any]:
     load_after = os.getloadavg()
     cpu = {g: round(s - cpu_before.get(g, 0.0), 1) for g, s in bench.cpu_seconds().items()}
     calls = LLMCall.objects.filter(run_id__in=ids).count()
+    counted = (
+        {**count_statements(log, offset, args.runs), **redis_commands(args.runs)}
+        if args.count_statements
+        else {}
+    )
     return {
         "runs": args.runs,
         "unfinished": left,  # given up after --give-up-after seconds: the figures are up to then
@@ -278,6 +340,7 @@ def run_fleet(bench: FleetBench, args: argparse.Namespace) -> dict[str, Any]:
         "cpu_s": cpu,
         "load_before": [round(x, 1) for x in load_before],
         "load_after": [round(x, 1) for x in load_after],
+        **counted,
     }
 
 
@@ -290,6 +353,11 @@ def main() -> None:
     parser.add_argument("--slot-connections", type=int, default=4, help="per worker (runtime/slots.py)")
     parser.add_argument("--provider-procs", type=int, default=1)
     parser.add_argument("--give-up-after", type=float, default=3600, help="seconds; then print what finished")
+    parser.add_argument(
+        "--count-statements",
+        action="store_true",
+        help="log and count SQL statements and Redis commands per run",
+    )
     parser.add_argument("--serve-provider", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_provider:
@@ -297,6 +365,8 @@ def main() -> None:
         return
     bench = FleetBench(args)
     bench.prepare()
+    if args.count_statements:
+        log_statements()
     try:
         bench.start()
         print(json.dumps(run_fleet(bench, args)), flush=True)

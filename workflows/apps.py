@@ -27,6 +27,11 @@ class WorkflowsConfig(AppConfig):
         from workflows.integrations import keycache
 
         keycache.watch_changes()
+        from workflows.budgets import ledger
+        from workflows.llm import providers
+
+        providers.watch_changes()
+        ledger.watch_changes()
 
 
 def wire_runtime() -> None:

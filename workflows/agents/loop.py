@@ -126,10 +126,9 @@ def start_loop(ctx: handlers.NodeContext, writer: streams.TextWriter | None = No
     tools = [str(name) for name in ctx.config.get("tools") or ()]
     fingerprint = core.fingerprint(endpoint.provider, endpoint.model, opening, core.offered_names(ctx.config))
     at = agents.Attempt(ctx.node_run_id, ctx.run_id, ctx.node_id, ctx.attempt, fingerprint)
-    steps = agents.loop_steps(at)
+    steps, seq = agents.loop_start(at)
     workflows = [str(slug) for slug in ctx.config.get("workflow_tools") or ()]
     offer = offer_tools(tools, workflows, core.mcp_tools_of(ctx.config))
-    seq = agents.next_seq(at.noderun_id)
     return Loop(ctx, at, endpoint, opening, offer, steps, seq, writer, trace_headers(ctx))
 
 
@@ -311,13 +310,18 @@ async def run_agent_on_loop(node: Node, ctx: handlers.NodeContext) -> dict[str, 
     the main thread SIGALRM cannot cut it, and its limit is its context's deadline, which the
     built-in tools honour (time_budget), and the node's timeout around the whole attempt.
     """
-    writer = await run_sync(streams.writer_for, ctx)
-    loop = await run_sync(start_loop, ctx, writer)
+    loop = await run_sync(start_with_writer, ctx)
+    writer = loop.writer
 
     async def produce() -> dict[str, Any]:
         return await run_loop_on_loop(loop)
 
     return await streams.astreamed(writer, produce)
+
+
+def start_with_writer(ctx: handlers.NodeContext) -> Loop:
+    """`start_loop` with the attempt's stream writer: one hand-over to the sync thread."""
+    return start_loop(ctx, streams.writer_for(ctx))
 
 
 async def run_loop_on_loop(loop: Loop) -> dict[str, Any]:

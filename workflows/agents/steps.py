@@ -18,7 +18,7 @@ from typing import Any
 
 from django.core.exceptions import ObjectDoesNotExist
 from django.db import IntegrityError, connection
-from django.db.models import Max, Min
+from django.db.models import Max
 
 from workflows.core import agent
 from workflows.core.states import NodeStatus
@@ -135,12 +135,18 @@ def record_step(
         raise superseded from None
 
 
+BEGAN_SQL = f"""
+SELECT min(started_at) FROM {AGENT_STEPS}
+WHERE node_run_id = %(node_run_id)s AND attempt = %(attempt)s AND started_at < %(job_started)s
+"""
+
+
 def attempt_began(noderun_id: int, attempt: int, job_started: datetime) -> datetime:
     """When this attempt began: before this job if it recorded steps earlier (it ran, waited
     for a workflow tool's child run, and was queued again), else when this job started."""
-    first = AgentStep.objects.filter(
-        node_run_id=noderun_id, attempt=attempt, started_at__lt=job_started
-    ).aggregate(first=Min("started_at"))["first"]
+    with connection.cursor() as cursor:
+        cursor.execute(BEGAN_SQL, {"node_run_id": noderun_id, "attempt": attempt, "job_started": job_started})
+        first: datetime | None = cursor.fetchone()[0]
     return first or job_started
 
 
@@ -148,6 +154,43 @@ def loop_steps(at: Attempt) -> list[agent.Step]:
     """The node's recorded steps of this loop (its fingerprint), as the core reads them."""
     rows = AgentStep.objects.filter(node_run_id=at.noderun_id, fingerprint=at.fingerprint).order_by("seq")
     return [as_core_step(row) for row in rows]
+
+
+STEPS_SQL = f"""
+SELECT seq, kind, status, response, call_id, result, error, input_tokens, output_tokens,
+       fingerprint = %(fingerprint)s
+FROM {AGENT_STEPS} WHERE node_run_id = %(node_run_id)s ORDER BY seq
+"""
+
+
+def from_json(value: Any) -> Any:
+    """A jsonb column as a raw cursor returns it (Django's backend loads jsonb as text)."""
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def loop_start(at: Attempt) -> tuple[list[agent.Step], int]:
+    """`loop_steps` and `next_seq` in one statement: the loop's steps and the next number.
+
+    Steps of another loop (a replay with edited input) are read for their numbers only."""
+    with connection.cursor() as cursor:
+        cursor.execute(STEPS_SQL, {"fingerprint": at.fingerprint, "node_run_id": at.noderun_id})
+        rows = cursor.fetchall()
+    mine = [
+        AgentStep(
+            seq=seq,
+            kind=kind,
+            status=status,
+            response=from_json(response),
+            call_id=call_id,
+            result=from_json(result),
+            error=error,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+        )
+        for seq, kind, status, response, call_id, result, error, input_tokens, output_tokens, ours in rows
+        if ours
+    ]
+    return [as_core_step(row) for row in mine], (rows[-1][0] if rows else 0) + 1
 
 
 def as_core_step(row: AgentStep) -> agent.Step:

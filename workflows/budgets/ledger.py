@@ -13,6 +13,13 @@ to `spent` (the worst case when the provider reported no usage: the safe side); 
 failed is released and counts nothing, as its LLMCall row counts no tokens. A reservation
 whose attempt is gone (its worker killed mid-call) is settled at its full worst case by
 `settle_lost`: the call may have been paid for.
+
+Which budgets exist is read on every call's admission, and most calls fall under none: the
+rows are remembered while the budgets' epoch holds (runtime/epochs.py: replaced whenever a
+budget is saved or deleted, so a new budget counts from the next call in every process; a
+change no signal sees within FRESH_FOR seconds). A call under no budget then costs no
+statement. The ledgers themselves are never remembered: every reservation is decided in
+PostgreSQL, as above.
 """
 
 from __future__ import annotations
@@ -29,6 +36,7 @@ from django.utils import timezone
 from workflows.core import budgets as core
 from workflows.core.states import NodeStatus as N
 from workflows.llm.prices import price_of
+from workflows.runtime import epochs
 from workflows.runtime.admission import Call
 from workflows.store.models import Budget, BudgetHold, BudgetLedger, BudgetReservation, Run, RunApiKey
 from workflows.store.statements import NODES, table
@@ -152,9 +160,21 @@ def price(provider: str, model: str) -> core.Price | None:
     return None if row is None else core.Price(row.input_per_million, row.output_per_million)
 
 
+FRESH_FOR = 5.0  # seconds: the bound for budget changes no signal reports
+EPOCH = epochs.Epoch("sy:budgets:epoch", FRESH_FOR)
+ALL_BUDGETS: epochs.Remembered[list[Budget]] = epochs.Remembered(
+    EPOCH, lambda _: list(Budget.objects.all()), at_most=1
+)
+
+
+def watch_changes() -> None:
+    """Replace the budgets' epoch when a budget changes (workflows/apps.py)."""
+    EPOCH.watch((Budget,), "budgets")
+
+
 def worst_cases(call: Call, output_tokens: int, now: datetime) -> list[Applies]:
     """The budgets that apply to `call`, each with the call's worst case in its unit."""
-    budgets = list(Budget.objects.all())
+    budgets = ALL_BUDGETS.get(None)
     if not budgets:
         return []
     run = Run.objects.values("workflow_id", "input").get(pk=call.run_id)

@@ -20,7 +20,8 @@ the worker's slots say (registry.run_sync: their sync thread).
 
 from __future__ import annotations
 
-import functools
+import datetime
+import json
 from typing import TYPE_CHECKING, Any
 
 from workflows.core import callhash
@@ -37,19 +38,46 @@ class ReplayMiss(HandlerError):
 NEAREST_SCANNED = 50  # recorded calls of the node compared with a missed request, newest first
 
 
-@functools.lru_cache(maxsize=4096)
-def replay_of(run_id: int) -> tuple[str, int | None] | None:
+Replay = tuple[str, int | None]  # (mode, origin run id)
+_replays: dict[int, Replay | None] = {}  # run id -> what replay_of read (never changes)
+REMEMBERED_AT_MOST = 4096
+
+
+def replay_of(run_id: int) -> Replay | None:
     """(mode, origin run id) of a fork, or of a suite's case run (store/suites.py), that replays
-    its origin's calls; None for a live run."""
+    its origin's calls; None for a live run. Read once per process and run."""
+    if run_id not in _replays:
+        if len(_replays) >= REMEMBERED_AT_MOST:
+            _replays.clear()
+        _replays[run_id] = read_replay(run_id)
+    return _replays[run_id]
+
+
+def is_known_live(run_id: int) -> bool:
+    """Whether this process read already that the run makes its calls live: a slot's call then
+    needs no hand-over to the sync thread to learn it (arecorded_answer's callers)."""
+    return run_id in _replays and _replays[run_id] is None
+
+
+def read_replay(run_id: int) -> Replay | None:
+    """One statement for a fork's row and a case run's (a run is one or the other; a fork's first)."""
+    from django.db import connection
+
     from workflows.store.forks import RunFork
+    from workflows.store.statements import table
     from workflows.store.suites import SuiteCaseRun
 
-    row = RunFork.objects.filter(run_id=run_id).values_list("calls", "origin_id").first()
-    if row is None:
-        row = SuiteCaseRun.objects.filter(run_id=run_id).values_list("calls", "origin_id").first()
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT calls, origin_id FROM (SELECT 0 AS o, calls, origin_id FROM {table(RunFork)} WHERE run_id = %(run)s"
+            f" UNION ALL SELECT 1, calls, origin_id FROM {table(SuiteCaseRun)} WHERE run_id = %(run)s) AS r"
+            " ORDER BY o LIMIT 1",
+            {"run": run_id},
+        )
+        row = cursor.fetchone()
     if row is None or row[0] == callhash.LIVE:
         return None
-    return row[0], row[1]
+    return str(row[0]), row[1]
 
 
 def recorded_answer(ctx: NodeContext, request: dict[str, Any], step: str) -> RecordedCall | None:
@@ -123,11 +151,32 @@ def write(
 
 
 def record_live(ctx: NodeContext, request: dict[str, Any], response: Any, step: str) -> None:
-    """Record a call made live (nothing without an attempt row)."""
-    from workflows.store.recordings import RecordedCall
+    """Record a call made live (nothing without an attempt row): one INSERT written out, as
+    every call of every agent turn and tool makes one (the ORM's building of it cost more
+    than the statement)."""
+    from django.db import connection
 
-    if ctx.node_run_id:
-        write(ctx, request, callhash.request_hash(request), step, response, RecordedCall.LIVE)
+    from workflows.store.recordings import RecordedCall
+    from workflows.store.statements import table
+
+    if not ctx.node_run_id:
+        return
+    row = {
+        "run_id": ctx.run_id,
+        "node_run_id": ctx.node_run_id,
+        "node_id": ctx.node_id,
+        "attempt": ctx.attempt,
+        "kind": request["kind"],
+        "step": step[:100],
+        "request_hash": callhash.request_hash(request),
+        "request": json.dumps(callhash.summary(request)),
+        "response": None if response is None else json.dumps(response),
+        "outcome": RecordedCall.LIVE,
+        "created_at": datetime.datetime.now(datetime.UTC),
+    }
+    values = ", ".join(f"%({c})s" + ("::jsonb" if c in ("request", "response") else "") for c in row)
+    with connection.cursor() as cursor:
+        cursor.execute(f"INSERT INTO {table(RecordedCall)} ({', '.join(row)}) VALUES ({values})", row)
 
 
 # --------------------------------------------------------------------------- from a slot's coroutine

@@ -13,7 +13,7 @@ verified, its owner's role and the *epoch* it was read under, and trusts them ag
   holds (a refused key is never counted, as before), else the key is read afresh;
 - it was read less than `FRESH_FOR` seconds ago.
 
-The epoch is replaced (a new random token, never a counter that a restarted Redis could
+The epoch (runtime/epochs.py's mechanism, here checked inside the rate limit's script) is replaced (a new random token, never a counter that a restarted Redis could
 repeat; an absent epoch matches nothing) whenever a key, a user or a group is saved or
 deleted, or a user's groups change: the signal handlers below, which every write of the
 project goes through (keys.py, the admin, auth's own forms and commands). So a revocation,
@@ -31,7 +31,6 @@ memory: every request reads its key, as before.
 from __future__ import annotations
 
 import hmac
-import logging
 import time
 import uuid
 from dataclasses import dataclass
@@ -41,16 +40,13 @@ from typing import Any
 import redis
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
-from django.db import connection, transaction
 from django.db.models.signals import m2m_changed, post_delete, post_save
 
 from controlplane import access
 from workflows.integrations import keys
-from workflows.runtime import bus
+from workflows.runtime import bus, epochs
 from workflows.store import hotreads
 from workflows.store.models import ApiKey
-
-log = logging.getLogger(__name__)
 
 EPOCH_KEY = "sy:apikeys:epoch"
 FRESH_FOR = 2.0  # seconds: the bound for changes no signal reports (see above)
@@ -175,21 +171,20 @@ def remember(prefix: str, key: ApiKey, role: str | None, epoch: str) -> None:
     _entries[prefix] = Entry(row, key.hash, role, epoch, time.monotonic(), key.last_used_at)
 
 
+EPOCH = epochs.Epoch(EPOCH_KEY, FRESH_FOR)  # replaced and watched as runtime/epochs.py says
+
+
 def forget() -> None:
     """Drop what this process remembers; other processes follow the epoch."""
     _entries.clear()
 
 
+EPOCH.forgets.append(forget)
+
+
 def replace_epoch() -> None:
     """Have every process read keys afresh on their next request (best effort: see above)."""
-    try:
-        bus.client().set(EPOCH_KEY, uuid.uuid4().hex)
-    except redis.RedisError as exc:
-        log.warning(
-            "API key change not announced, Redis unavailable (other processes see it within %s s): %s",
-            FRESH_FOR,
-            exc,
-        )
+    EPOCH.replace()
 
 
 def changed(sender: Any = None, update_fields: Any = None, action: str = "post", **_: Any) -> None:
@@ -198,11 +193,7 @@ def changed(sender: Any = None, update_fields: Any = None, action: str = "post",
         return  # a sign-in, not a change of what a key may do
     if not action.startswith("post"):
         return  # m2m_changed's pre_add, pre_remove, pre_clear: the post_ one follows
-    forget()
-    replace_epoch()
-    if connection.in_atomic_block:
-        transaction.on_commit(replace_epoch)
-        transaction.on_commit(forget)
+    EPOCH.changed()
 
 
 def watch_changes() -> None:

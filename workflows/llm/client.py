@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import itertools
 import json
 import time
 import weakref
@@ -277,22 +278,34 @@ async def acomplete(
     return parts.completion(call, (time.monotonic() - started) * 1000)
 
 
-_async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
+POOLS = 16  # clients per event loop, taken in turn (see async_http_client)
+_async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[httpx.AsyncClient]] = (
     weakref.WeakKeyDictionary()
 )
+_turns = itertools.count()
 
 
 def async_http_client() -> httpx.AsyncClient:
-    """One AsyncClient per event loop (a client's pool belongs to the loop it runs on).
+    """One of POOLS AsyncClients of the running event loop (a client's pool belongs to the
+    loop it runs on), taken in turn.
 
     No cap on connections: httpx's default of 100 would queue the 101st of a worker's
-    hundreds of slots behind the others' streams, which last for tens of seconds.
+    hundreds of slots behind the others' streams, which last for tens of seconds. Nor on the
+    connections kept alive between calls (each slot holds at most one; idle ones close after
+    httpx's keep-alive expiry, 5 s): with 100 kept, 500 slots whose turns end together closed
+    400 connections and opened them again for their next turns, a TCP connect a call that
+    took a sixth of a worker's CPU in bench/agent_fleet_bench.py (2026-11-27). Several
+    clients because httpcore's pool scans all its connections for every request it places
+    and every response it closes: with 500 in one pool that scan was a tenth of a worker's
+    CPU in the same bench; in 16 pools each holds about 30.
     """
     loop = asyncio.get_running_loop()
-    if loop not in _async_clients:
-        limits = httpx.Limits(max_connections=None, max_keepalive_connections=100)
-        _async_clients[loop] = egress.async_client(follow_redirects=False, limits=limits)
-    return _async_clients[loop]
+    clients = _async_clients.get(loop)
+    if clients is None:
+        limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+        clients = [egress.async_client(follow_redirects=False, limits=limits) for _ in range(POOLS)]
+        _async_clients[loop] = clients
+    return clients[next(_turns) % POOLS]
 
 
 @cache

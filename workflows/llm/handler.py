@@ -13,7 +13,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from workflows.core import callhash
-from workflows.handlers import caching
+from workflows.handlers import caching, recordings
 from workflows.handlers.builtin import render_template, template_sources, time_budget
 from workflows.handlers.registry import HandlerError, NodeContext, node, on_loop
 from workflows.llm import client, providers, replays, streams, usage
@@ -410,7 +410,7 @@ async def acall_recorded(
     cached: bool = False,
 ) -> client.Completion:
     """`call_recorded` for a coroutine: the call awaited, its rows written on the sync thread."""
-    if request is not None:
+    if request is not None and ctx.node_run_id and not recordings.is_known_live(ctx.run_id):
         replayed = await run_sync(replays.replayed_completion, ctx, endpoint, request, step)
         if replayed is not None:
             if admitted.tickets:
@@ -436,20 +436,30 @@ async def acall_recorded(
                 step=step,
             )
         raise
+    return await run_sync(answered, ctx, endpoint, admitted, completion, request, step, (ttl, key))
+
+
+def answered(
+    ctx: NodeContext,
+    endpoint: providers.Endpoint,
+    admitted: admission.Admitted,
+    completion: client.Completion,
+    request: dict[str, Any] | None,
+    step: str,
+    cache: tuple[int | None, str],
+) -> client.Completion:
+    """After a live call, on the slots' sync thread in one hand-over (each cost the event loop
+    and a sync thread a wake-up): settle what the gate admitted, record the call and its
+    request, keep the answer when the node caches."""
     if admitted.tickets:
-        await run_sync(settle_call, admitted, completion)
+        settle_call(admitted, completion)
     if ctx.node_run_id:
-        await run_sync(
-            usage.record_call,
-            node_run_id=ctx.node_run_id,
-            endpoint=endpoint,
-            completion=completion,
-            step=step,
-        )
+        usage.record_call(node_run_id=ctx.node_run_id, endpoint=endpoint, completion=completion, step=step)
     if request is not None:
-        await run_sync(replays.record_live, ctx, request, replays.completion_json(completion), step)
+        replays.record_live(ctx, request, replays.completion_json(completion), step)
+    ttl, key = cache
     if ttl:
-        await run_sync(keep_answer, ctx, key, completion, ttl)
+        keep_answer(ctx, key, completion, ttl)
     return completion
 
 

@@ -4,6 +4,13 @@ Prices are per million input and output tokens, keyed by provider and model; a r
 a provider is the model's price through any provider. Below the table, the price list
 shipped with the project (`price_list.py`, dated) prices well-known models out of the box.
 `pick_price` is the one decision.
+
+Every LLM call is priced when it is recorded (usage.py), and a cost budget prices its worst
+case before it (budgets/ledger.py): the price a call picks is remembered per provider and
+model while the providers' epoch holds (providers.EPOCH, runtime/epochs.py: replaced whenever
+a price or a provider is saved or deleted, so a new price counts from the next call in every
+process; a change no signal sees within providers.FRESH_FOR seconds). At 500 calls a second a worker read
+the table 500 times a second for the same row.
 """
 
 from __future__ import annotations
@@ -16,6 +23,8 @@ from typing import Literal
 from django.db.models import F, Q, QuerySet
 
 from workflows.llm.price_list import PRICE_LIST, Listed, listed_price
+from workflows.llm.providers import EPOCH
+from workflows.runtime import epochs
 from workflows.store.models import LLMPrice, LLMProvider
 
 MILLION = Decimal(1_000_000)
@@ -65,12 +74,22 @@ def is_listed(price: LLMPrice) -> bool:
     return price.pk is None
 
 
-def price_of(provider: str, model: str) -> LLMPrice | None:
+def read_price(key: tuple[str, str]) -> LLMPrice | None:
     """Read the rows that could apply to one call and pick its price (`pick_price`)."""
+    provider, model = key
     rows = LLMPrice.objects.select_related("provider").filter(
         Q(provider__isnull=True) | Q(provider__name=provider), model=model
     )
     return pick_price(rows, provider, model)
+
+
+PICKED: epochs.Remembered[LLMPrice | None] = epochs.Remembered(EPOCH, read_price, at_most=4096)
+
+
+def price_of(provider: str, model: str) -> LLMPrice | None:
+    """The price of a call to `model` through `provider` (`pick_price`), remembered while the
+    prices' epoch holds (see above). The row is shared: read it, never change it."""
+    return PICKED.get((provider, model))
 
 
 def cost_of(provider: str, model: str, input_tokens: int | None, output_tokens: int | None) -> Decimal | None:

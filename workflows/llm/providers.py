@@ -6,6 +6,12 @@ leaves this module only inside an `Endpoint`, which the client sends and redacts
 stored as a reference to the secrets store, exactly `{secret.NAME}`, is read from the store
 when the endpoint is resolved (in the worker, at call time), so one secret can serve several
 providers and rotate without touching them.
+
+Every call resolves its node's provider: the rows are remembered while the providers' epoch
+holds (runtime/epochs.py: replaced whenever a provider or a price is saved or deleted, so a
+change counts from the next call in every process; one no signal sees, such as a
+`QuerySet.update()`, within FRESH_FOR seconds). The key itself is never remembered: a
+`{secret.NAME}` reference is read from the store at every resolution, as before.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from typing import Any
 from workflows.core import secretrefs
 from workflows.handlers import builtin
 from workflows.handlers.registry import HandlerError
+from workflows.runtime import epochs
 from workflows.store import secrets
 from workflows.store.models import LLMProvider
 
@@ -101,14 +108,39 @@ def endpoint_of(row: LLMProvider, model: str | None) -> Endpoint:
     )
 
 
+FRESH_FOR = 5.0  # seconds: the bound for provider and price changes no signal reports
+# One epoch for the providers and the price table (prices.py): a price is keyed by a
+# provider's name, and one Redis read a call serves both.
+EPOCH = epochs.Epoch("sy:llmcatalog:epoch", FRESH_FOR)
+
+
+def read_row(name: str) -> LLMProvider | None:
+    """The provider named `name`, or the default one for ""."""
+    if name == "":
+        return LLMProvider.objects.filter(is_default=True).first()
+    return LLMProvider.objects.filter(name=name).first()
+
+
+ROWS: epochs.Remembered[LLMProvider | None] = epochs.Remembered(EPOCH, read_row, at_most=1024)
+
+
+def watch_changes() -> None:
+    """Replace the epoch when a provider or a price changes (workflows/apps.py)."""
+    from workflows.store.models import LLMPrice
+
+    EPOCH.watch((LLMProvider, LLMPrice), "llmcatalog")
+
+
 def resolve(provider: str | None, model: str | None) -> Endpoint:
-    """Return the endpoint for a node's provider and model; HandlerError naming what is unknown."""
+    """Return the endpoint for a node's provider and model; HandlerError naming what is unknown.
+
+    The row is remembered (see above) and shared: read it, never change it."""
     if provider is None or provider == "":
-        row = LLMProvider.objects.filter(is_default=True).first()
+        row = ROWS.get("")
         if row is None:
             return settings_endpoint(model)
     else:
-        row = LLMProvider.objects.filter(name=provider).first()
+        row = ROWS.get(provider)
         if row is None:
             if provider == SETTINGS_PROVIDER and not LLMProvider.objects.filter(is_default=True).exists():
                 return settings_endpoint(model)

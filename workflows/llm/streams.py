@@ -28,10 +28,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from django.db import connection
+
 from workflows.core.toolcalls import ToolCalls
 from workflows.handlers import HandlerError, NodeContext
 from workflows.runtime import bus, offload
 from workflows.store.models import NodeRun
+from workflows.store.statements import NODES, RUNS
 
 FEED = "sy:llm:live"
 FEED_MAXLEN = 20_000
@@ -165,10 +168,18 @@ def preview(arguments: str) -> str:
     return arguments if len(arguments) <= CALL_PREVIEW_CHARS else arguments[:CALL_PREVIEW_CHARS] + "…"
 
 
+ATTEMPT_SQL = f"SELECT n.run_id, r.workflow_id, n.node_id FROM {NODES} n JOIN {RUNS} r ON r.id = n.run_id WHERE n.id = %s"
+
+
 def attempt_of(node_run_id: int, attempt: int) -> Attempt:
-    """Read which run, workflow and node an attempt row belongs to."""
-    row = NodeRun.objects.select_related("run").only("run__workflow_id", "node_id").get(id=node_run_id)
-    return Attempt(node_run_id, attempt, row.run_id, row.run.workflow_id, row.node_id)
+    """Read which run, workflow and node an attempt row belongs to (a statement written out:
+    the ORM's compiling of it cost more than the query, once per attempt)."""
+    with connection.cursor() as cursor:
+        cursor.execute(ATTEMPT_SQL, [node_run_id])
+        row = cursor.fetchone()
+    if row is None:
+        raise NodeRun.DoesNotExist(f"no attempt row {node_run_id}")
+    return Attempt(node_run_id, attempt, *row)
 
 
 def writer_for(ctx: NodeContext) -> TextWriter | None:

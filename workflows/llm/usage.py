@@ -14,6 +14,7 @@ from datetime import date
 from decimal import Decimal
 from typing import Any, cast
 
+from django.db import connection
 from django.db.models import Count, F, QuerySet, Sum
 from django.utils import timezone
 
@@ -22,11 +23,39 @@ from workflows.llm.prices import cost_of
 from workflows.llm.providers import Endpoint
 from workflows.runtime import bus
 from workflows.store.models import LLMCall, NodeRun
+from workflows.store.statements import NODES, RUNS, table
 
 
 def plain(value: Decimal) -> str:
     """A decimal without exponent or trailing zeros: 10, 2.5, 0.000125."""
     return format(value.normalize(), "f")
+
+
+CALL_COLUMNS = (
+    "step",
+    "provider",
+    "model",
+    "response_model",
+    "demo",
+    "latency_ms",
+    "first_token_ms",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "cost",
+    "finish_reason",
+    "error",
+    "input_tokens",
+    "output_tokens",
+    "created_at",
+)
+# The attempt's run, workflow, node and attempt number are taken from its row in the same
+# statement (one round trip a call, not a read and then an insert).
+RECORD_SQL = f"""
+INSERT INTO {table(LLMCall)} (node_run_id, run_id, workflow_id, node_id, attempt, {", ".join(CALL_COLUMNS)})
+SELECT n.id, n.run_id, r.workflow_id, n.node_id, n.attempt, {", ".join(f"%({c})s" for c in CALL_COLUMNS)}
+FROM {NODES} n JOIN {RUNS} r ON r.id = n.run_id WHERE n.id = %(node_run_id)s
+RETURNING id, run_id, workflow_id, node_id, attempt
+"""
 
 
 def record_call(
@@ -42,21 +71,12 @@ def record_call(
 
     With `cost`, the call is not priced: a replayed call (llm/replays.py) costs 0, and is not
     counted in the provider's counters (it never reached the provider)."""
-    row = (
-        NodeRun.objects.select_related("run")
-        .only("run__workflow_id", "node_id", "attempt")
-        .get(id=node_run_id)
-    )
     model = endpoint.model
     tokens: dict[str, Any] = {"input_tokens": None, "output_tokens": None}
     if completion is not None:
         tokens = {"input_tokens": completion.input_tokens, "output_tokens": completion.output_tokens}
-    call = LLMCall.objects.create(
+    call = LLMCall(
         node_run_id=node_run_id,
-        run_id=row.run_id,
-        workflow_id=row.run.workflow_id,
-        node_id=row.node_id,
-        attempt=row.attempt,
         step=step[:100],
         provider=endpoint.provider,
         model=model,
@@ -69,8 +89,17 @@ def record_call(
         cost=cost_of(endpoint.provider, model, **tokens) if cost is None else cost,
         finish_reason=(completion.finish_reason or "")[:40] if completion else "",
         error=(error or "")[:2000],
+        created_at=timezone.now(),
         **tokens,
     )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            RECORD_SQL, {"node_run_id": node_run_id, **{c: getattr(call, c) for c in CALL_COLUMNS}}
+        )
+        found = cursor.fetchone()
+    if found is None:
+        raise NodeRun.DoesNotExist(f"no attempt row {node_run_id} to record an LLM call under")
+    call.pk, call.run_id, call.workflow_id, call.node_id, call.attempt = found
     if cost is None:
         count_call(call)
     return call

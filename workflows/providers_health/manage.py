@@ -14,6 +14,7 @@ from typing import Any
 from django.utils import timezone
 
 from workflows.core.definition import Issue
+from workflows.llm import providers
 from workflows.store import audit
 from workflows.store.errors import Invalid, NotFound
 from workflows.store.models import BreakerDecision, LLMCall, LLMProvider, Wait
@@ -253,5 +254,6 @@ def save_limits(name: str, data: dict[str, Any], actor: Any = None) -> LLMProvid
     LLMProvider.objects.filter(pk=row.pk).update(**values)
     row.refresh_from_db()
     policy.forget()
+    providers.EPOCH.changed()  # no signal for update(): the rows remembered by resolve follow now
     audit.record(actor, "llm_provider.limits", row, **values)
     return row

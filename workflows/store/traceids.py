@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import hashlib
 
+from django.db import connection
+
 from workflows.store.models import ChildRun, RunTraceParent
+from workflows.store.statements import table
 
 
 def id_from(text: str, bits: int) -> int:
@@ -36,15 +39,14 @@ def trace_parents(run_ids: set[int]) -> dict[int, tuple[int, int]]:
     links: dict[int, tuple[int, int]] = {}  # child run -> (parent run, span it starts under)
     todo = set(run_ids)
     while todo:
-        rows = RunTraceParent.objects.filter(run_id__in=todo).values_list(
-            "run_id", "trace_id", "parent_span_id"
-        )
-        parents.update({run_id: (int(t, 16), int(s, 16)) for run_id, t, s in rows})
-        children = ChildRun.objects.filter(child_id__in=todo - set(parents)).values_list(
-            "child_id", "parent_run_id", "node_id", "attempt", "agent_step_id"
-        )
+        traced, children = parents_and_links(todo)
+        parents.update({run_id: (int(t, 16), int(s, 16)) for run_id, t, s in traced})
         for child, parent, node_id, attempt, step in children:
-            links[child] = (parent, step_span_id(step) if step else attempt_span_id(parent, node_id, attempt))
+            if child not in parents:  # a run's own traceparent wins over its parent run's trace
+                links[child] = (
+                    parent,
+                    step_span_id(step) if step else attempt_span_id(parent, node_id, attempt),
+                )
         todo = {parent for parent, _ in links.values()} - set(parents) - set(links)
 
     def root_trace(run_id: int) -> int:
@@ -54,6 +56,29 @@ def trace_parents(run_ids: set[int]) -> dict[int, tuple[int, int]]:
 
     parents.update({child: (root_trace(parent), span) for child, (parent, span) in links.items()})
     return parents
+
+
+# Both kinds of link of a level of runs in one statement: every attempt of an LLM or HTTP
+# call asks it for its traceparent.
+LINKS_SQL = f"""
+SELECT 't', run_id, trace_id, parent_span_id, NULL, NULL FROM {table(RunTraceParent)} WHERE run_id = ANY(%(ids)s)
+UNION ALL
+SELECT 'c', child_id, parent_run_id::text, node_id, attempt, agent_step_id FROM {table(ChildRun)}
+WHERE child_id = ANY(%(ids)s)
+"""
+
+
+def parents_and_links(
+    run_ids: set[int],
+) -> tuple[list[tuple[int, str, str]], list[tuple[int, int, str, int, int | None]]]:
+    """The runs' trace parents (run, trace id, parent span id) and their child-run links
+    (child, parent run, node, attempt, agent step)."""
+    with connection.cursor() as cursor:
+        cursor.execute(LINKS_SQL, {"ids": sorted(run_ids)})
+        rows = cursor.fetchall()
+    traced = [(r[1], r[2], r[3]) for r in rows if r[0] == "t"]
+    children = [(r[1], int(r[2]), r[3], r[4], r[5]) for r in rows if r[0] == "c"]
+    return traced, children
 
 
 def run_span_id(run_id: int) -> int:

@@ -169,27 +169,21 @@ def resume_runs(run_ids: list[int]) -> int:
     return Run.objects.filter(pk__in=run_ids, status=R.WAITING).update(status=R.RUNNING)
 
 
-def render_finish_runs(unlinked: bool) -> str:
-    """FINISH_RUNS_SQL, or with `unlinked` the same for runs no parent waits on (no open
-    ChildRun link names them as its child: ending one moves nothing else)."""
-    no_parent = (
-        f" AND NOT EXISTS (SELECT FROM {CHILD_RUNS} c WHERE c.child_id = r.id AND c.settled_at IS NULL)"
-        if unlinked
-        else ""
-    )
-    return f"""WITH done AS (
+FINISH_RUNS_SQL = f"""WITH done AS (
                UPDATE {RUNS} r SET status = v.status, finished_at = clock_timestamp()
                FROM unnest(%(ids)s::bigint[], %(epochs)s::int[], %(statuses)s::text[]) AS v(id, epoch, status)
-               WHERE r.id = v.id AND r.status = '{R.RUNNING}' AND r.epoch = v.epoch{no_parent}
+               WHERE r.id = v.id AND r.status = '{R.RUNNING}' AND r.epoch = v.epoch
                RETURNING r.id, r.status, r.finished_at
            )
            INSERT INTO {EVENTS} (run_id, kind, node_id, attempt, at, worker, data)
            SELECT id, 'run.' || status, '', 0, finished_at, '', '{{}}' FROM done
            RETURNING run_id, kind"""
-
-
-FINISH_RUNS_SQL = render_finish_runs(unlinked=False)
-FINISH_UNLINKED_RUNS_SQL = render_finish_runs(unlinked=True)
+# The same for runs no parent waits on (no open ChildRun link names them: ending one moves
+# nothing else).
+FINISH_UNLINKED_RUNS_SQL = FINISH_RUNS_SQL.replace(
+    "r.epoch = v.epoch",
+    f"r.epoch = v.epoch\n                 AND NOT EXISTS (SELECT FROM {CHILD_RUNS} c WHERE c.child_id = r.id AND c.settled_at IS NULL)",
+)
 
 
 @performs(Cause.FINISH, runs={R.RUNNING: [R.SUCCEEDED, R.FAILED]})

@@ -39,10 +39,10 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
+from tests.fakes.quiet import QuietHandler, QuietServer
 from workflows.llm.demo_server import completion_chunks
 
 Reply = dict[str, Any] | str | bytes | Callable[[Any], Any]
@@ -82,21 +82,13 @@ def echo_completion(request: Any, model: str = "fake-model") -> dict[str, Any]:
     }
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
+class _Server(QuietServer):
     request_queue_size = 1024  # hundreds of calls connect at once (a worker's slots)
     fake: FakeLLMServer
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass  # a client that hung up (timeout tests) is expected, not worth a traceback
 
-
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(QuietHandler):
     server: _Server
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
 
     def do_GET(self) -> None:
         if self.path.rstrip("/") == "/v1/models":

@@ -68,9 +68,9 @@ browser:
 # database 15, so they share no data with the xdist workers): Playwright's sync API keeps an
 # event loop running in its process until the session ends, which breaks async_to_sync in any
 # test after it, and xdist does not keep a file order; one process, as their live servers and
-# broadcasters were not proven apart under xdist. Neither session keeps both cores busy: much
-# of a test is waiting for processes it started. The browser session's report goes to
-# test-artifacts/browser-tests.log and is printed after the other's, whole.
+# broadcasters were not proven apart under xdist. Side by side, its minutes overlap the other
+# session's instead of following them. Its report goes to test-artifacts/browser-tests.log
+# and is printed after the other's, whole.
 # PYTEST_ARGS (options such as -k or -x) go to both sessions; exit code 5 (nothing
 # collected, say under -k) is not a failure.
 TEST_WORKERS ?= 2

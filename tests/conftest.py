@@ -5,6 +5,7 @@ import contextlib
 import importlib.util
 import logging
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -62,6 +63,10 @@ elif SIDE_SESSION:
     redis_db = SIDE_SESSION_REDIS_DB
 if redis_db is not None:
     os.environ["REDIS_URL"] = urlunsplit(urlsplit(os.environ["REDIS_URL"])._replace(path=f"/{redis_db}"))
+if SIDE_SESSION and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    # Started in the background by a shell (`make test`), it inherited SIGINT ignored: take
+    # it back, so that Ctrl-C stops it (its fixtures stopping their processes) with the other.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 # The egress policy refuses loopback. The project's own fake servers (HTTP targets, webhook
 # receivers, LLM providers) listen on 127.0.0.1, so the session allows that one address, in
 # the environment so that workers and schedulers the tests start allow it too. Tests of the

@@ -13,6 +13,8 @@ Streaming: a request with `"stream": true` whose reply is a completion (a dict w
 `choices`) is sent as server-sent `chat.completion.chunk` events, one word of text (or one
 piece of a tool call) a chunk, `chunk_delay` seconds apart, then a usage chunk and
 `data: [DONE]`. `drop_after=N` closes the connection after N chunks (a dropped stream);
+`hold_at=N` makes it wait before chunk N until `go` is set (the call stays open while a test
+reads its first chunks, however slow the machine);
 `bad_chunk_at=N` sends a chunk that is not JSON in place of chunk N; `streaming=False` makes
 it answer streamed requests with one JSON body, as a provider that cannot stream.
 `stream_chunks` (a list of chunk objects) is streamed as it is, then `data: [DONE]`, in place
@@ -146,6 +148,10 @@ class _Handler(QuietHandler):
         for n, chunk in enumerate(chunks):
             if fake.drop_after is not None and n >= fake.drop_after:
                 return
+            if n == fake.hold_at:
+                while not fake.go.wait(0.05):
+                    if fake.stopping.is_set():
+                        return
             if fake.chunk_delay and fake.stopping.wait(fake.chunk_delay):
                 return
             data = b"data: {not json\n\n" if n == fake.bad_chunk_at else chunk
@@ -209,6 +215,7 @@ class FakeLLMServer:
         self.streaming = streaming
         self.chunk_delay = chunk_delay
         self.drop_after: int | None = None
+        self.hold_at: int | None = None
         self.bad_chunk_at: int | None = None
         self.stream_chunks: list[dict[str, Any]] | None = None
         self.chunks_sent = 0

@@ -69,9 +69,10 @@ def test_streamed_tokens_reach_the_run_page_and_the_live_page_before_the_node_fi
     expect(live_page.locator("#llm-streams pre")).to_contain_text("token")
     screenshot(run_page, "run-page-streaming")
     screenshot(live_page, "live-page-streaming")
-    fake.go.set()
     late_page = run_page.context.new_page()  # opened mid-stream: it gets the next whole text
     late_page.goto(f"{live_url}/runs/{run.pk}/")
+    expect(late_page.locator("#live")).to_have_attribute("data-connected", "true")
+    fake.go.set()  # the stream goes on: its next piece brings the late page the whole text
     late_stream = late_page.locator('#llm-streams [data-stream$=":ask"] pre')
     expect(late_stream).to_contain_text("token0 token1 token2 token3")
     assert wait_finished(run).status == "succeeded"

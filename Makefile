@@ -70,7 +70,7 @@ browser:
 # test after it, and xdist does not keep a file order; one process, as their live servers and
 # broadcasters were not proven apart under xdist. Side by side, its minutes overlap the other
 # session's instead of following them. Its report goes to test-artifacts/browser-tests.log
-# and is printed after the other's, whole.
+# and is printed after the other's, whole; its pytest cache (--lf) is .pytest_cache_browser.
 # PYTEST_ARGS (options such as -k or -x) go to both sessions; exit code 5 (nothing
 # collected, say under -k) is not a failure.
 TEST_WORKERS ?= 2
@@ -78,7 +78,7 @@ PYTEST_RUN = $(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscop
 BROWSER_LOG = test-artifacts/browser-tests.log
 test: venv assets browser
 	@mkdir -p $(dir $(BROWSER_LOG)); \
-	SWITCHYARD_TEST_SESSION=browser $(VENV)/bin/pytest -o cache_dir=.pytest_cache/browser tests/browser $(PYTEST_ARGS) >$(BROWSER_LOG) 2>&1 & pages_pid=$$!; \
+	SWITCHYARD_TEST_SESSION=browser $(VENV)/bin/pytest -o cache_dir=.pytest_cache_browser tests/browser $(PYTEST_ARGS) >$(BROWSER_LOG) 2>&1 & pages_pid=$$!; \
 	echo "make test: the browser tests run beside these, their report follows at the end ($(BROWSER_LOG))"; \
 	$(PYTEST_RUN) --ignore=tests/browser $(PYTEST_ARGS); rest=$$?; \
 	wait $$pages_pid; pages=$$?; \

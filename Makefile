@@ -62,17 +62,28 @@ browser:
 # Two pytest-xdist workers, a test file each at a time, the longest files first (the list in
 # tests/conftest.py; xdist's own reorder, most tests first, handed them out last). Each worker
 # has its own PostgreSQL and Redis databases (tests/conftest.py); TEST_WORKERS=0 runs
-# everything in one process. The browser tests run after the rest, in one process of their
-# own: Playwright's sync API keeps an event loop running in its process until the session
-# ends, which breaks async_to_sync in any test after it, and xdist does not keep a file order;
-# one process, as their live servers and broadcasters were not proven apart under xdist.
+# everything but the browser tests in one process.
+# The browser tests run at the same time, beside that session, in one process of their own
+# (SWITCHYARD_TEST_SESSION=browser: PostgreSQL database test_switchyard_browser, Redis
+# database 15, so they share no data with the xdist workers): Playwright's sync API keeps an
+# event loop running in its process until the session ends, which breaks async_to_sync in any
+# test after it, and xdist does not keep a file order; one process, as their live servers and
+# broadcasters were not proven apart under xdist. Side by side, its minutes overlap the other
+# session's instead of following them. Its report goes to test-artifacts/browser-tests.log
+# and is printed after the other's, whole; its pytest cache (--lf) is .pytest_cache_browser.
 # PYTEST_ARGS (options such as -k or -x) go to both sessions; exit code 5 (nothing
 # collected, say under -k) is not a failure.
 TEST_WORKERS ?= 2
 PYTEST_RUN = $(VENV)/bin/pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+BROWSER_LOG = test-artifacts/browser-tests.log
 test: venv assets browser
-	@$(PYTEST_RUN) --ignore=tests/browser $(PYTEST_ARGS); rest=$$?; \
-	$(VENV)/bin/pytest tests/browser $(PYTEST_ARGS); pages=$$?; \
+	@mkdir -p $(dir $(BROWSER_LOG)); \
+	SWITCHYARD_TEST_SESSION=browser $(VENV)/bin/pytest -o cache_dir=.pytest_cache_browser tests/browser $(PYTEST_ARGS) >$(BROWSER_LOG) 2>&1 & pages_pid=$$!; \
+	echo "make test: the browser tests run beside these, their report follows at the end ($(BROWSER_LOG))"; \
+	$(PYTEST_RUN) --ignore=tests/browser $(PYTEST_ARGS); rest=$$?; \
+	wait $$pages_pid; pages=$$?; \
+	echo; echo "==================== tests/browser (ran beside the above) ===================="; \
+	cat $(BROWSER_LOG); \
 	for code in $$rest $$pages; do [ $$code -eq 0 ] || [ $$code -eq 5 ] || exit 1; done
 
 # RUNS=300 for a shorter one (CI runs a short one: tests/integration/test_chaos.py).

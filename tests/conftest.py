@@ -5,6 +5,7 @@ import contextlib
 import importlib.util
 import logging
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -50,10 +51,22 @@ if not (os.environ.get("DATABASE_URL") and os.environ.get("REDIS_URL")):
 # Under pytest-xdist (`make test` runs two workers), each worker gets a Redis database of its
 # own (gw0 -> 1, gw1 -> 2, ...); pytest-django gives each its own PostgreSQL database
 # (test_switchyard_gw0, ...). The subprocesses a test starts inherit both.
+# A session started with SWITCHYARD_TEST_SESSION=<name> (`make test` runs the browser tests
+# so, beside the xdist session) gets the last Redis database (15) and test_switchyard_<name>;
+# one such session at a time, and not under xdist.
+SIDE_SESSION = os.environ.get("SWITCHYARD_TEST_SESSION", "")
+SIDE_SESSION_REDIS_DB = 15  # Valkey's default 16 databases: far from gw0, gw1, ...
+redis_db = None
 if (xdist_worker := os.environ.get("PYTEST_XDIST_WORKER", "")).startswith("gw"):
-    os.environ["REDIS_URL"] = urlunsplit(
-        urlsplit(os.environ["REDIS_URL"])._replace(path=f"/{int(xdist_worker[2:]) + 1}")
-    )
+    redis_db = int(xdist_worker[2:]) + 1
+elif SIDE_SESSION:
+    redis_db = SIDE_SESSION_REDIS_DB
+if redis_db is not None:
+    os.environ["REDIS_URL"] = urlunsplit(urlsplit(os.environ["REDIS_URL"])._replace(path=f"/{redis_db}"))
+if SIDE_SESSION and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    # Started in the background by a shell (`make test`), it inherited SIGINT ignored: take
+    # it back, so that Ctrl-C stops it (its fixtures stopping their processes) with the other.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 # The egress policy refuses loopback. The project's own fake servers (HTTP targets, webhook
 # receivers, LLM providers) listen on 127.0.0.1, so the session allows that one address, in
 # the environment so that workers and schedulers the tests start allow it too. Tests of the
@@ -72,6 +85,17 @@ del os.environ["DJANGO_SETTINGS_MODULE"]
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     _services_lease.close()
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix: None) -> None:
+    """A side session's test database is test_switchyard_<name> (see SWITCHYARD_TEST_SESSION)."""
+    if SIDE_SESSION and not xdist_worker:
+        from django.conf import settings
+
+        for db in settings.DATABASES.values():
+            db.setdefault("TEST", {})
+            db["TEST"]["NAME"] = f"{db['TEST'].get('NAME') or 'test_' + db['NAME']}_{SIDE_SESSION}"
 
 
 # ============================================================================================

@@ -14,6 +14,7 @@ from typing import Any
 
 import django_rq
 import pytest
+from django.db import connection, transaction
 from django.utils import timezone
 
 from tests.api.conftest import Api, assert_problem, dead_letter
@@ -26,7 +27,15 @@ from workflows.runs import actions as runs
 from workflows.runtime import advancing
 from workflows.runtime.admission import Call
 from workflows.store import traceids
-from workflows.store.models import AuditEntry, NodeRun, Run, RunEvent, WebhookDelivery, WebhookSubscription
+from workflows.store.models import (
+    AuditEntry,
+    NodeRun,
+    Run,
+    RunEvent,
+    WebhookCursor,
+    WebhookDelivery,
+    WebhookSubscription,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -307,6 +316,43 @@ def test_an_event_committed_late_is_still_delivered(chain, subscription) -> None
     assert webhooks.scan_events(now) == 0
     RunEvent.objects.filter(pk=late.pk).update(kind="run.succeeded")
     assert webhooks.scan_events(now + timedelta(seconds=2)) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_cursor_row_deleted_while_a_scan_waits_for_it_is_made_again() -> None:
+    """Another transaction holds the cursor row and deletes it (a restore, a test emptying the
+    tables): the scan waiting for its lock makes the row again instead of ending in DoesNotExist
+    (which ended the scheduler that ran it)."""
+    webhooks.ensure_cursor()
+    holding, deleted = threading.Event(), threading.Event()
+
+    def hold_then_delete() -> None:
+        try:
+            with transaction.atomic():
+                WebhookCursor.objects.select_for_update().get(name=webhooks.CURSOR)
+                holding.set()
+                wait_for(scan_waits_for_a_lock, 30, "the scan to wait for the cursor's lock")
+                WebhookCursor.objects.filter(name=webhooks.CURSOR).delete()
+            deleted.set()
+        finally:
+            connection.close()
+
+    holder = threading.Thread(target=hold_then_delete)
+    holder.start()
+    assert holding.wait(30)
+    assert webhooks.scan_events(timezone.now()) == 0
+    holder.join(30)
+    assert deleted.is_set()
+    assert WebhookCursor.objects.filter(name=webhooks.CURSOR).count() == 1
+
+
+def scan_waits_for_a_lock() -> bool:
+    with connection.cursor() as cur:
+        cur.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+        )
+        return bool(cur.fetchone()[0])
 
 
 def test_events_before_the_subscription_are_not_delivered(api, chain, receiver) -> None:

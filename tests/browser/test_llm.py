@@ -53,6 +53,7 @@ def test_streamed_tokens_reach_the_run_page_and_the_live_page_before_the_node_fi
         model="tiny-1", input_per_million=Decimal("1000"), output_per_million=Decimal("1000")
     )
     workflow = ask_workflow()
+    fake.hold_at = 8  # the stream waits after a few words until the pages have shown them
     run_page = page_as("viewer")
     live_page = run_page.context.new_page()
     live_page.goto(f"{live_url}/workflows/{workflow.slug}/live/")
@@ -70,6 +71,8 @@ def test_streamed_tokens_reach_the_run_page_and_the_live_page_before_the_node_fi
     screenshot(live_page, "live-page-streaming")
     late_page = run_page.context.new_page()  # opened mid-stream: it gets the next whole text
     late_page.goto(f"{live_url}/runs/{run.pk}/")
+    expect(late_page.locator("#live")).to_have_attribute("data-connected", "true")
+    fake.go.set()  # the stream goes on: its next piece brings the late page the whole text
     late_stream = late_page.locator('#llm-streams [data-stream$=":ask"] pre')
     expect(late_stream).to_contain_text("token0 token1 token2 token3")
     assert wait_finished(run).status == "succeeded"

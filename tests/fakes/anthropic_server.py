@@ -27,9 +27,10 @@ import json
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
+
+from tests.fakes.quiet import QuietHandler, QuietServer
 
 Reply = dict[str, Any] | Callable[[Any], dict[str, Any]]
 ErrorScript = tuple[int, str, dict[str, str]]
@@ -116,20 +117,12 @@ def events_of(answer: dict[str, Any], json_piece: int = 7) -> list[tuple[str, di
     return events
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
+class _Server(QuietServer):
     fake: FakeAnthropicServer
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass  # a client that hung up is expected
 
-
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(QuietHandler):
     server: _Server
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
 
     def do_POST(self) -> None:
         fake = self.server.fake

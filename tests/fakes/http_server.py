@@ -16,26 +16,18 @@ from __future__ import annotations
 import json
 import threading
 from collections import Counter
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any
+
+from tests.fakes.quiet import QuietHandler, QuietServer
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
+class _Server(QuietServer):
     request_queue_size = 1024  # a worker's slots connect by the hundred
     fake: HeldHTTPServer
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass  # a client that hung up (a killed worker) is expected
 
-
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(QuietHandler):
     server: _Server
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
 
     def do_GET(self) -> None:
         fake = self.server.fake

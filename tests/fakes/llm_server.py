@@ -13,6 +13,8 @@ Streaming: a request with `"stream": true` whose reply is a completion (a dict w
 `choices`) is sent as server-sent `chat.completion.chunk` events, one word of text (or one
 piece of a tool call) a chunk, `chunk_delay` seconds apart, then a usage chunk and
 `data: [DONE]`. `drop_after=N` closes the connection after N chunks (a dropped stream);
+`hold_at=N` makes it wait before chunk N until `go` is set (the call stays open while a test
+reads its first chunks, however slow the machine);
 `bad_chunk_at=N` sends a chunk that is not JSON in place of chunk N; `streaming=False` makes
 it answer streamed requests with one JSON body, as a provider that cannot stream.
 `stream_chunks` (a list of chunk objects) is streamed as it is, then `data: [DONE]`, in place
@@ -39,10 +41,10 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
+from tests.fakes.quiet import QuietHandler, QuietServer
 from workflows.llm.demo_server import completion_chunks
 
 Reply = dict[str, Any] | str | bytes | Callable[[Any], Any]
@@ -82,21 +84,13 @@ def echo_completion(request: Any, model: str = "fake-model") -> dict[str, Any]:
     }
 
 
-class _Server(ThreadingHTTPServer):
-    daemon_threads = True
+class _Server(QuietServer):
     request_queue_size = 1024  # hundreds of calls connect at once (a worker's slots)
     fake: FakeLLMServer
 
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        pass  # a client that hung up (timeout tests) is expected, not worth a traceback
 
-
-class _Handler(BaseHTTPRequestHandler):
+class _Handler(QuietHandler):
     server: _Server
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
 
     def do_GET(self) -> None:
         if self.path.rstrip("/") == "/v1/models":
@@ -154,6 +148,10 @@ class _Handler(BaseHTTPRequestHandler):
         for n, chunk in enumerate(chunks):
             if fake.drop_after is not None and n >= fake.drop_after:
                 return
+            if n == fake.hold_at:
+                while not fake.go.wait(0.05):
+                    if fake.stopping.is_set():
+                        return
             if fake.chunk_delay and fake.stopping.wait(fake.chunk_delay):
                 return
             data = b"data: {not json\n\n" if n == fake.bad_chunk_at else chunk
@@ -217,6 +215,7 @@ class FakeLLMServer:
         self.streaming = streaming
         self.chunk_delay = chunk_delay
         self.drop_after: int | None = None
+        self.hold_at: int | None = None
         self.bad_chunk_at: int | None = None
         self.stream_chunks: list[dict[str, Any]] | None = None
         self.chunks_sent = 0

@@ -311,3 +311,23 @@ def test_a_rate_limited_node_never_starts_more_attempts_per_window_than_its_coun
         # a third start within one second of the first two would break the limit; 0.1 s of slack
         # covers the scheduler's clock (the window) against Postgres's (queued_at).
         assert (later - earlier).total_seconds() >= 0.9
+
+
+def test_a_notice_naming_a_deleted_version_or_run_is_skipped_and_the_scheduler_lives_on(
+    runtime: Runtime,
+) -> None:
+    """A notice written before its run or version was deleted (a test emptying the tables, a
+    restore) used to end the scheduler with DoesNotExist; it is logged and skipped."""
+    workflow = publish("after-stale-notices", {"nodes": [node("a"), node("b")], "edges": []})
+    missing = workflow.active_version_id + 1000
+    # The rows a writer carries (advancing.SNAPSHOT_SQL's shape) of a run and version gone,
+    # and a run id alone that never existed; in one batch with a live run's notice below.
+    bus.notify([987654], rows=[[1, 987654, "a", "succeeded", 1, missing, 0, True]])
+    bus.notify([987655])
+    run, _ = runs.start_run(workflow, {})
+    assert wait_finished(run).status == "succeeded"
+    assert runtime.procs["scheduler-1"].poll() is None
+    bus.notify([987656], rows=[[2, 987656, "a", "succeeded", 1, missing, 0, True]])
+    later, _ = runs.start_run(workflow, {})
+    assert wait_finished(later).status == "succeeded"
+    assert runtime.procs["scheduler-1"].poll() is None

@@ -345,6 +345,14 @@ def ensure_cursor() -> WebhookCursor:
     return cursor
 
 
+def locked_cursor() -> WebhookCursor:
+    """The cursor row, locked until the transaction ends; made again (from now on) if it was
+    deleted, say by a restore or a test emptying the tables, rather than failing the round."""
+    while (cursor := WebhookCursor.objects.select_for_update().filter(name=CURSOR).first()) is None:
+        ensure_cursor()
+    return cursor
+
+
 SCAN_SQL = f"""
 SELECT e.id, e.kind, e.run_id, e.node_id, e.attempt, e.at, s.id, s.events
 FROM {EVENTS} e
@@ -361,9 +369,8 @@ LIMIT %(limit)s
 
 def scan_events(now: datetime) -> int:
     """Create the deliveries for events written since the last scans; return how many."""
-    ensure_cursor()
     with transaction.atomic():
-        cursor = WebhookCursor.objects.select_for_update().get(name=CURSOR)
+        cursor = locked_cursor()
         upper = RunEvent.objects.aggregate(top=Max("id"))["top"] or 0
         since = scan_start(cursor.checkpoints, now.timestamp())
         rows = []

@@ -22,15 +22,15 @@ import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import httpx2
-from mcp.client.session import ClientSession
-from mcp.client.stdio import StdioServerParameters, stdio_client
-from mcp.client.streamable_http import streamable_http_client
 
 from workflows.store.mcpservers import HTTP
+
+if TYPE_CHECKING:
+    from mcp.client.session import ClientSession
 
 USER_AGENT = "Switchyard-MCP/1"
 LIST_PAGES = 20  # pages of tools/list followed at most (a server paging for ever is cut here)
@@ -64,6 +64,12 @@ class Answer:
 @asynccontextmanager
 async def session(conn: Connection, traceparent: str | None = None) -> AsyncIterator[ClientSession]:
     """An initialized session with the server, over its transport."""
+    # The SDK is imported here, by the first step that talks to a server: importing it takes
+    # about a third of a second of every worker's and scheduler's start, most of which never call one.
+    from mcp.client.session import ClientSession
+    from mcp.client.stdio import StdioServerParameters, stdio_client
+    from mcp.client.streamable_http import streamable_http_client
+
     if conn.transport == HTTP:
         headers = {"User-Agent": USER_AGENT, **conn.headers}
         if traceparent:

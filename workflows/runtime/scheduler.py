@@ -18,6 +18,7 @@ import time
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import ObjectDoesNotExist
 from django.db import close_old_connections
 
 from workflows.runtime import advancing, bus, duties, mapping, pgsession
@@ -128,10 +129,31 @@ class Scheduler:
     def handle(self, notices: list[bus.Notice]) -> int:
         if not notices:
             return 0
-        run_ids, known = advancing.known_states(notices)
-        done = advancing.advance_runs(run_ids, self.workers, known)
+        try:
+            done = self.advance(notices)
+        except ObjectDoesNotExist:  # one of them names what the store no longer holds
+            done = sum(self.advance_alone(notice) for notice in notices)
         bus.ack([notice.msg_id for notice in notices])
         return done
+
+    def advance(self, notices: list[bus.Notice]) -> int:
+        run_ids, known = advancing.known_states(notices)
+        return advancing.advance_runs(run_ids, self.workers, known)
+
+    def advance_alone(self, notice: bus.Notice) -> int:
+        """Advance one notice's runs; skip it (logged) if it names a version or a run deleted
+        since it was written, rather than exit: the others of its batch still count. Deciding
+        again what the batch had applied is at worst a no-op (every change is conditional)."""
+        try:
+            return self.advance([notice])
+        except ObjectDoesNotExist as exc:
+            log.warning(
+                "notice %s (runs %s) names what the store no longer holds (%s); skipped",
+                notice.msg_id,
+                notice.run_ids,
+                exc,
+            )
+            return 0
 
     def reconcile(self) -> int:
         """Beat, count workers, adopt abandoned notices, and reconcile if no one else is."""

@@ -39,7 +39,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import harness  # bench/ is this script's folder: sys.path[0]
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # also when Daphne imports bench.api_bench
+import harness  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = REPO / ".venv" / "bin"

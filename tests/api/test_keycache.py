@@ -16,7 +16,9 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from tests.api.conftest import Api, assert_problem
+from workflows.api.errors import ApiError
 from workflows.integrations import keycache, keys
+from workflows.mcp_endpoint import endpoint as mcp_endpoint
 from workflows.runtime import bus
 from workflows.store.models import ApiKey
 
@@ -112,3 +114,29 @@ def test_a_remembered_key_counts_against_its_rate_limit(long_memory, settings, k
     answers = [client.get("workflows") for _ in range(3)]
     assert [r["RateLimit-Remaining"] for r in answers] == ["2", "1", "0"]
     assert_problem(client.get("workflows"), 429)
+
+
+def test_testing_a_draft_checks_the_editor_role_read_with_the_key(long_memory, person, chain) -> None:
+    editor = Api(keys.create_key(person("editor"), "k", ["read", "run", "edit"])[1])
+    draft = {"definition": {"nodes": [{"id": "only", "handler": "core.noop"}]}, "comment": "t"}
+    assert editor.post("workflows/chain/versions", draft).status_code == 201
+    assert editor.get("workflows").status_code == 200  # the key and its owner's role remembered
+    with CaptureQueriesContext(connection) as queries:
+        assert editor.post("workflows/chain/versions/2/test-runs").status_code == 201
+    read_groups = [q["sql"][:80] for q in queries.captured_queries if "auth_user_groups" in q["sql"]]
+    assert read_groups == []
+
+
+def test_the_mcp_endpoint_admits_a_remembered_key_with_no_statement_until_it_is_revoked(
+    long_memory, key_for
+) -> None:
+    plaintext = key_for()
+    first = mcp_endpoint.admit(f"Bearer {plaintext}")
+    with CaptureQueriesContext(connection) as queries:
+        again = mcp_endpoint.admit(f"Bearer {plaintext}")
+    assert (again.key.pk, again.role, len(queries.captured_queries)) == (first.key.pk, "admin", 0)
+    ApiKey.objects.filter(prefix=prefix(plaintext)).update(revoked_at=timezone.now())
+    keycache.replace_epoch()  # what the revoking process's signal does
+    with pytest.raises(ApiError) as refused:
+        mcp_endpoint.admit(f"Bearer {plaintext}")
+    assert (refused.value.status, "revoked" in refused.value.detail) == (401, True)

@@ -85,6 +85,7 @@ class KeyAuth(AuthBase):
             return None  # perhaps a browser session: the next scheme decides
         admitted, rate = admit_counted(request)
         request.rate = rate  # type: ignore[attr-defined]  # the rate state rides on the request to the response headers (AuthBase takes a plain HttpRequest)
+        request.key_role = admitted.role  # type: ignore[attr-defined]  # as above, for authorize_actor
         authorize_key(admitted.key, admitted.role, self.action)
         return admitted.key
 
@@ -140,7 +141,11 @@ def authenticate(request: HttpRequest) -> ApiKey:
 
 def bearer_token(request: HttpRequest) -> str:
     """Return the token of the request's `Authorization: Bearer`; 401 without one."""
-    header = request.headers.get("Authorization", "")
+    return token_of(request.headers.get("Authorization", ""))
+
+
+def token_of(header: str) -> str:
+    """Return the token of an `Authorization` header's value (Bearer scheme); 401 without one."""
     if not header:
         raise unauthorized("Send an API key: Authorization: Bearer sy_<prefix>_<secret>.")
     scheme, _, token = header.partition(" ")
@@ -150,12 +155,17 @@ def bearer_token(request: HttpRequest) -> str:
 
 
 def admit_counted(request: HttpRequest) -> tuple[keycache.Admitted, RateState | None]:
-    """Return the request's usable key (401 if none) and its count in the key's window (429 past it).
+    """Return the request's usable key (401 if none) and its count in the key's window (429 past it)."""
+    return admit_token(bearer_token(request))
 
-    A key this process remembers is checked and counted in one Redis call (keycache.py);
-    one it reads from the table is counted after, as before: a refused key is never counted.
+
+def admit_token(token: str) -> tuple[keycache.Admitted, RateState | None]:
+    """Return the usable key `token` names (401 if none) and its count in the key's window (429 past it).
+
+    The one admission of a key, for the API and the MCP endpoint alike. A key this process
+    remembers is checked and counted in one Redis call (keycache.py); one it reads from the
+    table is counted after: a refused key is never counted.
     """
-    token = bearer_token(request)
     limit = settings.SWITCHYARD["API_RATE_LIMIT_PER_MINUTE"]
     now = time.time()
     try:
@@ -197,10 +207,13 @@ def authorize_key(key: ApiKey, owner_role: str | None, action: str) -> None:
     raise ApiError(403, detail)
 
 
-def authorize_actor(actor: Any, action: str) -> None:
-    """Refuse (403) a further action an operation needs only for some of its inputs."""
+def authorize_actor(request: ApiRequest, action: str) -> None:
+    """Refuse (403) a further action an operation needs only for some of its inputs; a key's
+    owner's role is the one read when the key was let in (KeyAuth)."""
+    actor = request.auth
     if isinstance(actor, ApiKey):
-        authorize(actor, action)
+        role = request.key_role if hasattr(request, "key_role") else access.role_of(actor.owner)
+        authorize_key(actor, role, action)
     else:
         authorize_person(actor, action)
 

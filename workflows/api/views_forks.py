@@ -47,7 +47,7 @@ def fork_run(
     the workflow, as for a start), the same fork asked again answers the fork made the first
     time (200) and another request with the key is refused (409)."""
     if forking.is_onto_draft(run_id, body.version):
-        authorize_actor(request.auth, "publish")
+        authorize_actor(request, "publish")
     args = (run_id, body.node_id, body.version, body.input)
     if idempotency_key:
         fork, created = forking.fork_once(idempotency_key, *args, user=request.auth, calls=body.calls)

@@ -87,7 +87,7 @@ def start_test_run(
     role (the `edit` scope for a key). The answer is the run with every node, as GET /runs/{id}."""
     version = editing.get_version(versions.get_workflow(slug), number)
     if not version.is_published:
-        authorize_actor(request.auth, "publish")
+        authorize_actor(request, "publish")
     run = editing.start_test_run(version, body.input, user=request.auth)
     response["Location"] = s.run_summary(run)["url"]
     return Status(201, read_run(run.pk))

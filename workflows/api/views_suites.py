@@ -146,7 +146,7 @@ def start_suite_run(
     suite = building.get_suite_by_id(suite_id)
     target = running.target_version(suite, body.version, body.draft)
     if not target.is_published:
-        authorize_actor(request.auth, "publish")
+        authorize_actor(request, "publish")
     suite_run = running.start_suite_run(suite, body.version, body.draft, body.mode, request.auth)
     response["Location"] = f"/api/v1/suite-runs/{suite_run.pk}"
     return Status(201, ss.suite_run_out(reports.report(suite_run.pk)))
@@ -194,7 +194,7 @@ def test_recent_runs(
     draft = body.version is None
     probe = Suite(workflow=workflow)
     if not running.target_version(probe, body.version, draft).is_published:
-        authorize_actor(request.auth, "publish")
+        authorize_actor(request, "publish")
     suite_run = recent.test_recent_runs(workflow, body.last, body.version, draft, body.mode, request.auth)
     response["Location"] = f"/api/v1/suite-runs/{suite_run.pk}"
     return Status(201, ss.suite_run_out(reports.report(suite_run.pk)))

@@ -1,6 +1,8 @@
 """Verified API keys, remembered by each process while nothing about keys or people changed.
 
-Every API request presents a key. Reading it (a statement joining the key to its owner, and
+Every API request and every request to the MCP endpoint presents a key (both are let in by
+api/auth.admit_token; a further check of the owner's role, `authorize_actor` or an MCP
+tool's, uses the role read with the key). Reading it (a statement joining the key to its owner, and
 for an owner without superuser rights one more for their groups) cost about 0.45 ms of the
 web process's CPU and a PostgreSQL round trip per request, a fifth of a run start's
 Python (bench/start_bench.py, 2026-11-27). A process now keeps, per key prefix, the row it

@@ -37,14 +37,13 @@ from django.http.request import split_domain_port, validate_host
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.types import Receive, Scope, Send
 
-from workflows.api.auth import CHALLENGE, check_rate
+from workflows.api.auth import admit_token, token_of
 from workflows.api.errors import ApiError
-from workflows.integrations import keys
+from workflows.integrations import keycache
 from workflows.mcp_endpoint.tools import build_server
 from workflows.mcp_server.connection import PATH
 from workflows.runtime import outages
 from workflows.store.errors import STORES_AWAY
-from workflows.store.models import ApiKey
 
 __all__ = ["PATH", "McpEndpoint"]
 
@@ -73,7 +72,7 @@ class McpEndpoint:
             await refuse(send, 400, f"The host {host!r} is not served here (ALLOWED_HOSTS).")
             return
         try:
-            key = await database_sync_to_async(admit)(headers.get("authorization", ""))
+            admitted = await database_sync_to_async(admit)(headers.get("authorization", ""))
         except ApiError as exc:
             await refuse(send, exc.status, exc.detail, exc.headers)
             return
@@ -85,7 +84,7 @@ class McpEndpoint:
         origin = f"{scope.get('scheme', 'http')}://{host}"
         await self.start()
         await self.manager.handle_request(
-            {**scope, "switchyard.key": key, "switchyard.origin": origin}, receive, send
+            {**scope, "switchyard.admitted": admitted, "switchyard.origin": origin}, receive, send
         )
 
     async def start(self) -> None:
@@ -113,21 +112,11 @@ def allowed_hosts() -> list[str]:
     return list(settings.ALLOWED_HOSTS)
 
 
-def admit(authorization: str) -> ApiKey:
-    """Return the key the header presents, counted against its rate window; ApiError if none."""
-    scheme, _, token = authorization.partition(" ")
-    if not authorization:
-        raise ApiError(401, "Send an API key: Authorization: Bearer sy_<prefix>_<secret>.", headers=CHALLENGE)
-    if scheme.lower() != "bearer" or not token.strip():
-        raise ApiError(
-            401, "Use the Bearer scheme: Authorization: Bearer sy_<prefix>_<secret>.", headers=CHALLENGE
-        )
-    try:
-        key = keys.verify(token.strip())
-    except keys.KeyRefused as exc:
-        raise ApiError(401, str(exc), headers=CHALLENGE) from None
-    check_rate(f"key:{key.prefix}")
-    return key
+def admit(authorization: str) -> keycache.Admitted:
+    """Return the key the header presents, with its owner's role, counted against its rate
+    window as the API counts it (auth.admit_token); ApiError if none."""
+    admitted, _ = admit_token(token_of(authorization))
+    return admitted
 
 
 async def refuse(send: Send, status: int, detail: str, headers: dict[str, str] | None = None) -> None:

@@ -30,8 +30,9 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel.server import Server
 from mcp.shared.exceptions import MCPError
 
-from workflows.api.auth import authorize, person_of
+from workflows.api.auth import authorize_key, person_of
 from workflows.api.errors import ApiError
+from workflows.integrations import keycache
 from workflows.mcp_server import calls, catalogue
 from workflows.runtime import outages
 from workflows.store.errors import STORES_AWAY, DomainError, Invalid
@@ -52,12 +53,13 @@ INSTRUCTIONS = (
 )
 
 
-def caller(ctx: ServerRequestContext[Any, Any]) -> tuple[ApiKey, str]:
-    """Return the API key endpoint.py let in, and the origin the client reached us at."""
+def caller(ctx: ServerRequestContext[Any, Any]) -> tuple[keycache.Admitted, str]:
+    """Return the API key endpoint.py let in (with its owner's role), and the origin the
+    client reached us at."""
     request = ctx.request  # the Starlette request: the streamable-HTTP transport always carries it
     assert request is not None, "the MCP server is served over streamable HTTP only"
     scope = request.scope
-    return scope["switchyard.key"], scope["switchyard.origin"]
+    return scope["switchyard.admitted"], scope["switchyard.origin"]
 
 
 def as_mcp(tool: catalogue.Tool) -> types.Tool:
@@ -82,17 +84,17 @@ def answer(data: dict[str, Any], text: str | None = None, is_error: bool = False
     )
 
 
-def refusal_for(key: ApiKey, action: str) -> str | None:
+def refusal_for(admitted: keycache.Admitted, action: str) -> str | None:
     """Return why the key may not do `action` (the scope or the role it lacks), or None."""
     try:
-        authorize(key, action)
+        authorize_key(admitted.key, admitted.role, action)
     except ApiError as exc:
         return exc.detail
     return None
 
 
-def list_allowed(key: ApiKey) -> list[catalogue.Tool]:
-    if refusal_for(key, "view") and refusal_for(key, "start_run"):
+def list_allowed(admitted: keycache.Admitted) -> list[catalogue.Tool]:
+    if refusal_for(admitted, "view") and refusal_for(admitted, "start_run"):
         raise ApiError(
             403, "This key can neither read nor start runs: it needs the 'read' or the 'run' scope."
         )
@@ -102,9 +104,9 @@ def list_allowed(key: ApiKey) -> list[catalogue.Tool]:
 async def list_tools(
     ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
 ) -> types.ListToolsResult:
-    key, _ = caller(ctx)
+    admitted, _ = caller(ctx)
     try:
-        tools = await database_sync_to_async(list_allowed)(key)
+        tools = await database_sync_to_async(list_allowed)(admitted)
     except ApiError as exc:
         raise forbidden(exc.detail) from None
     return types.ListToolsResult(tools=[as_mcp(t) for t in tools])
@@ -117,13 +119,14 @@ def forbidden(message: str) -> MCPError:
 async def call_tool(
     ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
 ) -> types.CallToolResult:
-    key, origin = caller(ctx)
+    admitted, origin = caller(ctx)
+    key = admitted.key
     tool = await database_sync_to_async(catalogue.find_tool)(params.name)
     if tool is None:
         return refusal(
             f"No tool named {params.name!r}: list the tools again (its workflow may be unpublished)."
         )
-    if (why := await database_sync_to_async(refusal_for)(key, tool.action)) is not None:
+    if (why := refusal_for(admitted, tool.action)) is not None:
         return refusal(why)
     arguments = params.arguments or {}
     meta = dict(params.meta or {})

@@ -97,7 +97,7 @@ def after_settle(settled: list[tuple[int, int]]) -> None:
 def refused(call: Call, budget: Budget, period: str, subject: str, worst: Decimal) -> bool:
     """Alert that `budget`'s window refused `call` (its worst case `worst`), if it is the
     episode's first refusal and the call still does not fit (see the module)."""
-    params = {"budget": budget.pk, "period": period, "subject": subject, "worst": worst}
+    params: dict[str, Any] = {"budget": budget.pk, "period": period, "subject": subject, "worst": worst}
     with transaction.atomic(), connection.cursor() as cur:
         cur.execute(EXHAUSTED_SQL, params)
         row = cur.fetchone()

@@ -116,14 +116,15 @@ def default_egress(settings) -> None:
 
 
 @pytest.fixture(autouse=True)
-def fresh_start_budgets() -> Iterator[None]:
-    """Each test's starts read the budgets afresh: a test's database is rolled back after it,
-    but this process's one-second read of the budgets (budgets/manage.py) would outlive it."""
-    from workflows.budgets import manage
+def fresh_budgets() -> Iterator[None]:
+    """Each test reads the budgets afresh: a test's database is rolled back after it (no
+    signal replaces the budgets' epoch), but what this process remembers under the epoch
+    (budgets/ledger.py ALL_BUDGETS, read by calls and starts) would outlive it."""
+    from workflows.budgets import ledger
 
-    manage.forget_start_budgets()
+    ledger.EPOCH.forget()
     yield
-    manage.forget_start_budgets()
+    ledger.EPOCH.forget()
 
 
 # The longest files, longest first (their times under --durations on 2 cores, 2026-11-27;

@@ -230,6 +230,11 @@ class FakeLLMServer:
         self.refused = 0
         self.rate_refused = 0
         self._phases: list[tuple[float, int, int | str | None]] = []  # (ends at, status, retry-after)
+        self._outage: tuple[float, int, float, int | str] | None = (
+            None  # phases to start at the first request
+        )
+        self._429_left = 0  # requests after the phases that get a 429 whatever the time
+        self._retry_after: int | str = 1
         self._limit: tuple[int, float] | None = None
         self._arrivals: list[float] = []
         self._lock = threading.Lock()
@@ -301,10 +306,27 @@ class FakeLLMServer:
         status: int = 503,
         then_429_seconds: float = 0.0,
         retry_after: int | str = 1,
+        *,
+        then_429_requests: int = 0,
+        from_first_request: bool = False,
     ) -> None:
         """Answer `status` for `fail_seconds` from now, then 429 with Retry-After (seconds, or
-        an HTTP date as text) for `then_429_seconds`."""
-        now = time.monotonic()
+        an HTTP date as text) for `then_429_seconds`, and to at least the first
+        `then_429_requests` requests after the `status` phase whatever the time. With
+        `from_first_request`, the seconds count from the first request, not from now (a loaded
+        machine may start the runs seconds late)."""
+        with self._lock:
+            self._retry_after, self._429_left = retry_after, then_429_requests
+            self._outage = (fail_seconds, status, then_429_seconds, retry_after)
+            self._phases = []
+            if not from_first_request:
+                self._start_outage(time.monotonic())
+
+    def _start_outage(self, now: float) -> None:
+        if self._outage is None:
+            return
+        fail_seconds, status, then_429_seconds, retry_after = self._outage
+        self._outage = None
         self._phases = [
             (now + fail_seconds, status, None),
             (now + fail_seconds + then_429_seconds, 429, retry_after),
@@ -328,10 +350,17 @@ class FakeLLMServer:
                 self._arrivals.append(now)
             if self.failing_models is not None and model not in self.failing_models:
                 return None
+            self._start_outage(now)
             for ends, status, retry_after in self._phases:
                 if now < ends:
+                    if status == 429:
+                        self._429_left = max(0, self._429_left - 1)
                     self.refused += 1
                     return status, ({"Retry-After": str(retry_after)} if retry_after is not None else {})
+            if self._429_left > 0:
+                self._429_left -= 1
+                self.refused += 1
+                return 429, {"Retry-After": str(self._retry_after)}
         return None
 
     def answer(self, request: Any) -> Any:

@@ -18,13 +18,15 @@ from tests.integration.conftest import publish, two_workers_and_a_scheduler, wai
 from tests.integration.runtime import Runtime, wait_for
 from tests.integration.test_agent import MODULES as TOOL_MODULES, completion, scripted
 from workflows.agents.loop import offer_tools
-from workflows.budgets import holds, ledger, manage
+from workflows.budgets import alerts, holds, ledger, manage
+from workflows.budgets.gate import BudgetGate
 from workflows.core import budgets as core
 from workflows.core.states import NodeStatus as N
 from workflows.llm import catalog
 from workflows.runs import actions as runs
 from workflows.runtime import bus
 from workflows.runtime.admission import Call
+from workflows.runtime.kinds import Parked
 from workflows.store.models import (
     AgentStep,
     Budget,
@@ -146,6 +148,74 @@ def test_runs_stop_at_the_budget_with_no_call_beyond_it_then_resume_when_it_is_r
     assert RunEvent.objects.filter(kind__startswith="budget.", run__workflow=workflow).count() == 2
 
 
+def running_call(workflow: Workflow) -> Call:
+    """A call of a new run's agent node, its attempt running as a worker's claim leaves it."""
+    run, _ = runs.start_run(workflow, {"who": "ana"})
+    node = NodeRun.objects.get(run=run)
+    NodeRun.objects.filter(pk=node.pk).update(status=N.RUNNING, attempt=1)
+    messages = [{"role": "user", "content": PROMPT.replace("{input.who}", "ana")}]
+    return Call(node.pk, run.pk, "agent", 1, "", "fake-model", messages, None, MAX_TOKENS)
+
+
+def exhausted_alerts() -> int:
+    return RunEvent.objects.filter(kind="budget.exhausted").count()
+
+
+def test_one_exhausted_alert_per_episode_and_none_for_a_refusal_the_raise_already_answered(
+    transactional_db: Any,
+) -> None:
+    """A held call asking again while the budget is raised can wait for the row lock the
+    raise's rearm holds, then be refused at the amount its statement began with, and its
+    alert is written after the raise committed: the episode it belongs to was alerted and
+    ended. Only a refusal at the amount as it is now is a (new) exhaustion."""
+    workflow = publish("episodes", agent_flow())
+    budget = tokens_budget("raised mid-call", worst_case("ana") + USED - 1, workflow)
+    gate = BudgetGate()
+    first, _ = gate.reserve(running_call(workflow))  # type: ignore[misc]
+    gate.settle(first, 10, 3, ok=True)
+    for _ in range(2):
+        with pytest.raises(Parked):
+            gate.reserve(running_call(workflow))
+    assert exhausted_alerts() == 1  # the episode's first refusal only
+
+    late = running_call(workflow)
+    refused_at = ledger.worst_cases(late, MAX_TOKENS, timezone.now())[0]  # decided at the old amount
+    manage.save_budget({**manage.as_dict(budget), "workflow": workflow.slug, "amount": 1_000}, budget.pk)
+    assert BudgetLedger.objects.get(budget=budget).exhausted_at is None  # rearmed: a new episode
+    assert not alerts.refused(
+        late, budget, refused_at.period, refused_at.subject, Decimal(refused_at.worst or 0)
+    )
+    assert exhausted_alerts() == 1
+
+    after = running_call(workflow)
+    BudgetLedger.objects.filter(budget=budget).update(spent=Decimal(1_000))  # the new amount spent
+    with pytest.raises(Parked):
+        gate.reserve(after)
+    assert exhausted_alerts() == 2  # the new episode alerts once
+    assert BudgetLedger.objects.get(budget=budget).exhausted_at is not None
+
+
+def test_a_round_after_a_raise_does_not_give_away_again_the_room_an_earlier_round_released(
+    transactional_db: Any, redis_clean: None
+) -> None:
+    """The attempts a round released reserve only when a worker runs them (seconds later on a
+    loaded machine): until then the next rounds count their needs as taken."""
+    workflow = publish("rounds", agent_flow())
+    budget = tokens_budget("two after the raise", worst_case("ana") - 1, workflow)  # no call fits
+    gate = BudgetGate()
+    calls = [running_call(workflow) for _ in range(3)]
+    for call in calls:
+        with pytest.raises(Parked):
+            gate.reserve(call)
+    manage.save_budget(
+        {**manage.as_dict(budget), "workflow": workflow.slug, "amount": 2 * worst_case("ana")}, budget.pk
+    )
+
+    assert holds.offer_held() == 2
+    assert holds.offer_held() == 0  # the two released have not reserved yet: no room for the third
+    assert open_holds() == 1
+
+
 def test_two_workers_racing_for_the_last_of_a_budget_never_overspend(
     one_at_a_time: Runtime, llm: FakeLLMServer
 ) -> None:
@@ -174,6 +244,38 @@ def test_a_run_is_refused_at_start_when_its_workflows_budget_is_spent(transactio
     with pytest.raises(runs.Conflict, match="Budget 'spent budget'"):
         runs.start_run(workflow, {"who": "ana"})
     assert not Run.objects.filter(workflow=workflow).exists()
+
+
+def test_a_budget_created_in_another_process_counts_from_the_next_run_start(transactional_db: Any) -> None:
+    """Starts read the budgets where the calls' gate does (ledger.ALL_BUDGETS): another
+    process's save replaces the budgets' epoch, and the next start here reads them again.
+    "Another process" is played as tests/integration/test_agent_statements.py plays it."""
+    workflow = publish("made-elsewhere", agent_flow())
+    runs.start_run(workflow, {"who": "ana"})  # no budget yet: remembered so
+    Budget.objects.bulk_create(  # no signal reaches this process
+        [
+            Budget(
+                name="elsewhere",
+                unit="tokens",
+                amount=Decimal(100),
+                window="day",
+                scope="workflow",
+                workflow=workflow,
+            )
+        ]
+    )
+    budget = Budget.objects.get(name="elsewhere")
+    BudgetLedger.objects.bulk_create(
+        [
+            BudgetLedger(
+                budget=budget, period=core.period_of("day", 0, timezone.now()), subject="", spent=Decimal(100)
+            )
+        ]
+    )
+    ledger.EPOCH.replace()  # what the creating process's signal does
+
+    with pytest.raises(runs.Conflict, match="Budget 'elsewhere'"):
+        runs.start_run(workflow, {"who": "ana"})
 
 
 def test_a_cost_budget_holds_calls_to_a_model_without_a_price_until_one_is_set(

@@ -1,5 +1,6 @@
 """Budget alerts: `budget.threshold` when a window's spend first reaches ALERT_AT of its
-amount, `budget.exhausted` when a window first refuses a call for lack of room.
+amount, `budget.exhausted` once per exhaustion episode: when a window first refuses a call
+for lack of room at the amount it has then.
 
 Each alert is a run event (store/history) on the run whose call crossed the line, so the
 run's history shows it and webhook subscriptions of that run's workflow receive it
@@ -7,7 +8,15 @@ run's history shows it and webhook subscriptions of that run's workflow receive 
 sent once per window: the ledger row's `threshold_at` / `exhausted_at` is set by a
 conditional UPDATE in the transaction that settles or refuses the call, so two workers
 crossing the line together send one alert. Raising or lowering a budget's amount clears
-both marks (manage.save_budget): the new amount alerts again when it is reached.
+both marks (manage.save_budget): a new episode, the new amount alerts again when it is reached.
+
+The exhausted mark is set only if the refused call still does not fit the window at the
+budget's amount as this statement reads it (committed, so after any raise the refusal waited
+for). A reservation's UPDATE that waited for the row lock a raise held (its rearm) decides,
+once the raise commits, against the amount of its own snapshot (PostgreSQL re-checks only the
+locked row), so a call can be refused at the old amount after the marks were cleared: that
+refusal belongs to the episode the raise ended, and alerts nothing (the call is held and the
+duty offers it again at the new amount). One place decides: EXHAUSTED_SQL.
 """
 
 from __future__ import annotations
@@ -35,10 +44,13 @@ RETURNING v.node_run_id, b.id, b.name, b.unit, b.amount, b.window, l.period, l.s
 """
 
 # The ledger row may be new: a refused reservation's transaction (which would have opened it)
-# was rolled back.
+# was rolled back. Nothing is written when the call fits the amount as it is now (see the module).
 EXHAUSTED_SQL = f"""
 INSERT INTO {LEDGERS} (budget_id, period, subject, spent, reserved, calls, updated_at, exhausted_at)
-VALUES (%(budget)s, %(period)s, %(subject)s, 0, 0, 0, now(), now())
+SELECT b.id, %(period)s, %(subject)s, 0, 0, 0, now(), now()
+FROM {BUDGETS} b LEFT JOIN {LEDGERS} l
+  ON l.budget_id = b.id AND l.period = %(period)s AND l.subject = %(subject)s
+WHERE b.id = %(budget)s AND coalesce(l.spent, 0) + coalesce(l.reserved, 0) + %(worst)s > b.amount
 ON CONFLICT (budget_id, period, subject) DO UPDATE SET exhausted_at = now()
 WHERE {LEDGERS}.exhausted_at IS NULL
 RETURNING spent, reserved
@@ -82,10 +94,12 @@ def after_settle(settled: list[tuple[int, int]]) -> None:
     )
 
 
-def refused(call: Call, budget: Budget, period: str, subject: str) -> bool:
-    """Alert that `budget`'s window refused `call`, if it is the window's first refusal."""
+def refused(call: Call, budget: Budget, period: str, subject: str, worst: Decimal) -> bool:
+    """Alert that `budget`'s window refused `call` (its worst case `worst`), if it is the
+    episode's first refusal and the call still does not fit (see the module)."""
+    params: dict[str, Any] = {"budget": budget.pk, "period": period, "subject": subject, "worst": worst}
     with transaction.atomic(), connection.cursor() as cur:
-        cur.execute(EXHAUSTED_SQL, {"budget": budget.pk, "period": period, "subject": subject})
+        cur.execute(EXHAUSTED_SQL, params)
         row = cur.fetchone()
         if row is None:
             return False

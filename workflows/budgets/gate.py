@@ -34,8 +34,9 @@ class BudgetGate:
             return ledger.reserve(call, applies), bound
         except ledger.NoRoom as refused:
             budget = refused.applies.budget
-            if refused.reason == core.OVER:
-                alerts.refused(call, budget, refused.applies.period, refused.applies.subject)
+            over = refused.applies
+            if refused.reason == core.OVER and over.worst is not None:
+                alerts.refused(call, budget, over.period, over.subject, over.worst)
             what = f"llm node {call.node_id!r} of run {call.run_id}"
             if refused.reason == core.OVER and budget.policy == core.FAIL:
                 raise HandlerError(

@@ -17,16 +17,23 @@ new job (`transitions.release_held`); the worker makes its call again, and that 
 reservation is the only authority: offering one the room does not cover in the end only
 holds it again. Holds whose node no longer waits at that attempt (its run was cancelled)
 are closed.
+
+The room left is the window's amount less its spent and reserved, less the needs of the
+attempts earlier rounds released that have not reserved yet (PENDING_SQL: queued or
+running at that attempt, no reservation since the release, released within PENDING_SECONDS):
+without them a round 0.5 s after a raise saw the room the last round had already given
+away (those attempts still queued on a loaded machine) and released again, and the calls
+then refused at the raised amount were held again and alerted the budget exhausted.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-from django.db import transaction
+from django.db import connection, transaction
 from django.utils import timezone
 
 from workflows.core import budgets as core, priorities
@@ -36,12 +43,28 @@ from workflows.runtime.admission import Call
 from workflows.store import audit
 from workflows.store.errors import Conflict, NotFound
 from workflows.store.graphs import load_graph
-from workflows.store.models import BudgetHold, NodeRun, Run, RunEvent, Wait
+from workflows.store.models import BudgetHold, BudgetReservation, NodeRun, Run, RunEvent, Wait
+from workflows.store.statements import NODES, table
 
 from . import ledger
 
 OFFER_SECONDS = 0.5
 WAIT_KIND = "budget"  # the Wait rows of held attempts
+PENDING_SECONDS = 60.0  # a released attempt not reserved by then no longer counts against the room
+HOLDS, RESERVATIONS = table(BudgetHold), table(BudgetReservation)
+
+# The needs of a window's released attempts that have not reserved yet (see the module). Read
+# before the ledger: one that reserves in between is counted twice (released a round later),
+# never missed.
+PENDING_SQL = f"""
+SELECT coalesce(sum(h.need), 0) FROM {HOLDS} h JOIN {NODES} n ON n.id = h.node_run_id AND n.attempt = h.attempt
+WHERE h.budget_id = %(budget)s AND h.subject = %(subject)s AND (%(run)s::bigint IS NULL OR h.run_id = %(run)s)
+  AND h.outcome = 'released' AND h.closed_at >= %(since)s AND n.status IN ('{N.QUEUED}', '{N.RUNNING}')
+  AND NOT EXISTS (
+    SELECT 1 FROM {RESERVATIONS} r
+    WHERE r.node_run_id = h.node_run_id AND r.attempt = h.attempt AND r.created_at >= h.closed_at
+  )
+"""
 
 
 def hold(call: Call, refused: ledger.NoRoom, now: datetime) -> bool:
@@ -169,12 +192,23 @@ def may_go(h: BudgetHold, room: dict[tuple[int, str, str], Decimal], now: dateti
     period = core.period_of(budget.window, h.run_id, now)
     key = (budget.pk, period, h.subject)
     if key not in room:
-        room[key] = ledger.left_in(budget, period, h.subject)
+        pending = pending_need(budget.pk, h.subject, h.run_id if budget.window == core.RUN else None, now)
+        room[key] = ledger.left_in(budget, period, h.subject) - pending
     need = h.need or Decimal(0)
     if need > room[key]:
         return False
     room[key] -= need
     return True
+
+
+def pending_need(budget_id: int, subject: str, run_id: int | None, now: datetime) -> Decimal:
+    """What the attempts released for a window (a run's, for a per-run budget) will reserve
+    and have not yet (PENDING_SQL)."""
+    since = now - timedelta(seconds=PENDING_SECONDS)
+    with connection.cursor() as cur:
+        cur.execute(PENDING_SQL, {"budget": budget_id, "subject": subject, "run": run_id, "since": since})
+        row = cur.fetchone()
+    return Decimal(row[0]) if row else Decimal(0)
 
 
 def release(items: list[Open], outcome: str, now: datetime) -> int:

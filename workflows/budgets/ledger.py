@@ -4,7 +4,9 @@ A call reserves its worst case against every budget that applies to it, in ONE t
 per budget (in id order, so two workers never wait on each other in a cycle) the window's
 ledger row is created if missing, then one conditional UPDATE adds the reservation only if
 `spent + reserved + worst <= amount` (the amount read in the same statement, so a budget
-raised a moment ago counts). The UPDATE takes the row's lock: a second worker racing for the
+raised before it began counts; one that waited for the row lock a raise held decides against
+the amount it began with, and the call refused so is held and offered again: alerts.py says
+why that refusal alerts nothing). The UPDATE takes the row's lock: a second worker racing for the
 last of a budget waits for the first to commit, then re-reads the row and fails the
 condition. One budget without room rolls the whole reservation back (NoRoom names it).
 

@@ -4,12 +4,13 @@ delete, the figures of each (spent, reserved, left, held), and the refusal of a 
 A run is refused at start (Conflict: a 409 naming the budget) when a budget over a day or a
 month that would cover its calls has nothing left in its current window: global budgets,
 its workflow's, its API key's, and the tenant budgets whose field its input carries. A budget per run cannot
-be spent before its run starts, and is never a reason to refuse one.
+be spent before its run starts, and is never a reason to refuse one. Starts read which
+budgets exist where the calls' gate does (ledger.ALL_BUDGETS, under the budgets' epoch): a
+budget saved or deleted in any process counts from the next start in every process.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -91,8 +92,7 @@ def save_budget(data: dict[str, Any], budget_id: int | None = None, actor: Any =
         budget.workflow, budget.api_key = workflow, key
         budget.tenant_key, budget.tenant_value = data["tenant_key"], data["tenant_value"]
         budget.policy = data["policy"]
-        budget.save()
-        forget_start_budgets()
+        budget.save()  # its signal replaces the budgets' epoch (ledger.EPOCH): every process reads them again
         audit.record(actor, "budget.save" if budget_id else "budget.create", budget, **as_dict(budget))
     return budget
 
@@ -103,7 +103,6 @@ def delete_budget(budget_id: int, actor: Any = None) -> None:
         budget = get_budget(budget_id, lock=True)
         audit.record(actor, "budget.delete", budget, name=budget.name)
         budget.delete()
-        forget_start_budgets()
 
 
 def get_budget(budget_id: int, lock: bool = False) -> Budget:
@@ -224,36 +223,20 @@ def current_period(budget: Budget, now: datetime) -> str:
     return "run:*" if budget.window == core.RUN else core.period_of(budget.window, 0, now)
 
 
-# Starts read the budgets at most once a second per process: a start is a hot path (bulk
-# starts feed thousands of runs a second) and a budget created a second late only lets a
-# run start whose calls the reservation then holds; the reservation is the authority.
-STARTS_READ_SECONDS = 1.0
-_read: tuple[float, list[Budget]] = (-STARTS_READ_SECONDS, [])
-
-
 def start_budgets() -> list[Budget]:
-    """Every budget, as starts read them (STARTS_READ_SECONDS old at most)."""
-    global _read
-    at, found = _read
-    if time.monotonic() - at >= STARTS_READ_SECONDS:
-        found = list(Budget.objects.all())
-        _read = (time.monotonic(), found)
-    return found
+    """Every budget, as starts read them: the calls' gate's memory (ledger.ALL_BUDGETS). A
+    start is a hot path (bulk starts feed thousands of runs a second): one Redis GET while
+    no budget changed, the table read again from the next start after any change."""
+    return ledger.ALL_BUDGETS.get(None)
 
 
 def key_to_record(api_key_id: int | None) -> int | None:
     """The key to record with the runs it starts: only while a budget covers keys' runs, so
     that starts pay for no extra statement otherwise. A key's budget thus covers the runs
-    its key starts once the budget exists (STARTS_READ_SECONDS later in other processes)."""
+    its key starts from the next start after it is saved, in every process."""
     if api_key_id is None or not any(b.scope == core.API_KEY for b in start_budgets()):
         return None
     return api_key_id
-
-
-def forget_start_budgets() -> None:
-    """Read the budgets again at the next start (this process changed one)."""
-    global _read
-    _read = (-STARTS_READ_SECONDS, [])
 
 
 def check_start(

@@ -13,7 +13,12 @@ own clock, so every worker agrees on them):
                deadline: the provider's timeout plus PROBE_GRACE_SECONDS, after which a
                prober that died is replaced). The probe succeeds -> closed; fails -> open.
 
-A call admitted while closed that finishes after the breaker opened counts for nothing.
+Every decision (and every new probe lease) starts a new generation `g` of the hash; a call
+carries the generation it was admitted in, and its outcome counts only in that generation.
+A call admitted while closed that finishes after the breaker opened counts for nothing, and
+so it does after the breaker opened and closed again: a failure met during an outage and
+reported late (a slot's sync thread behind on a loaded machine) neither counts against the
+recovered provider nor, in the gate, spends its attempt (the gate holds it: `STALE`).
 Operators force a breaker open (for a time) or closed (workflows/providers_health/manage).
 
 Every decision (opened, half_opened, closed, forced_open, forced_closed) is written to
@@ -40,6 +45,7 @@ from .policy import Policy
 CLOSED, OPEN, HALF_OPEN = "closed", "open", "half_open"
 OPENED, HALF_OPENED, CLOSED_AGAIN = "opened", "half_opened", "closed"
 FORCED_OPEN, FORCED_CLOSED = "forced_open", "forced_closed"
+STALE = "stale"  # a call's outcome reported after the breaker decided something since its admission
 STATE_VALUES = {CLOSED: 0, HALF_OPEN: 1, OPEN: 2}  # the /metrics gauge
 PROBE_GRACE_SECONDS = 5.0
 KNOWN = "sy:breakers"  # a set of "provider/model": the breakers called since Redis started
@@ -49,32 +55,35 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 """
 
-# KEYS[1] the hash; ARGV[1] the probe's lease (ms). -> {verdict, until_ms, now_ms}
+# The generation: HINCRBY on every decision and probe lease (a missing field counts as 0).
+# KEYS[1] the hash; ARGV[1] the probe's lease (ms). -> {verdict, until_ms, now_ms, generation}
 CHECK = (
     NOW
     + """
-if redis.call('EXISTS', KEYS[1]) == 0 then return {'missing', 0, now} end
+if redis.call('EXISTS', KEYS[1]) == 0 then return {'missing', 0, now, 0} end
 local s = redis.call('HGET', KEYS[1], 's')
 local u = tonumber(redis.call('HGET', KEYS[1], 'u') or '0')
-if s == 'closed' then return {'go', 0, now} end
+local g = tonumber(redis.call('HGET', KEYS[1], 'g') or '0')
+if s == 'closed' then return {'go', 0, now, g} end
 if s == 'open' then
-  if now < u then return {'wait', u, now} end
+  if now < u then return {'wait', u, now, g} end
   redis.call('HSET', KEYS[1], 's', 'half_open', 'p', now + tonumber(ARGV[1]))
-  return {'half_opened', 0, now}
+  return {'half_opened', 0, now, redis.call('HINCRBY', KEYS[1], 'g', 1)}
 end
 local p = tonumber(redis.call('HGET', KEYS[1], 'p') or '0')
-if p > now then return {'wait', p, now} end
+if p > now then return {'wait', p, now, g} end
 redis.call('HSET', KEYS[1], 'p', now + tonumber(ARGV[1]))
-return {'probe', 0, now}
+return {'probe', 0, now, redis.call('HINCRBY', KEYS[1], 'g', 1)}
 """
 )
 
-# KEYS[1]; ARGV: ok, probe, retry_after_ms, failures, error_rate, window_ms, min_calls, open_ms
-# -> {decision ('none', 'opened', 'closed', 'missing'), until_ms}
+# KEYS[1]; ARGV: ok, probe, retry_after_ms, failures, error_rate, window_ms, min_calls, open_ms,
+# the call's generation -> {decision ('none', 'opened', 'closed', 'stale', 'missing'), until_ms}
 REPORT = (
     NOW
     + """
 if redis.call('EXISTS', KEYS[1]) == 0 then return {'missing', 0} end
+if tonumber(redis.call('HGET', KEYS[1], 'g') or '0') ~= tonumber(ARGV[9]) then return {'stale', 0} end
 local ok = ARGV[1] == '1'
 local probe = ARGV[2] == '1'
 local ra = tonumber(ARGV[3])
@@ -85,9 +94,11 @@ if s == 'half_open' then
   if not probe then return {'none', 0} end
   if ok then
     redis.call('HSET', KEYS[1], 's', 'closed', 'u', 0, 'f', 0, 'ws', now, 'wc', 0, 'we', 0, 'p', 0)
+    redis.call('HINCRBY', KEYS[1], 'g', 1)
     return {'closed', 0}
   end
   redis.call('HSET', KEYS[1], 's', 'open', 'u', now + period, 'f', 0, 'p', 0)
+  redis.call('HINCRBY', KEYS[1], 'g', 1)
   return {'opened', now + period}
 end
 if s == 'open' then return {'none', 0} end
@@ -100,6 +111,7 @@ wc = wc + 1
 if ok then f = 0 else f = f + 1; we = we + 1 end
 if (not ok) and (f >= tonumber(ARGV[4]) or (wc >= tonumber(ARGV[7]) and we / wc >= tonumber(ARGV[5]))) then
   redis.call('HSET', KEYS[1], 's', 'open', 'u', now + period, 'f', 0, 'ws', now, 'wc', 0, 'we', 0, 'p', 0)
+  redis.call('HINCRBY', KEYS[1], 'g', 1)
   return {'opened', now + period}
 end
 redis.call('HSET', KEYS[1], 'f', f, 'ws', ws, 'wc', wc, 'we', we)
@@ -117,6 +129,7 @@ return 1
 PUT = """
 if ARGV[3] == '1' and redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], 's', ARGV[1], 'u', ARGV[2], 'f', 0, 'ws', 0, 'wc', 0, 'we', 0, 'p', 0)
+redis.call('HINCRBY', KEYS[1], 'g', 1)
 return 1
 """
 
@@ -129,6 +142,7 @@ class Verdict:
     go: bool
     probe: bool = False
     until: datetime | None = None
+    generation: int = 0  # the breaker's generation the call goes in (its report names it)
 
 
 @dataclass(frozen=True)
@@ -172,15 +186,15 @@ def as_ms(when: datetime | None) -> int:
 def check(provider: str, model: str, policy: Policy) -> Verdict:
     """Ask the breaker whether a call may go now; record the half-opening it may decide."""
     lease = int((policy.timeout_seconds + PROBE_GRACE_SECONDS) * 1000)
-    verdict, until, _ = run(scripts()[0], provider, model, [lease])
+    verdict, until, _, generation = run(scripts()[0], provider, model, [lease])
     if verdict == HALF_OPENED:
         record(provider, model, HALF_OPENED, HALF_OPEN, None, "its open period ended: one probe call goes")
-        return Verdict(True, probe=True)
+        return Verdict(True, probe=True, generation=int(generation))
     if verdict == "probe":
-        return Verdict(True, probe=True)
+        return Verdict(True, probe=True, generation=int(generation))
     if verdict == "wait":
         return Verdict(False, until=at(until))
-    return Verdict(True)
+    return Verdict(True, generation=int(generation))
 
 
 def give_back_probe(provider: str, model: str) -> None:
@@ -188,19 +202,29 @@ def give_back_probe(provider: str, model: str) -> None:
     scripts()[3](keys=[key(provider, model)], args=[])
 
 
-def report(provider: str, model: str, policy: Policy, ok: bool, probe: bool, fault: Any = None) -> str:
-    """Count a call's outcome (`fault`: an admission.Fault, or None: no fault of the provider's);
-    record the decision it led to and return it ("none", "opened" or "closed")."""
+def report(
+    provider: str,
+    model: str,
+    policy: Policy,
+    ok: bool,
+    verdict: Verdict,
+    fault: Any = None,
+) -> str:
+    """Count the outcome of a call let go by `verdict` (`fault`: an admission.Fault, or None: no
+    fault of the provider's); record the decision it led to and return it ("none", "opened",
+    "closed", or STALE: the breaker decided something since the call went, and it counts for
+    nothing)."""
     retry_ms = int(fault.retry_after * 1000) if fault is not None and fault.retry_after else 0
     args = [
         int(ok),
-        int(probe),
+        int(verdict.probe),
         retry_ms,
         policy.failures,
         policy.error_rate,
         int(policy.window_seconds * 1000),
         policy.min_calls,
         int(policy.open_seconds * 1000),
+        verdict.generation,
     ]
     decision, until, *_ = run(scripts()[1], provider, model, args)
     if decision == OPENED:

@@ -8,7 +8,10 @@ fallback after this provider/model (`Call.may_skip`), refused as Unavailable so 
 the next. After the call, its outcome is counted by the breaker (only the provider's faults
 count against it); the call that closes a breaker releases the attempts held behind it at
 once. A call that failed for good asks `recheck`: when every breaker of its route is now
-open, its attempt is held instead of spending itself on an outage.
+open, or when its own breaker decided something since the call went (breaker.STALE: a failure
+met during an outage the breaker saw, reported after it opened, and maybe closed again), its
+attempt is held instead of spending itself on an outage; a breaker closed again releases it at
+the duty's next round.
 
 A probe (the one call of a half-open breaker) that the rate limit then refuses gives its
 lease back at once; one never made for another reason (a replayed call, a cancelled one)
@@ -37,11 +40,20 @@ from .policy import policy_of
 class Ticket:
     provider: str
     model: str
-    probe: bool
+    verdict: breaker.Verdict
     taken: rates.Taken | None
+    call: tuple[int, int, str, str]  # (node run, attempt, provider, model): what recheck asks about
+
+
+STALE_KEPT = 10_000  # the bound on `ProviderGate.stale` (a failure that never asks recheck stays)
 
 
 class ProviderGate:
+    def __init__(self) -> None:
+        # The attempts whose last call failed stale (see the module), until their recheck:
+        # settle and recheck run one after the other for the same call in this process.
+        self.stale: set[tuple[int, int, str, str]] = set()
+
     def reserve(self, call: Call) -> tuple[Any, int | None] | None:
         policy = policy_of(call.provider)
         verdict = breaker.check(call.provider, call.model, policy)
@@ -57,7 +69,7 @@ class ProviderGate:
                 self.refuse(call, holds.RATE, found)
             else:
                 taken = found
-        return Ticket(call.provider, call.model, verdict.probe, taken), None
+        return Ticket(call.provider, call.model, verdict, taken, called(call)), None
 
     def refuse(self, call: Call, why: str, until: datetime | None) -> None:
         """Say Unavailable (a fallback follows) or hold the attempt; never return."""
@@ -82,16 +94,26 @@ class ProviderGate:
         if not ok and fault is None:
             return  # not made (replayed, cancelled) or refused as a bad request: no news of the provider
         policy = policy_of(ticket.provider)
-        decision = breaker.report(ticket.provider, ticket.model, policy, ok, ticket.probe, fault)
+        decision = breaker.report(ticket.provider, ticket.model, policy, ok, ticket.verdict, fault)
+        if decision == breaker.STALE and not ok:
+            if len(self.stale) >= STALE_KEPT:
+                self.stale.clear()
+            self.stale.add(ticket.call)
         if decision == breaker.CLOSED_AGAIN:
             holds.offer_held()  # the closing call wakes the held at once, not at the duty's next round
 
     def recheck(self, call: Call) -> None:
         """Hold a call that failed for good when no provider/model of its route may go now."""
+        stale = called(call) in self.stale
+        self.stale.discard(called(call))
         states = [breaker.read(provider, model) for provider, model in holds.route_of(call)]
-        if all(s.state != breaker.CLOSED for s in states):
+        if stale or all(s.state != breaker.CLOSED for s in states):
             until = min((s.until for s in states if s.until is not None), default=None)
             holds.hold(call, holds.BREAKER, until, timezone.now())
             raise Parked(
                 f"llm node {call.node_id!r} of run {call.run_id} is held: its providers are unavailable."
             )
+
+
+def called(call: Call) -> tuple[int, int, str, str]:
+    return (call.node_run_id, call.attempt, call.provider, call.model)

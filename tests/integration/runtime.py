@@ -1,8 +1,9 @@
 """Real runtime processes for integration tests: RQ workers and schedulers as subprocesses.
 
 They run `manage.py rqworker` and `manage.py runscheduler` as `make run` does, against the
-test database and the test Redis; the workers skip Django's system checks at their start
-(tests/unit/test_system_checks.py runs those once), as the scheduler always does.
+test database and the test Redis. Workers and broadcasters skip Django's system checks at
+their start, as the scheduler always does (tests/integration/test_system_checks.py runs them
+once).
 """
 
 from __future__ import annotations
@@ -104,7 +105,7 @@ class Runtime:
 
     def broadcaster(self, name: str = "broadcaster") -> subprocess.Popen[bytes]:
         """The dashboard's broadcaster (monitoring/services/broadcaster.py)."""
-        return self.start(name, "runbroadcaster")
+        return self.start(name, "runbroadcaster", "--skip-checks")  # as the workers (see worker)
 
     def web(self, name: str, port: int) -> subprocess.Popen[bytes]:
         """Daphne serving the test database on 127.0.0.1:`port`, as `make run` starts it

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import TypedDict
 from urllib.parse import parse_qsl, unquote, urlsplit
@@ -184,8 +185,14 @@ DEBUG = env_bool("DEBUG", False)
 SECRET_KEY = env_str("SECRET_KEY", DEV_SECRET_KEY)
 ALLOWED_HOSTS = [h for h in env_str("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1]").split(",") if h]
 
+# Daphne's app gives `manage.py runserver` Daphne in place of Django's WSGI server, and nothing
+# else: its import installs Twisted's reactor, 0.3-0.5 s of CPU at the start of every process
+# that sets Django up (each worker and scheduler, the tests). So only runserver loads it. The
+# web process of `make run` and systemd is Daphne itself (controlplane/webserver.py), which
+# imports daphne.server before anything else.
+RUNSERVER = sys.argv[1:2] == ["runserver"]
 INSTALLED_APPS = [
-    "daphne",
+    *(["daphne"] if RUNSERVER else []),  # before staticfiles, whose runserver it replaces
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",

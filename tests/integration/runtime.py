@@ -1,11 +1,14 @@
 """Real runtime processes for integration tests: RQ workers and schedulers as subprocesses.
 
-They run `manage.py rqworker` and `manage.py runscheduler` exactly as `make run` does,
-against the test database and the test Redis.
+They run `manage.py rqworker` and `manage.py runscheduler` as `make run` does, against the
+test database and the test Redis. Workers and broadcasters skip Django's system checks at
+their start, as the scheduler always does (tests/integration/test_system_checks.py runs them
+once).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -15,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import redis
 from django.conf import settings
 from django.db import connection
 
@@ -74,7 +78,10 @@ class Runtime:
         return proc
 
     def worker(self, name: str) -> subprocess.Popen[bytes]:
-        return self.start(name, "rqworker", "-v", "0", "--name", name, *settings.SWITCHYARD_QUEUES)
+        # --skip-checks: Django's system checks took a third of a worker's start (0.6 s of CPU),
+        # at every start of every test; test_system_checks.py runs them once instead.
+        argv = ["rqworker", "-v", "0", "--skip-checks", "--name", name, *settings.SWITCHYARD_QUEUES]
+        return self.start(name, *argv)
 
     def scheduler(self, name: str) -> subprocess.Popen[bytes]:
         return self.start(name, "runscheduler", "--name", name)
@@ -98,7 +105,7 @@ class Runtime:
 
     def broadcaster(self, name: str = "broadcaster") -> subprocess.Popen[bytes]:
         """The dashboard's broadcaster (monitoring/services/broadcaster.py)."""
-        return self.start(name, "runbroadcaster")
+        return self.start(name, "runbroadcaster", "--skip-checks")  # as the workers (see worker)
 
     def web(self, name: str, port: int) -> subprocess.Popen[bytes]:
         """Daphne serving the test database on 127.0.0.1:`port`, as `make run` starts it
@@ -112,13 +119,48 @@ class Runtime:
         proc.wait(10)
 
     def stop(self) -> None:
-        for name in list(self.procs):
-            proc = self.procs[name]
+        """End every process at once (SIGKILL to each process group), then clear from Redis
+        what their clean exits would have: the worker roster, the schedulers' keys, RQ's
+        worker registrations, so that nothing reads them as alive afterwards.
+
+        Tests stop their processes when the behaviour under test is over. A SIGTERM drain took
+        each worker and scheduler up to seconds (more on a loaded machine), at every test's
+        teardown, and proved nothing there; the drains are tested by sending SIGTERM
+        themselves (test_drain.py, test_slots.py, test_web_drain.py). What a killed process
+        left in the database goes with the test's flush, like any other row.
+        """
+        for proc in self.procs.values():
             if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-        for name in list(self.procs):
-            try:
-                self.procs[name].wait(10)
-            except subprocess.TimeoutExpired:
-                self.kill(name)
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+        for proc in self.procs.values():
+            proc.wait(10)
+        self.forget(self.procs)
         self.procs.clear()
+
+    def forget(self, procs: dict[str, subprocess.Popen[bytes]]) -> None:
+        """Remove the workers and schedulers named in `procs` from this runtime's Redis."""
+        from rq.worker import Worker
+
+        from workflows.runtime import bus
+
+        commands = {name: proc.args[2] for name, proc in procs.items() if isinstance(proc.args, list)}
+        workers = [name for name, command in commands.items() if command == "rqworker"]
+        schedulers = [name for name, command in commands.items() if command == "runscheduler"]
+        if not workers and not schedulers:
+            return
+        # A test that took its Redis away (an outage under test) has nothing there to clear.
+        away = (redis.ConnectionError, redis.TimeoutError)
+        with (
+            redis.Redis.from_url(self.env["REDIS_URL"], socket_timeout=5) as client,
+            contextlib.suppress(*away),
+        ):
+            for name in workers:
+                client.delete(bus.worker_key(name))
+                client.zrem(bus.WORKERS_ROSTER, name)
+                if rq_worker := Worker.find_by_key(
+                    Worker.redis_worker_namespace_prefix + name, connection=client
+                ):
+                    rq_worker.register_death()  # type: ignore[no-untyped-call]  # RQ leaves it unannotated
+            for name in schedulers:
+                client.delete(bus.scheduler_key(name))

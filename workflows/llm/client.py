@@ -27,8 +27,8 @@ import itertools
 import json
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Protocol
@@ -547,15 +547,34 @@ def read_stream(
 async def aread_stream(
     response: httpx.Response, call: _Call, on_delta: OnDelta | None, on_calls: OnCalls | None = None
 ) -> Parts:
-    """`read_stream`, awaited."""
+    """`read_stream`, awaited; what follows `[DONE]` is read to the answer's end (`drained`)."""
     parts = Parts()
-    async for line in response.aiter_lines():
+    lines = response.aiter_lines()
+    async for line in lines:
         data = sse_line(line, call)
         if data == "[DONE]":
+            await drained(lines)
             return parts
         if data is not None:
             add_chunk(parts, data, call, on_delta, on_calls)
     raise call.fail("the stream ended before [DONE] (dropped half-way); nothing was kept.")
+
+
+# How long a stream's end may take to come after its `[DONE]` (see `drained`).
+DRAIN_SECONDS = 1.0
+
+
+async def drained(lines: AsyncIterator[str]) -> None:
+    """Read a streamed answer on to its end (its empty last line, the end of its body).
+
+    httpcore puts a connection back in its pool only once its answer was read to the end,
+    and closes it otherwise: stopping at `[DONE]` cost a TCP connect a call, about an eighth
+    of a worker's CPU in bench/agent_fleet_bench.py (2026-11-27). A server that keeps the
+    stream open after `[DONE]` loses the connection after DRAIN_SECONDS, as it did at once."""
+    with suppress(TimeoutError):
+        async with asyncio.timeout(DRAIN_SECONDS):
+            async for _ in lines:
+                pass
 
 
 def sse_line(line: str, call: _Call) -> str | None:

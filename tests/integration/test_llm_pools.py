@@ -65,9 +65,13 @@ async def waves(count: int, kind: bytes = b"application/json") -> int:
             streamed = {"on_delta": lambda text: None} if kind == b"text/event-stream" else {}
             calls = [
                 client.acomplete(
-                    endpoint, messages, idempotency_key=f"{wave}:{n}", timeout_seconds=10.0, where="w",
+                    endpoint,
+                    messages,
+                    idempotency_key=f"{wave}:{n}",
+                    timeout_seconds=10.0,
+                    where="w",
                     **streamed,
-                )  # fmt: skip
+                )
                 for n in range(WAVE)
             ]
             assert all(c.text == "ok" for c in await asyncio.gather(*calls))

@@ -278,7 +278,8 @@ async def acomplete(
     return parts.completion(call, (time.monotonic() - started) * 1000)
 
 
-POOLS = 16  # clients per event loop, taken in turn (see async_http_client)
+POOLS = 64  # clients per event loop, taken in turn (see async_http_client)
+KEEPALIVE_SECONDS = 30.0  # how long an idle connection is kept (httpx: 5)
 _async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[httpx.AsyncClient]] = (
     weakref.WeakKeyDictionary()
 )
@@ -291,18 +292,24 @@ def async_http_client() -> httpx.AsyncClient:
 
     No cap on connections: httpx's default of 100 would queue the 101st of a worker's
     hundreds of slots behind the others' streams, which last for tens of seconds. Nor on the
-    connections kept alive between calls (each slot holds at most one; idle ones close after
-    httpx's keep-alive expiry, 5 s): with 100 kept, 500 slots whose turns end together closed
-    400 connections and opened them again for their next turns, a TCP connect a call that
-    took a sixth of a worker's CPU in bench/agent_fleet_bench.py (2026-11-27). Several
-    clients because httpcore's pool scans all its connections for every request it places
-    and every response it closes: with 500 in one pool that scan was a tenth of a worker's
-    CPU in the same bench; in 16 pools each holds about 30.
+    connections kept alive between calls (each slot holds at most one): with 100 kept, 500
+    slots whose turns end together closed 400 connections and opened them again for their
+    next turns, a TCP connect a call that took a sixth of a worker's CPU in
+    bench/agent_fleet_bench.py (2026-11-27). Idle ones are kept KEEPALIVE_SECONDS: after
+    httpx's 5 s, the connections a wave of turns left idle were gone when the next wave came
+    (1,579 connections for 6,000 calls of 2,000 agents on 1,000 slots; 724 at 30 s). A
+    server that closes an idle connection sooner is seen by httpcore before the connection
+    is used again. Several clients because httpcore's pool scans all its connections for
+    every request it places and every response it closes (and asks the socket of each idle
+    one whether the server closed it): with 500 in one pool that scan was a tenth of a
+    worker's CPU in the same bench, with 16 pools still a twentieth; in 64 each holds about 10.
     """
     loop = asyncio.get_running_loop()
     clients = _async_clients.get(loop)
     if clients is None:
-        limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+        limits = httpx.Limits(
+            max_connections=None, max_keepalive_connections=None, keepalive_expiry=KEEPALIVE_SECONDS
+        )
         clients = [egress.async_client(follow_redirects=False, limits=limits) for _ in range(POOLS)]
         _async_clients[loop] = clients
     return clients[next(_turns) % POOLS]

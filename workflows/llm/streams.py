@@ -17,8 +17,9 @@ Offsets count characters over the attempt's whole text, all turns together.
 
 Nothing here is the only copy: the final text is the node's output in Postgres. Streams
 expire about TEXT_TTL_SECONDS after their last write (the expiry is renewed with the first
-entry, then at most every EXPIRE_EVERY_SECONDS, and with the end). A retried attempt writes a stream of its
-own, so a page shows the restart (attempt 2 starts empty) and never a spliced text.
+entry, then at most every EXPIRE_EVERY_SECONDS, and with the end). A retried attempt writes
+a stream of its own, so a page shows the restart (attempt 2 starts empty) and never a
+spliced text.
 """
 
 from __future__ import annotations

@@ -39,12 +39,13 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 TURNS = 3  # turns 1 and 2 call the tool, turn 3 answers: 3 turns and 2 tool calls
 # The loop's start: its attempt and its steps (2), the run's trace parent or child link (1),
-# whether the run replays a fork's or a suite case's calls (1). Each turn: its LLM call, its
-# recorded call, its step (3). Each tool call: its recorded call, its step (2). Providers,
-# prices and budgets: none (remembered). Before this work, 30: the start also read the
-# provider, and the trace links and the replay mode in two statements each; each turn also
-# read the budgets, its attempt's row and its price.
-STATEMENTS = 2 + 1 + 1 + 3 * TURNS + 2 * (TURNS - 1)
+# whether the run replays a fork's or a suite case's calls (1). Each turn: its step with its
+# LLM call and its recorded call (1, agents/steps.py: RECORD_TURN_SQL). Each tool call: its
+# step with its recorded call (1). Providers, prices and budgets: none (remembered). 17
+# before the step and its call's rows were one statement (3 a turn, 2 a tool call); before
+# that, 30: the start also read the provider, and the trace links and the replay mode in two
+# statements each; each turn also read the budgets, its attempt's row and its price.
+STATEMENTS = 2 + 1 + 1 + TURNS + (TURNS - 1)
 
 
 def completion(turn: int) -> dict[str, Any]:

@@ -42,7 +42,7 @@ from workflows.children import start as children
 from workflows.core import agent as core, callhash
 from workflows.core.graph import Node
 from workflows.handlers.builtin import time_budget
-from workflows.llm import client, providers, replays, streams
+from workflows.llm import client, providers, replays, streams, usage
 from workflows.llm.handler import (
     acall_recorded,
     admit_call,
@@ -171,6 +171,11 @@ class Turn:
     budget: float
     admitted: admission.Admitted = admission.NOTHING  # what the gate reserved for it (budgets)
 
+    @property
+    def label(self) -> str:
+        """How its LLM call and recorded call name it."""
+        return f"turn {self.seq}"
+
     def call_request(self, loop: Loop) -> dict[str, Any]:
         """What identifies this turn's call (core/callhash.py): provider, model, messages, tools, options."""
         endpoint = loop.endpoint
@@ -200,16 +205,20 @@ def take_turn(loop: Loop) -> core.Step:
     short (a kill, a malformed answer) is never a step, and the next attempt asks again.
     """
     turn = begin_turn(loop, admit_turn(loop))
+    request = turn.call_request(loop)
     try:
         completion = call_recorded(
             loop.ctx,
             loop.endpoint,
             lambda: client.complete(loop.endpoint, turn.messages, **turn.call_arguments(loop)),
-            step=f"turn {turn.seq}",
+            step=turn.label,
             admitted=turn.admitted,
-            request=turn.call_request(loop),
+            request=request,
             cached=True,
+            record=(live := LiveTurn(loop, turn, request)),
         )
+    except agents.Superseded:
+        raise  # its step was refused: nothing more to record
     except BaseException as exc:  # recorded, then re-raised: the attempt fails with it
         failed_turn(
             loop,
@@ -217,7 +226,9 @@ def take_turn(loop: Loop) -> core.Step:
             record_failure(loop, turn.seq, core.TURN, turn.key, turn.started, exc, request=turn.request),
         )
         raise
-    step, calls = record_turn(loop, turn, completion)
+    if not live.recorded:  # replayed, or answered from the cache: its call's row is written
+        record_turn(loop, turn, completion)
+    step, calls = turn_step(turn, completion)
     recorded_turn(loop, completion, calls)
     return step
 
@@ -267,13 +278,21 @@ def recorded_turn(loop: Loop, completion: client.Completion, calls: list[core.Ca
         loop.writer.end_turn(streams.RECORDED, finish_reason=completion.finish_reason, tool_calls=names)
 
 
-def record_turn(loop: Loop, turn: Turn, completion: client.Completion) -> tuple[core.Step, list[core.Call]]:
-    """Record the answered turn as a step (Postgres); return it and its tool calls."""
+def record_turn(
+    loop: Loop, turn: Turn, completion: client.Completion, request: dict[str, Any] | None = None
+) -> None:
+    """Record the answered turn as a step (Postgres); with its call's `request` (a live call),
+    the call's row and its recorded request in the same statement (agents/steps.py)."""
     calls = [as_call(c) for c in completion.tool_calls]
     response = {
         "content": completion.text,
         "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls],
     }
+    live: dict[str, Any] = {}
+    if request is not None:
+        answer = replays.completion_json(completion)
+        live["recorded"] = agents.Recorded(loop.ctx, request, answer, turn.label)
+        live["call"] = usage.call_row(loop.ctx.node_run_id, loop.endpoint, completion, step=turn.label)
     agents.record_step(
         loop.at,
         turn.seq,
@@ -288,7 +307,27 @@ def record_turn(loop: Loop, turn: Turn, completion: client.Completion) -> tuple[
         finish_reason=completion.finish_reason or "",
         input_tokens=completion.input_tokens,
         output_tokens=completion.output_tokens,
+        **live,
     )
+
+
+@dataclass
+class LiveTurn:
+    """Records a turn answered live with its call (call_recorded's `record`), and says so."""
+
+    loop: Loop
+    turn: Turn
+    request: dict[str, Any]
+    recorded: bool = False
+
+    def __call__(self, completion: client.Completion) -> None:
+        record_turn(self.loop, self.turn, completion, self.request)
+        self.recorded = True
+
+
+def turn_step(turn: Turn, completion: client.Completion) -> tuple[core.Step, list[core.Call]]:
+    """The answered turn as the core reads it, and its tool calls."""
+    calls = [as_call(c) for c in completion.tool_calls]
     return core.Step(
         turn.seq,
         core.TURN,
@@ -349,23 +388,30 @@ async def run_loop_on_loop(loop: Loop) -> dict[str, Any]:
 async def take_turn_on_loop(loop: Loop) -> core.Step:
     """`take_turn`, awaited: the stream's markers are written from the loop, in order with its text."""
     turn = begin_turn(loop, await run_sync(admit_turn, loop))
+    request = turn.call_request(loop)
     try:
         completion = await acall_recorded(
             loop.ctx,
             loop.endpoint,
             lambda: client.acomplete(loop.endpoint, turn.messages, **turn.call_arguments(loop)),
-            step=f"turn {turn.seq}",
+            step=turn.label,
             admitted=turn.admitted,
-            request=turn.call_request(loop),
+            request=request,
             cached=True,
+            # In the hand-over that settles the call: one statement for the call and its step.
+            record=(live := LiveTurn(loop, turn, request)),
         )
+    except agents.Superseded:
+        raise  # its step was refused: nothing more to record
     except BaseException as exc:  # recorded, then re-raised: the attempt fails with it
         error = await run_sync(
             record_failure, loop, turn.seq, core.TURN, turn.key, turn.started, exc, request=turn.request
         )
         failed_turn(loop, turn, error)
         raise
-    step, calls = await run_sync(record_turn, loop, turn, completion)
+    if not live.recorded:  # replayed, or answered from the cache: its call's row is written
+        await run_sync(record_turn, loop, turn, completion)
+    step, calls = turn_step(turn, completion)
     recorded_turn(loop, completion, calls)
     return step
 
@@ -426,10 +472,9 @@ def call_tool(loop: Loop, move: core.CallTool) -> core.Step:
     except BaseException as exc:  # recorded, then re-raised: the attempt fails with it
         record_failure(loop, seq, core.TOOL, key, started, exc, **fields)
         raise
-    if recorded is None:
-        replays.record_live(loop.ctx, request, {"result": result}, label)
+    live = None if recorded is not None else agents.Recorded(loop.ctx, request, {"result": result}, label)
     agents.record_step(
-        loop.at, seq, core.TOOL, core.OK, key, started, timezone.now(), result=result, **fields
+        loop.at, seq, core.TOOL, core.OK, key, started, timezone.now(), result=result, recorded=live, **fields
     )
     return core.Step(seq, core.TOOL, call_id=call.id, result=result)
 

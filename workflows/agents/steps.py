@@ -22,9 +22,11 @@ from django.db.models import Max
 
 from workflows.core import agent
 from workflows.core.states import NodeStatus
-from workflows.handlers import HandlerError
-from workflows.store.models import AgentStep, Run
-from workflows.store.statements import AGENT_STEPS, NODES
+from workflows.handlers import HandlerError, NodeContext, recordings
+from workflows.llm import usage
+from workflows.store.models import AgentStep, LLMCall, Run
+from workflows.store.recordings import RecordedCall
+from workflows.store.statements import AGENT_STEPS, NODES, RUNS, table
 
 
 class Superseded(HandlerError):
@@ -88,6 +90,32 @@ WHERE EXISTS (
     WHERE id = %(node_run_id)s AND attempt = %(attempt)s AND status = '{NodeStatus.RUNNING}'
 )
 """
+# A step with the call it made, in one statement (one round trip, one transaction): the
+# recorded request and answer (handlers/recordings.py, parameters `live_*`), and for a model
+# turn its LLM call's row (llm/usage.py, parameters `call_*`, the attempt's run, workflow and
+# node read in the same statement). The call's rows are written even when the step is not
+# (the attempt was taken away, or a newer one took its number): it was made, and maybe paid.
+LIVE_CTE = f"""live AS (
+    INSERT INTO {table(RecordedCall)} ({", ".join(recordings.LIVE_COLUMNS)})
+    VALUES ({recordings.live_values("live_")})
+)"""
+CALL_CTE = f"""called AS (
+    INSERT INTO {table(LLMCall)} (node_run_id, run_id, workflow_id, node_id, attempt, {", ".join(usage.CALL_COLUMNS)})
+    SELECT n.id, n.run_id, r.workflow_id, n.node_id, n.attempt, {", ".join(f"%(call_{c})s" for c in usage.CALL_COLUMNS)}
+    FROM {NODES} n JOIN {RUNS} r ON r.id = n.run_id WHERE n.id = %(node_run_id)s
+)"""
+RECORD_TOOL_SQL = f"WITH {LIVE_CTE}\n{RECORD_SQL} ON CONFLICT DO NOTHING"
+RECORD_TURN_SQL = f"WITH {CALL_CTE},\n{LIVE_CTE}\n{RECORD_SQL} ON CONFLICT DO NOTHING"
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A live call a step made, recorded with it (handlers/recordings.py)."""
+
+    ctx: NodeContext
+    request: dict[str, Any]
+    response: Any
+    label: str
 
 
 def next_seq(noderun_id: int) -> int:
@@ -104,9 +132,13 @@ def record_step(
     key: str,
     started: datetime,
     finished: datetime,
+    *,
+    recorded: Recorded | None = None,
+    call: LLMCall | None = None,
     **fields: Any,
 ) -> None:
-    """Store one step of the attempt; raise Superseded if the attempt no longer runs."""
+    """Store one step of the attempt, with the live call it `recorded` and, for a model turn,
+    its LLM `call`'s row (usage.call_row); raise Superseded if the attempt no longer runs."""
     row = {
         **DEFAULTS,
         **fields,
@@ -122,17 +154,29 @@ def record_step(
     }
     for column in JSON_COLUMNS:
         row[column] = None if row[column] is None else json.dumps(row[column], ensure_ascii=False)
+    sql = RECORD_SQL
+    if recorded is not None:
+        r = recorded
+        row.update(recordings.live_params(r.ctx, r.request, r.response, r.label, prefix="live_"))
+        sql = RECORD_TOOL_SQL
+    if call is not None:
+        assert recorded is not None, "a model turn's call is recorded with its request"
+        row.update(usage.call_params(call, prefix="call_"))
+        sql = RECORD_TURN_SQL
     superseded = Superseded(
         f"Node {at.node_id!r} of run {at.run_id} is no longer running attempt {at.attempt}; the agent loop stops."
     )
     try:
         # Autocommit, as the worker runs: a refused insert leaves no transaction to roll back.
         with connection.cursor() as cursor:
-            cursor.execute(RECORD_SQL, row)
-            if cursor.rowcount != 1:
-                raise superseded
+            cursor.execute(sql, row)
+            inserted = cursor.rowcount
     except IntegrityError:  # a newer attempt took this number: this one is not the running one
         raise superseded from None
+    if call is not None:
+        usage.count_call(call)
+    if inserted != 1:
+        raise superseded
 
 
 BEGAN_SQL = f"""

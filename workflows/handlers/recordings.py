@@ -150,10 +150,33 @@ def write(
     )
 
 
+LIVE_COLUMNS = (
+    "run_id",
+    "node_run_id",
+    "node_id",
+    "attempt",
+    "kind",
+    "step",
+    "request_hash",
+    "request",
+    "response",
+    "outcome",
+    "created_at",
+)
+
+
+def live_values(prefix: str = "") -> str:
+    """The VALUES of a live call's INSERT (LIVE_COLUMNS), its parameter names prefixed."""
+    return ", ".join(
+        f"%({prefix}{c})s" + ("::jsonb" if c in ("request", "response") else "") for c in LIVE_COLUMNS
+    )
+
+
 def record_live(ctx: NodeContext, request: dict[str, Any], response: Any, step: str) -> None:
     """Record a call made live (nothing without an attempt row): one INSERT written out, as
     every call of every agent turn and tool makes one (the ORM's building of it cost more
-    than the statement)."""
+    than the statement). An agent's step writes it in its own statement instead
+    (`live_params`, workflows/agents/steps.py)."""
     from django.db import connection
 
     from workflows.store.recordings import RecordedCall
@@ -161,6 +184,19 @@ def record_live(ctx: NodeContext, request: dict[str, Any], response: Any, step: 
 
     if not ctx.node_run_id:
         return
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"INSERT INTO {table(RecordedCall)} ({', '.join(LIVE_COLUMNS)}) VALUES ({live_values()})",
+            live_params(ctx, request, response, step),
+        )
+
+
+def live_params(
+    ctx: NodeContext, request: dict[str, Any], response: Any, step: str, prefix: str = ""
+) -> dict[str, Any]:
+    """The row of a call made live (LIVE_COLUMNS), its parameter names prefixed."""
+    from workflows.store.recordings import RecordedCall
+
     row = {
         "run_id": ctx.run_id,
         "node_run_id": ctx.node_run_id,
@@ -174,9 +210,7 @@ def record_live(ctx: NodeContext, request: dict[str, Any], response: Any, step: 
         "outcome": RecordedCall.LIVE,
         "created_at": datetime.datetime.now(datetime.UTC),
     }
-    values = ", ".join(f"%({c})s" + ("::jsonb" if c in ("request", "response") else "") for c in row)
-    with connection.cursor() as cursor:
-        cursor.execute(f"INSERT INTO {table(RecordedCall)} ({', '.join(row)}) VALUES ({values})", row)
+    return {prefix + name: value for name, value in row.items()}
 
 
 # --------------------------------------------------------------------------- from a slot's coroutine

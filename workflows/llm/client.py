@@ -27,8 +27,8 @@ import itertools
 import json
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Protocol
@@ -278,7 +278,8 @@ async def acomplete(
     return parts.completion(call, (time.monotonic() - started) * 1000)
 
 
-POOLS = 16  # clients per event loop, taken in turn (see async_http_client)
+POOLS = 64  # clients per event loop, taken in turn (see async_http_client)
+KEEPALIVE_SECONDS = 30.0  # how long an idle connection is kept (httpx: 5)
 _async_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, list[httpx.AsyncClient]] = (
     weakref.WeakKeyDictionary()
 )
@@ -291,18 +292,24 @@ def async_http_client() -> httpx.AsyncClient:
 
     No cap on connections: httpx's default of 100 would queue the 101st of a worker's
     hundreds of slots behind the others' streams, which last for tens of seconds. Nor on the
-    connections kept alive between calls (each slot holds at most one; idle ones close after
-    httpx's keep-alive expiry, 5 s): with 100 kept, 500 slots whose turns end together closed
-    400 connections and opened them again for their next turns, a TCP connect a call that
-    took a sixth of a worker's CPU in bench/agent_fleet_bench.py (2026-11-27). Several
-    clients because httpcore's pool scans all its connections for every request it places
-    and every response it closes: with 500 in one pool that scan was a tenth of a worker's
-    CPU in the same bench; in 16 pools each holds about 30.
+    connections kept alive between calls (each slot holds at most one): with 100 kept, 500
+    slots whose turns end together closed 400 connections and opened them again for their
+    next turns, a TCP connect a call that took a sixth of a worker's CPU in
+    bench/agent_fleet_bench.py (2026-11-27). Idle ones are kept KEEPALIVE_SECONDS: after
+    httpx's 5 s, the connections a wave of turns left idle were gone when the next wave came
+    (1,579 connections for 6,000 calls of 2,000 agents on 1,000 slots; 724 at 30 s). A
+    server that closes an idle connection sooner is seen by httpcore before the connection
+    is used again. Several clients because httpcore's pool scans all its connections for
+    every request it places and every response it closes (and asks the socket of each idle
+    one whether the server closed it): with 500 in one pool that scan was a tenth of a
+    worker's CPU in the same bench, with 16 pools still a twentieth; in 64 each holds about 10.
     """
     loop = asyncio.get_running_loop()
     clients = _async_clients.get(loop)
     if clients is None:
-        limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+        limits = httpx.Limits(
+            max_connections=None, max_keepalive_connections=None, keepalive_expiry=KEEPALIVE_SECONDS
+        )
         clients = [egress.async_client(follow_redirects=False, limits=limits) for _ in range(POOLS)]
         _async_clients[loop] = clients
     return clients[next(_turns) % POOLS]
@@ -547,15 +554,34 @@ def read_stream(
 async def aread_stream(
     response: httpx.Response, call: _Call, on_delta: OnDelta | None, on_calls: OnCalls | None = None
 ) -> Parts:
-    """`read_stream`, awaited."""
+    """`read_stream`, awaited; what follows `[DONE]` is read to the answer's end (`drained`)."""
     parts = Parts()
-    async for line in response.aiter_lines():
+    lines = response.aiter_lines()
+    async for line in lines:
         data = sse_line(line, call)
         if data == "[DONE]":
+            await drained(lines)
             return parts
         if data is not None:
             add_chunk(parts, data, call, on_delta, on_calls)
     raise call.fail("the stream ended before [DONE] (dropped half-way); nothing was kept.")
+
+
+# How long a stream's end may take to come after its `[DONE]` (see `drained`).
+DRAIN_SECONDS = 1.0
+
+
+async def drained(lines: AsyncIterator[str]) -> None:
+    """Read a streamed answer on to its end (its empty last line, the end of its body).
+
+    httpcore puts a connection back in its pool only once its answer was read to the end,
+    and closes it otherwise: stopping at `[DONE]` cost a TCP connect a call, about an eighth
+    of a worker's CPU in bench/agent_fleet_bench.py (2026-11-27). A server that keeps the
+    stream open after `[DONE]` loses the connection after DRAIN_SECONDS, as it did at once."""
+    with suppress(TimeoutError):
+        async with asyncio.timeout(DRAIN_SECONDS):
+            async for _ in lines:
+                pass
 
 
 def sse_line(line: str, call: _Call) -> str | None:

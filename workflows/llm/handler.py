@@ -64,6 +64,7 @@ CHAT_SCHEMA: dict[str, Any] = {
     "additionalProperties": False,
 }
 OPTION_KEYS = ("temperature", "max_tokens")
+Recorder = Callable[[client.Completion], None]  # writes a live answer's rows (call_recorded's `record`)
 
 
 @node("llm.chat", config_schema=CHAT_SCHEMA)
@@ -362,6 +363,7 @@ def call_recorded(
     admitted: admission.Admitted = admission.NOTHING,
     request: dict[str, Any] | None = None,
     cached: bool = False,
+    record: Recorder | None = None,
 ) -> client.Completion:
     """Make a call and record it (a failed one too), settling what the gate admitted; a
     context without an attempt row records nothing.
@@ -371,6 +373,8 @@ def call_recorded(
     a replayed call costs nothing), and a live call is recorded by its hash. With `cached`
     (an agent's turn), a node with `config.cache` answers it from the response cache
     (handlers/caching.py; what the gate reserved is given back) and keeps a live answer.
+    With `record`, a live answer's row and request are written by `record(completion)`
+    instead, with the caller's own (an agent's turn and its step: one statement).
     """
     if request is not None:
         replayed = replays.replayed_completion(ctx, endpoint, request, step)
@@ -391,13 +395,28 @@ def call_recorded(
             )
         raise
     settle_call(admitted, completion)
+    record_answer(ctx, endpoint, completion, request, step, record)
+    if ttl:
+        keep_answer(ctx, key, completion, ttl)
+    return completion
+
+
+def record_answer(
+    ctx: NodeContext,
+    endpoint: providers.Endpoint,
+    completion: client.Completion,
+    request: dict[str, Any] | None,
+    step: str,
+    record: Recorder | None,
+) -> None:
+    """Record a live answer: its LLM call's row and its request, or what `record` writes."""
+    if record is not None:
+        record(completion)
+        return
     if ctx.node_run_id:
         usage.record_call(node_run_id=ctx.node_run_id, endpoint=endpoint, completion=completion, step=step)
     if request is not None:
         replays.record_live(ctx, request, replays.completion_json(completion), step)
-    if ttl:
-        keep_answer(ctx, key, completion, ttl)
-    return completion
 
 
 async def acall_recorded(
@@ -408,6 +427,7 @@ async def acall_recorded(
     admitted: admission.Admitted = admission.NOTHING,
     request: dict[str, Any] | None = None,
     cached: bool = False,
+    record: Recorder | None = None,
 ) -> client.Completion:
     """`call_recorded` for a coroutine: the call awaited, its rows written on the sync thread."""
     if request is not None and ctx.node_run_id and not recordings.is_known_live(ctx.run_id):
@@ -436,7 +456,7 @@ async def acall_recorded(
                 step=step,
             )
         raise
-    return await run_sync(answered, ctx, endpoint, admitted, completion, request, step, (ttl, key))
+    return await run_sync(answered, ctx, endpoint, admitted, completion, request, step, (ttl, key), record)
 
 
 def answered(
@@ -447,16 +467,14 @@ def answered(
     request: dict[str, Any] | None,
     step: str,
     cache: tuple[int | None, str],
+    record: Recorder | None = None,
 ) -> client.Completion:
     """After a live call, on the slots' sync thread in one hand-over (each cost the event loop
     and a sync thread a wake-up): settle what the gate admitted, record the call and its
-    request, keep the answer when the node caches."""
+    request (`record_answer`), keep the answer when the node caches."""
     if admitted.tickets:
         settle_call(admitted, completion)
-    if ctx.node_run_id:
-        usage.record_call(node_run_id=ctx.node_run_id, endpoint=endpoint, completion=completion, step=step)
-    if request is not None:
-        replays.record_live(ctx, request, replays.completion_json(completion), step)
+    record_answer(ctx, endpoint, completion, request, step, record)
     ttl, key = cache
     if ttl:
         keep_answer(ctx, key, completion, ttl)

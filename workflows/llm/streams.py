@@ -16,12 +16,15 @@ what they are so far (arguments' text cut at CALL_PREVIEW_CHARS), coalesced as t
 Offsets count characters over the attempt's whole text, all turns together.
 
 Nothing here is the only copy: the final text is the node's output in Postgres. Streams
-expire TEXT_TTL_SECONDS after their last write. A retried attempt writes a stream of its
-own, so a page shows the restart (attempt 2 starts empty) and never a spliced text.
+expire about TEXT_TTL_SECONDS after their last write (the expiry is renewed with the first
+entry, then at most every EXPIRE_EVERY_SECONDS, and with the end). A retried attempt writes
+a stream of its own, so a page shows the restart (attempt 2 starts empty) and never a
+spliced text.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import Awaitable, Callable
@@ -46,6 +49,9 @@ FEED_MAXLEN = 20_000
 FLUSH_SECONDS = 0.02
 FLUSH_CHARS = 2_000  # a burst (a cached answer arriving at once) is written without waiting
 TEXT_TTL_SECONDS = 3600
+# An EXPIRE with every entry was a third of a stream's Redis commands (an agent of 3 turns
+# writes a dozen entries in 6 s).
+EXPIRE_EVERY_SECONDS = 60.0
 END_FIELD = "end"
 TURN_FIELD = "turn"
 STARTED, CALLING, RECORDED, FAILED = "started", "calling", "recorded", "failed"  # a turn's states
@@ -87,6 +93,8 @@ class TextWriter:
     flushed_at: float = 0.0
     turn: dict[str, Any] | None = None  # the agent turn being written: {"seq", "turn"}
     calls: ToolCalls | None = None  # the turn's tool calls being assembled, not yet written
+    expired_at: float | None = None  # when the stream's expiry was last renewed
+    flush_soon: bool = False  # a flush is scheduled on the event loop (`flush_if_due`)
 
     def on_delta(self, text: str) -> None:
         self.pending.append(text)
@@ -98,12 +106,23 @@ class TextWriter:
         self.flush_if_due()
 
     def flush_if_due(self) -> None:
+        """Flush when FLUSH_SECONDS passed or FLUSH_CHARS are pending; in a worker's slot, once
+        the loop has read what arrived with this piece (a callback on the event loop: the
+        pieces of one network read come without a pause, and a whole answer often arrives
+        in one read, which wrote its first piece, or a tool call's name only, on its own)."""
         due = time.monotonic() - self.flushed_at >= self.flush_seconds
-        if due or sum(map(len, self.pending)) >= FLUSH_CHARS:
+        if not (due or sum(map(len, self.pending)) >= FLUSH_CHARS):
+            return
+        loop = running_loop() if offload.OUTBOX.get() is not None else None
+        if loop is None:
             self.flush()
+        elif not self.flush_soon:
+            self.flush_soon = True
+            loop.call_soon(self.flush)
 
     def flush(self) -> None:
         self.flushed_at = time.monotonic()
+        self.flush_soon = False
         if self.pending:
             piece = "".join(self.pending)
             self.pending.clear()
@@ -144,24 +163,36 @@ class TextWriter:
 
     def write(self, fields: dict[str, str]) -> None:
         """Write an entry now, or, in a worker's slot, into the slots' next batched write."""
+        now = time.monotonic()
+        expire = self.expired_at is None or now - self.expired_at >= EXPIRE_EVERY_SECONDS
+        if expire or END_FIELD in fields:
+            self.expired_at, expire = now, True
         outbox = offload.OUTBOX.get()
         if outbox is not None:
-            outbox.append(lambda pipe: self.add_commands(pipe, fields))
+            outbox.append(lambda pipe: self.add_commands(pipe, fields, expire))
             return
         pipe = bus.client().pipeline(transaction=False)
-        self.add_commands(pipe, fields)
+        self.add_commands(pipe, fields, expire)
         pipe.execute()
 
-    def add_commands(self, pipe: Any, fields: dict[str, str]) -> None:
+    def add_commands(self, pipe: Any, fields: dict[str, str], expire: bool = True) -> None:
         key = text_key(self.attempt.node_run_id, self.attempt.attempt)
         pipe.xadd(key, cast(bus.StreamFields, fields))
-        pipe.expire(key, TEXT_TTL_SECONDS)
+        if expire:
+            pipe.expire(key, TEXT_TTL_SECONDS)
         pipe.xadd(
             FEED,
             cast(bus.StreamFields, {**fields, **self.attempt.feed_fields()}),
             maxlen=FEED_MAXLEN,
             approximate=True,
         )
+
+
+def running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def preview(arguments: str) -> str:

@@ -71,31 +71,9 @@ def record_call(
 
     With `cost`, the call is not priced: a replayed call (llm/replays.py) costs 0, and is not
     counted in the provider's counters (it never reached the provider)."""
-    model = endpoint.model
-    tokens: dict[str, Any] = {"input_tokens": None, "output_tokens": None}
-    if completion is not None:
-        tokens = {"input_tokens": completion.input_tokens, "output_tokens": completion.output_tokens}
-    call = LLMCall(
-        node_run_id=node_run_id,
-        step=step[:100],
-        provider=endpoint.provider,
-        model=model,
-        response_model=(completion.model if completion else "")[:200],
-        demo=endpoint.demo,
-        latency_ms=completion.latency_ms if completion else 0.0,
-        first_token_ms=completion.first_token_ms if completion else None,
-        cache_read_tokens=completion.cache_read_tokens if completion else None,
-        cache_write_tokens=completion.cache_write_tokens if completion else None,
-        cost=cost_of(endpoint.provider, model, **tokens) if cost is None else cost,
-        finish_reason=(completion.finish_reason or "")[:40] if completion else "",
-        error=(error or "")[:2000],
-        created_at=timezone.now(),
-        **tokens,
-    )
+    call = call_row(node_run_id, endpoint, completion, error, step, cost)
     with connection.cursor() as cursor:
-        cursor.execute(
-            RECORD_SQL, {"node_run_id": node_run_id, **{c: getattr(call, c) for c in CALL_COLUMNS}}
-        )
+        cursor.execute(RECORD_SQL, {"node_run_id": node_run_id, **call_params(call)})
         found = cursor.fetchone()
     if found is None:
         raise NodeRun.DoesNotExist(f"no attempt row {node_run_id} to record an LLM call under")
@@ -103,6 +81,43 @@ def record_call(
     if cost is None:
         count_call(call)
     return call
+
+
+def call_row(
+    node_run_id: int,
+    endpoint: Endpoint,
+    completion: Completion | None,
+    error: str = "",
+    step: str = "",
+    cost: Decimal | None = None,
+) -> LLMCall:
+    """The row of one call, priced unless `cost` is given, not yet written (`record_call`, or
+    an agent's turn with its step: workflows/agents/steps.py, then `count_call`)."""
+    tokens: dict[str, Any] = {"input_tokens": None, "output_tokens": None}
+    if completion is not None:
+        tokens = {"input_tokens": completion.input_tokens, "output_tokens": completion.output_tokens}
+    return LLMCall(
+        node_run_id=node_run_id,
+        step=step[:100],
+        provider=endpoint.provider,
+        model=endpoint.model,
+        response_model=(completion.model if completion else "")[:200],
+        demo=endpoint.demo,
+        latency_ms=completion.latency_ms if completion else 0.0,
+        first_token_ms=completion.first_token_ms if completion else None,
+        cache_read_tokens=completion.cache_read_tokens if completion else None,
+        cache_write_tokens=completion.cache_write_tokens if completion else None,
+        cost=cost_of(endpoint.provider, endpoint.model, **tokens) if cost is None else cost,
+        finish_reason=(completion.finish_reason or "")[:40] if completion else "",
+        error=(error or "")[:2000],
+        created_at=timezone.now(),
+        **tokens,
+    )
+
+
+def call_params(call: LLMCall, prefix: str = "") -> dict[str, Any]:
+    """RECORD_SQL's parameters of a call's row (CALL_COLUMNS), their names prefixed."""
+    return {prefix + c: getattr(call, c) for c in CALL_COLUMNS}
 
 
 # --- counters for /metrics (Redis: they restart from zero when Redis is emptied, as the

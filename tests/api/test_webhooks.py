@@ -9,6 +9,7 @@ import threading
 import time
 from collections.abc import Iterator
 from datetime import timedelta
+from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -418,8 +419,9 @@ def test_budget_alerts_are_delivered_with_their_budget(api, chain, receiver) -> 
     assert node is not None
     call = Call(node.pk, run.pk, node.node_id, 1, "", "m", [], None, 10)
     period = budgets_core.period_of("day", run.pk, timezone.now())
-    assert alerts.refused(call, budget, period, "")
-    assert not alerts.refused(call, budget, period, ""), "once per window"
+    worst = Decimal(150)  # a call's worst case that the 100 tokens cannot hold
+    assert alerts.refused(call, budget, period, "", worst)
+    assert not alerts.refused(call, budget, period, "", worst), "once per window"
     finish(run)  # run.succeeded: not subscribed to
 
     assert webhooks.scan_events(timezone.now()) == 1

@@ -23,6 +23,7 @@ from datetime import datetime
 from typing import Any, NamedTuple, Protocol
 
 from django.conf import settings
+from django.db import connection
 from django.utils import timezone
 
 from workflows import handlers
@@ -34,8 +35,9 @@ from workflows.runtime import advancing, attemptlog, bus, kinds, tally, transiti
 from workflows.runtime.jobs import Given, Item
 from workflows.runtime.limits import NodeTimeout, time_limit
 from workflows.runtime.logcontext import log_context
+from workflows.runtime.outages import Outage
 from workflows.store import redaction
-from workflows.store.errors import Invalid
+from workflows.store.errors import STORES_AWAY, Invalid, connection_lost
 from workflows.store.graphs import load_graph
 from workflows.store.payloads import check_json_size, from_json
 
@@ -64,6 +66,7 @@ class Outcome:
 
 
 FLUSH_AFTER_SECONDS = 0.02
+STORE_PATIENCE_SECONDS = 60.0  # store_when_up: how long a worker holds results for a restarting PostgreSQL
 
 
 @dataclass(frozen=True)
@@ -141,9 +144,34 @@ def run_batch(
                 tally.add(result.outcome.status == NodeStatus.SUCCEEDED)
                 oldest = oldest or time.monotonic()
         if results and (not todo or time.monotonic() - oldest >= FLUSH_AFTER_SECONDS):
-            todo.extend(store(results, worker, upstream))
+            todo.extend(store_when_up(results, worker, upstream))
             results, oldest = [], 0.0
     return ran
+
+
+def store_when_up(results: list[Result], worker: str, upstream: dict[int, dict[str, Any]]) -> list[Claim]:
+    """`store`, again once PostgreSQL answers, when a restart cut the connection under it.
+
+    The results are in hand and their attempts are running on this live worker: dropped, they
+    would wait for the reconciler's overdue check (the node's timeout and more), since no
+    heartbeat stops. Stored again instead (every write is conditional on the attempt, so a
+    store that committed before the cut changes nothing the second time; what it queued for
+    this worker to run then waits for the reconciler's requeue). A statement's own error, or
+    PostgreSQL away for longer than STORE_PATIENCE_SECONDS, is raised as before.
+    """
+    outage, deadline = Outage(f"worker {worker}: storing {len(results)} results", log), None
+    while True:
+        try:
+            done = store(results, worker, upstream)
+        except STORES_AWAY as exc:
+            deadline = deadline or time.monotonic() + STORE_PATIENCE_SECONDS
+            if not connection_lost(exc) or time.monotonic() >= deadline:
+                raise
+            connection.close()  # replaced at the next statement
+            time.sleep(outage.failed(exc))
+        else:
+            outage.ok()
+            return done
 
 
 def store(results: list[Result], worker: str, upstream: dict[int, dict[str, Any]]) -> list[Claim]:

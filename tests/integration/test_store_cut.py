@@ -1,0 +1,46 @@
+"""A worker whose PostgreSQL connection is cut while a handler runs stores the result anyway.
+
+`make chaos` (CI, 2026-11-27) found a run stuck: PostgreSQL was killed while a worker stored
+a delay node's result, the store raised, the worker dropped the result, and the attempt stayed
+`running` on a live, heart-beating worker until the reconciler's overdue check (the node's
+timeout and 30 s more). The worker now stores it again once PostgreSQL answers
+(execution.store_when_up).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from django.db import connection
+
+from tests.integration.conftest import node, publish, wait_finished
+from tests.integration.runtime import Runtime, wait_for
+from workflows.runs import actions as runs
+from workflows.store.models import NodeRun, RunEvent
+
+CUT_EVERY_OTHER_CONNECTION = (
+    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+    " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+)
+
+
+def test_a_result_whose_store_lost_its_connection_is_stored_once_postgresql_answers(
+    runtime: Runtime, transactional_db: Any
+) -> None:
+    # A timeout of 120 s: the reconciler's overdue check would take 150 s, far past the wait below.
+    slow = node("slow", "core.delay", config={"seconds": 2}, timeout_seconds=120)
+    workflow = publish("cut-store", {"nodes": [slow, node("after", "core.echo")], "edges": [
+        {"source": "slow", "target": "after"}]})  # fmt: skip
+    run, _ = runs.start_run(workflow, {})
+    wait_for(
+        lambda: NodeRun.objects.filter(run=run, node_id="slow", status="running").exists(), 30, "slow running"
+    )
+    with connection.cursor() as cur:  # what a PostgreSQL restart does to the worker's connection
+        cur.execute(CUT_EVERY_OTHER_CONNECTION)
+    began = time.monotonic()
+    assert wait_finished(run, 40).status == "succeeded"
+    assert time.monotonic() - began < 40
+    slow_row = NodeRun.objects.get(run=run, node_id="slow")
+    assert (slow_row.attempt, slow_row.tries) == (1, 1)  # stored by the attempt that ran, not retried
+    assert not RunEvent.objects.filter(run=run, kind="node.lost").exists()

@@ -98,9 +98,16 @@ class TimedProvider(BaseHTTPRequestHandler):
         self.wfile.flush()
 
 
+class ProviderServer(ThreadingHTTPServer):
+    # socketserver listens with a backlog of 5: hundreds of streams' calls connecting at once
+    # overflowed it, and a call whose connection the kernel reset failed its node (ReadError;
+    # the bench's nodes have one attempt), so that the phase waited for it forever.
+    request_queue_size = 1024
+
+
 def serve_provider(rate: float, tokens: int) -> str:
     TimedProvider.rate, TimedProvider.tokens = rate, tokens
-    server = ThreadingHTTPServer(("127.0.0.1", 0), TimedProvider)
+    server = ProviderServer(("127.0.0.1", 0), TimedProvider)
     server.daemon_threads = True
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return f"http://127.0.0.1:{server.server_address[1]}/v1"

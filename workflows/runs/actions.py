@@ -563,6 +563,8 @@ COMPENSATION_STATUSES = (RunStatus.COMPENSATING, RunStatus.COMPENSATED, RunStatu
 
 
 def locked_run(run_id: int) -> Run:
+    """Lock a run for an operator's change, its parent run first (parents.lock_parents)."""
+    childlinks.lock_parents([run_id])
     try:
         return Run.objects.select_for_update().get(pk=run_id)
     except Run.DoesNotExist:

@@ -247,6 +247,7 @@ def apply_finishes(finishes: list[FinishRun]) -> list[int]:
         if not finishes:
             return ended
     with transaction.atomic():
+        childlinks.lock_parents([f.run_id for f in finishes])
         together = transitions.finish_runs(finishes)
         undoing = set(sagas.begin_compensations([e.run_id for e in together if e.status == RunStatus.FAILED]))
         finished = [e for e in together if e.run_id not in undoing]
@@ -347,6 +348,7 @@ def end_compensations(ends: list[tuple[int, str]]) -> None:
     if not ends:
         return
     with transaction.atomic():
+        childlinks.lock_parents([run_id for run_id, _ in ends])
         ended = transitions.end_compensations(ends)
         sagas.resolve_compensated_letters([e.run_id for e in ended if e.status == RunStatus.COMPENSATED])
         childlinks.settle_parents([e.run_id for e in ended])

@@ -34,7 +34,7 @@ from workflows.core.states import (
     can_move_run,
     node_sources,
 )
-from workflows.store.statements import RUNS, column, table
+from workflows.store.statements import NODES, RUNS, column, table
 
 # --------------------------------------------------------------------------- declared moves
 
@@ -132,6 +132,19 @@ RESULT_COLUMNS = (
 # reconciler's stalled-run scan skips runs with any, by a partial index, so that its work per
 # second does not grow with the number of runs waiting on people, events or timers.
 # Joined as a CTE after `moved` (the rows moved, with their run_id), `sign` '+' or '-'.
+#
+# Such a statement locks the runs first (LOCK_RUNS, its first CTE), as every transaction
+# that changes a run and its nodes does: an operator's cancel locks the run, then its nodes.
+# Counting after `moved` alone would take the node, then the run, and the two deadlock
+# (PostgreSQL aborts one with 40P01: CI saw a cancel of a child run aborted so). `moved`
+# reads `locked_runs` (`AND n.run_id IN (SELECT id FROM locked_runs)`), so it is evaluated
+# first; `ids` is a bigint[] expression of the node rows the statement moves.
+LOCK_RUNS = f"""
+locked_runs AS (
+    SELECT r.id FROM {RUNS} r WHERE r.id IN (SELECT n.run_id FROM {NODES} n WHERE n.id = ANY({{ids}}))
+    ORDER BY r.id FOR NO KEY UPDATE OF r
+)"""
+RUNS_LOCKED = "n.run_id IN (SELECT id FROM locked_runs)"
 COUNT_WAITS = f"""
 counted AS (
     UPDATE {RUNS} r SET waiting_nodes = r.waiting_nodes {{sign}} c.n

@@ -54,6 +54,19 @@ def family(run_id: int) -> Family:
     return Family(parent, children)
 
 
+def lock_parents(run_ids: Collection[int]) -> None:
+    """Lock the parent runs of these runs, still linked to them, before the runs themselves.
+
+    The lock order, in every transaction that changes runs and nodes: a parent run, then its
+    child runs, then nodes (lifecycle.LOCK_RUNS). A cancel takes a run and then its children;
+    a child's end (the scheduler's, or an operator's cancel of the child alone) moves its
+    parent's node in its own transaction, so it takes the parent first, here, or the two
+    deadlock. Call inside the transaction, before the runs are locked or changed.
+    """
+    parents = ChildRun.objects.filter(child_id__in=run_ids, settled_at__isnull=True).values("parent_run_id")
+    list(Run.objects.select_for_update(no_key=True).filter(pk__in=parents).order_by("pk").values_list("pk"))
+
+
 def settle_parents(child_ids: Collection[int]) -> list[int]:
     """Move the parent nodes of these finished child runs on; return the parent runs moved.
 

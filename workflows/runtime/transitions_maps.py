@@ -20,7 +20,9 @@ from django.utils import timezone
 from workflows.core.states import Cause, NodeStatus as N, RunStatus as R
 from workflows.runtime.lifecycle import (
     COUNT_WAITS,
+    LOCK_RUNS,
     RELAXED_COMMIT,
+    RUNS_LOCKED,
     Attempts,
     Kill,
     Lost,
@@ -205,10 +207,11 @@ def fail_lost_items(lost: Sequence[Lost]) -> list[tuple[int, int]]:
 
 
 GATHER_SQL = f"""
-WITH moved AS (
+WITH {LOCK_RUNS.format(ids="ARRAY[%(id)s::bigint]")},
+moved AS (
 UPDATE {NODES} n
 SET status = %(status)s, output = %(output)s::jsonb, error = %(error)s, finished_at = now(), due_at = NULL
-WHERE n.id = %(id)s AND n.attempt = %(attempt)s AND n.status = '{N.WAITING}'
+WHERE n.id = %(id)s AND n.attempt = %(attempt)s AND n.status = '{N.WAITING}' AND {RUNS_LOCKED}
 RETURNING n.id, n.run_id, n.node_id, n.attempt, n.status, n.started_at, n.finished_at
 ), {COUNT_WAITS.format(sign="-")},
 history AS (

@@ -14,7 +14,16 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from workflows.core.states import Cause, NodeStatus as N
-from workflows.runtime.lifecycle import COUNT_WAITS, InputRow, check_move, execute, performs, rows_of
+from workflows.runtime.lifecycle import (
+    COUNT_WAITS,
+    LOCK_RUNS,
+    RUNS_LOCKED,
+    InputRow,
+    check_move,
+    execute,
+    performs,
+    rows_of,
+)
 from workflows.store.statements import NODES, RUNS
 
 # --------------------------------------------------------------------------- waiting nodes
@@ -36,24 +45,26 @@ class Awake(NamedTuple):
 
 
 ENTER_WAIT_SQL = f"""
-WITH moved AS (
+WITH {LOCK_RUNS.format(ids="%(ids)s::bigint[]")},
+moved AS (
 UPDATE {NODES} n
 SET status = '{N.WAITING}', attempt = n.attempt + 1, tries = n.tries + 1, queued_at = now(), started_at = now(),
     finished_at = NULL, due_at = v.due_at, job_id = '', worker = '', error = '', traceback = ''
 FROM unnest(%(ids)s::bigint[], %(due)s::timestamptz[]) AS v(id, due_at)
-WHERE n.id = v.id AND n.status = %(status)s
+WHERE n.id = v.id AND n.status = %(status)s AND {RUNS_LOCKED}
 RETURNING n.id, n.run_id, n.node_id, n.attempt, n.started_at
 ), {COUNT_WAITS.format(sign="+")}
 SELECT id, run_id, node_id, attempt, started_at FROM moved
 """
 
 LEAVE_WAIT_SQL = f"""
-WITH moved AS (
+WITH {LOCK_RUNS.format(ids="ARRAY(SELECT x.id FROM json_to_recordset(%(rows)s::json) AS x(id bigint))")},
+moved AS (
 UPDATE {NODES} n
 SET status = v.status, output = v.output::jsonb, error = v.error, finished_at = now(), due_at = NULL,
     retryable = coalesce(v.retryable, true)
 FROM json_to_recordset(%(rows)s::json) AS v(id bigint, attempt int, status text, output text, error text, retryable bool)
-WHERE n.id = v.id AND n.attempt = v.attempt AND n.status = '{N.WAITING}' {{guard}}
+WHERE n.id = v.id AND n.attempt = v.attempt AND n.status = '{N.WAITING}' AND {RUNS_LOCKED} {{guard}}
 RETURNING n.id, n.run_id, n.node_id, n.attempt, n.status, n.started_at, n.finished_at
 ), {COUNT_WAITS.format(sign="-")}
 SELECT id, run_id, node_id, attempt, status, started_at, finished_at FROM moved
@@ -137,19 +148,21 @@ def settle_children(rows: Sequence[Awake]) -> list[Left]:
 # child's end (same transaction as childlinks) queues the same attempt again with a new job,
 # to go on from its recorded steps. A retry budget is spent only by failures, never by calls.
 PARK_SQL = f"""
-WITH moved AS (
+WITH {LOCK_RUNS.format(ids="ARRAY[%(id)s::bigint]")},
+moved AS (
 UPDATE {NODES} n SET status = '{N.WAITING}', due_at = NULL, job_id = ''
-WHERE n.id = %(id)s AND n.attempt = %(attempt)s AND n.status = '{N.RUNNING}'
+WHERE n.id = %(id)s AND n.attempt = %(attempt)s AND n.status = '{N.RUNNING}' AND {RUNS_LOCKED}
 RETURNING n.id, n.run_id
 ), {COUNT_WAITS.format(sign="+")}
 SELECT id FROM moved
 """
 
 RESUME_SQL = f"""
-WITH moved AS (
+WITH {LOCK_RUNS.format(ids="%(ids)s::bigint[]")},
+moved AS (
 UPDATE {NODES} n SET status = '{N.QUEUED}', queued_at = now(), job_id = v.job_id, worker = ''
 FROM unnest(%(ids)s::bigint[], %(attempts)s::int[], %(job_ids)s::text[]) AS v(id, attempt, job_id)
-WHERE n.id = v.id AND n.attempt = v.attempt AND n.status = '{N.WAITING}'
+WHERE n.id = v.id AND n.attempt = v.attempt AND n.status = '{N.WAITING}' AND {RUNS_LOCKED}
 RETURNING n.id, n.run_id, n.attempt, n.node_id
 ), {COUNT_WAITS.format(sign="-")}
 SELECT 'claim', m.id, m.attempt, r.version_id, m.node_id, m.run_id, NULL::jsonb, r.priority

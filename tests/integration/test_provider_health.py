@@ -108,6 +108,26 @@ def test_an_outage_opens_the_breaker_holds_every_node_without_spending_attempts_
     assert breaker.read("primary", "fake-model").state == breaker.CLOSED
 
 
+def test_agent_turns_that_fail_once_the_breaker_opened_are_held_not_spent(
+    health_runtime: Runtime, primary_llm: FakeLLMServer
+) -> None:
+    """As llm.chat's calls: a turn whose call failed after its provider's breaker opened (the
+    burst in flight) holds its attempt rather than spend it (agents/loop.recheck_turn)."""
+    provider("primary", primary_llm)
+    config = {"provider": "primary", "prompt": "Answer {input.n}.", "tools": [], "max_tokens": 20}
+    node = {"id": "ask", "handler": "llm.agent", "config": config, "retry": chat_flow()["nodes"][0]["retry"]}
+    workflow = publish("agent-outage", {"nodes": [node], "edges": []})
+    primary_llm.outage(3.0, 503, from_first_request=True)
+    started = start(workflow, 60)
+
+    wait_for(lambda: held_by_provider() > 0, 30, "agents to be held behind the open breaker")
+    for run in started:
+        assert wait_finished(run, 90).status == "succeeded"
+    assert attempts_spent(workflow) <= FAILURES - 1
+    assert DeadLetter.objects.count() == 0
+    assert held_by_provider() == 0
+
+
 def running_call(workflow: Workflow) -> Call:
     """A call of a new run's node, its attempt running as a worker's claim leaves it."""
     run = start(workflow, 1)[0]

@@ -4,7 +4,7 @@
 a delay node's result, the store raised, the worker dropped the result, and the attempt stayed
 `running` on a live, heart-beating worker until the reconciler's overdue check (the node's
 timeout and 30 s more). The worker now stores it again once PostgreSQL answers
-(execution.store_when_up).
+(execution.when_up); a map's items too.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from django.db import connection
 from tests.integration.conftest import node, publish, wait_finished
 from tests.integration.runtime import Runtime, wait_for
 from workflows.runs import actions as runs
-from workflows.store.models import NodeRun, RunEvent
+from workflows.store.models import MapItem, NodeRun, RunEvent
 
 CUT_EVERY_OTHER_CONNECTION = (
     "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
@@ -44,3 +44,17 @@ def test_a_result_whose_store_lost_its_connection_is_stored_once_postgresql_answ
     slow_row = NodeRun.objects.get(run=run, node_id="slow")
     assert (slow_row.attempt, slow_row.tries) == (1, 1)  # stored by the attempt that ran, not retried
     assert not RunEvent.objects.filter(run=run, kind="node.lost").exists()
+
+
+def test_map_items_whose_store_lost_its_connection_are_stored_once_postgresql_answers(
+    runtime: Runtime, transactional_db: Any
+) -> None:
+    each = node("each", "core.delay", config={"seconds": 2}, map="input.items", timeout_seconds=120)
+    run, _ = runs.start_run(publish("cut-items", {"nodes": [each]}), {"items": [1, 2]})
+    wait_for(lambda: MapItem.objects.filter(run=run, status="running").count() == 2, 30, "both items running")
+    with connection.cursor() as cur:
+        cur.execute(CUT_EVERY_OTHER_CONNECTION)
+    began = time.monotonic()
+    assert wait_finished(run, 40).status == "succeeded"
+    assert time.monotonic() - began < 40
+    assert set(MapItem.objects.filter(run=run).values_list("status", "attempt")) == {("succeeded", 1)}

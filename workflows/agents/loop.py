@@ -48,6 +48,7 @@ from workflows.llm.handler import (
     admit_call,
     call_recorded,
     chat_messages,
+    recheck_call,
     resolve_for,
     trace_headers,
 )
@@ -225,6 +226,7 @@ def take_turn(loop: Loop) -> core.Step:
             turn,
             record_failure(loop, turn.seq, core.TURN, turn.key, turn.started, exc, request=turn.request),
         )
+        recheck_turn(loop, turn, exc)
         raise
     if not live.recorded:  # replayed, or answered from the cache: its call's row is written
         record_turn(loop, turn, completion)
@@ -267,6 +269,15 @@ def begin_turn(loop: Loop, admitted: admission.Admitted = admission.NOTHING) -> 
     return turn
 
 
+def recheck_turn(loop: Loop, turn: Turn, exc: BaseException) -> None:
+    """After a turn's call failed by its provider's fault, as llm.chat's last call: hold the
+    attempt (kinds.Parked) rather than spend it when the provider may not be called now (its
+    breaker opened, or the failure was stale: providers_health/gate.py). The failed turn
+    stays recorded; the released attempt asks its turn again."""
+    if isinstance(exc, client.CallFailed) and exc.retryable and exc.fault is not None:
+        recheck_call(loop.ctx, loop.endpoint, turn.messages, call_options(loop.ctx.config), [loop.endpoint])
+
+
 def failed_turn(loop: Loop, turn: Turn, error: str) -> None:
     if loop.writer:
         loop.writer.end_turn(streams.FAILED, error=error)
@@ -288,11 +299,11 @@ def record_turn(
         "content": completion.text,
         "tool_calls": [{"id": c.id, "name": c.name, "arguments": c.arguments} for c in calls],
     }
-    live: dict[str, Any] = {}
+    recorded, call = None, None
     if request is not None:
         answer = replays.completion_json(completion)
-        live["recorded"] = agents.Recorded(loop.ctx, request, answer, turn.label)
-        live["call"] = usage.call_row(loop.ctx.node_run_id, loop.endpoint, completion, step=turn.label)
+        recorded = agents.Recorded(loop.ctx, request, answer, turn.label)
+        call = usage.call_row(loop.ctx.node_run_id, loop.endpoint, completion, step=turn.label)
     agents.record_step(
         loop.at,
         turn.seq,
@@ -307,7 +318,8 @@ def record_turn(
         finish_reason=completion.finish_reason or "",
         input_tokens=completion.input_tokens,
         output_tokens=completion.output_tokens,
-        **live,
+        recorded=recorded,
+        call=call,
     )
 
 
@@ -408,6 +420,7 @@ async def take_turn_on_loop(loop: Loop) -> core.Step:
             record_failure, loop, turn.seq, core.TURN, turn.key, turn.started, exc, request=turn.request
         )
         failed_turn(loop, turn, error)
+        await run_sync(recheck_turn, loop, turn, exc)
         raise
     if not live.recorded:  # replayed, or answered from the cache: its call's row is written
         await run_sync(record_turn, loop, turn, completion)

@@ -247,7 +247,7 @@ def apply_finishes(finishes: list[FinishRun]) -> list[int]:
         if not finishes:
             return ended
     with transaction.atomic():
-        childlinks.lock_parents([f.run_id for f in finishes])
+        childlinks.lock_parents([run_id for run_id, *_ in finishes])
         together = transitions.finish_runs(finishes)
         undoing = set(sagas.begin_compensations([e.run_id for e in together if e.status == RunStatus.FAILED]))
         finished = [e for e in together if e.run_id not in undoing]

@@ -18,9 +18,10 @@ import logging
 import time
 import traceback
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from django.conf import settings
 from django.db import connection
@@ -42,6 +43,7 @@ from workflows.store.graphs import load_graph
 from workflows.store.payloads import check_json_size, from_json
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -66,7 +68,7 @@ class Outcome:
 
 
 FLUSH_AFTER_SECONDS = 0.02
-STORE_PATIENCE_SECONDS = 60.0  # store_when_up: how long a worker holds results for a restarting PostgreSQL
+STORE_PATIENCE_SECONDS = 60.0  # when_up: how long a worker holds results for a restarting PostgreSQL
 
 
 @dataclass(frozen=True)
@@ -144,25 +146,28 @@ def run_batch(
                 tally.add(result.outcome.status == NodeStatus.SUCCEEDED)
                 oldest = oldest or time.monotonic()
         if results and (not todo or time.monotonic() - oldest >= FLUSH_AFTER_SECONDS):
-            todo.extend(store_when_up(results, worker, upstream))
+            todo.extend(
+                when_up(f"worker {worker}: storing {len(results)} results", store, results, worker, upstream)
+            )
             results, oldest = [], 0.0
     return ran
 
 
-def store_when_up(results: list[Result], worker: str, upstream: dict[int, dict[str, Any]]) -> list[Claim]:
-    """`store`, again once PostgreSQL answers, when a restart cut the connection under it.
+def when_up(what: str, store_them: Callable[..., T], *args: Any) -> T:
+    """`store_them(*args)`, again once PostgreSQL answers, when a restart cut the connection under it.
 
-    The results are in hand and their attempts are running on this live worker: dropped, they
+    For a worker's results in hand, of attempts running on this live worker: dropped, they
     would wait for the reconciler's overdue check (the node's timeout and more), since no
     heartbeat stops. Stored again instead (every write is conditional on the attempt, so a
     store that committed before the cut changes nothing the second time; what it queued for
-    this worker to run then waits for the reconciler's requeue). A statement's own error, or
-    PostgreSQL away for longer than STORE_PATIENCE_SECONDS, is raised as before.
+    this worker to run, or the maps it would have stepped, then wait for the reconciler). A
+    statement's own error, or PostgreSQL away for longer than STORE_PATIENCE_SECONDS, is
+    raised as before.
     """
-    outage, deadline = Outage(f"worker {worker}: storing {len(results)} results", log), None
+    outage, deadline = Outage(what, log), None
     while True:
         try:
-            done = store(results, worker, upstream)
+            done = store_them(*args)
         except STORES_AWAY as exc:
             deadline = deadline or time.monotonic() + STORE_PATIENCE_SECONDS
             if not connection_lost(exc) or time.monotonic() >= deadline:

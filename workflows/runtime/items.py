@@ -70,7 +70,8 @@ def run_items(items: list[mapping.JobItem], worker: str, slots: Slots | None = N
         else:
             results.append(run_item(row, node, ctx))
     if results:
-        advance_maps(transitions.finish_items(results))
+        what = f"worker {worker}: storing {len(results)} map items"
+        advance_maps(execution.when_up(what, transitions.finish_items, results))
     return len(started)
 
 

@@ -13,10 +13,13 @@ each on one port, SO_REUSEPORT): every answer is held `--turn-seconds`, then str
 `demo.calculator` tool, turn T answers `done <who>`, so each run takes exactly T model turns
 and T-1 tool calls. The runs are started in bulk (`runs.start_runs`, 1,000 a statement).
 
-Prints the wall time from the first start to the last finish, the ideal (runs x turns x
+Prints the wall time from the first start to the last run's end (its `finished_at`: the poll's
+period does not pad it), the ideal (runs x turns x
 turn seconds / all slots), their ratio, the runs correct (checked in PostgreSQL: succeeded,
 the expected answer, exactly T recorded turns and T-1 tool steps), the workers' peak RSS,
-CPU seconds per process group, LLM calls/s and the load average before and after. Figures
+CPU seconds per process group, LLM calls/s, where a run's time went (p50 and p95 of the wait
+for a first turn, a turn, a tool step, the gaps between steps, the last step to the run's
+end) and the load average before and after. Figures
 only: nothing is asserted.
 
 `--count-statements` also counts the SQL statements and Redis commands per run: PostgreSQL
@@ -286,6 +289,54 @@ def correct_runs(ids: list[int], turns: int) -> dict[str, int]:
     return {"succeeded": succeeded, "correct": correct}
 
 
+def last_finish(ids: list[int]) -> float:
+    """The epoch seconds of the last run's end, by PostgreSQL's clock (this machine's): the
+    wall time then does not depend on how often the bench polls."""
+    from django.db.models import Max
+
+    from workflows.store.models import Run
+
+    last = Run.objects.filter(pk__in=ids).aggregate(at=Max("finished_at"))["at"]
+    return last.timestamp() if last else time.time()
+
+
+def where_time_went(ids: list[int]) -> dict[str, list[float]]:
+    """p50 and p95 (seconds) of each part of a run's life: waiting for its first turn (a free
+    slot), a turn (asked to recorded), its LLM call alone (the provider holds each answer
+    --turn-seconds), a tool step,
+    the gap between one step's end and the next one's start, and from the last step's end
+    to the run's end."""
+    from django.db import connection
+
+    from workflows.store.models import LLMCall
+    from workflows.store.statements import AGENT_STEPS, NODES, RUNS, table
+
+    LLM_CALLS = table(LLMCall)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"""
+            WITH s AS (
+                SELECT s.kind, s.seq, s.started_at, s.finished_at, r.created_at, r.finished_at AS run_end,
+                       lag(s.finished_at) OVER (PARTITION BY s.node_run_id ORDER BY s.seq) AS before,
+                       lead(s.seq) OVER (PARTITION BY s.node_run_id ORDER BY s.seq) AS after
+                FROM {AGENT_STEPS} s JOIN {NODES} n ON n.id = s.node_run_id JOIN {RUNS} r ON r.id = n.run_id
+                WHERE r.id = ANY(%(ids)s)
+            ), parts AS (
+                SELECT 'to first turn' AS part, extract(epoch FROM started_at - created_at) AS s FROM s WHERE before IS NULL
+                UNION ALL SELECT 'turn', extract(epoch FROM finished_at - started_at) FROM s WHERE kind = 'turn'
+                UNION ALL SELECT 'tool', extract(epoch FROM finished_at - started_at) FROM s WHERE kind = 'tool'
+                UNION ALL SELECT 'between steps', extract(epoch FROM started_at - before) FROM s WHERE before IS NOT NULL
+                UNION ALL SELECT 'last step to run end', extract(epoch FROM run_end - finished_at) FROM s WHERE after IS NULL
+                UNION ALL SELECT 'llm call', c.latency_ms / 1000.0 FROM {LLM_CALLS} c WHERE c.run_id = ANY(%(ids)s)
+            )
+            SELECT part, percentile_cont(0.5) WITHIN GROUP (ORDER BY s), percentile_cont(0.95) WITHIN GROUP (ORDER BY s)
+            FROM parts GROUP BY part
+            """,
+            {"ids": ids},
+        )
+        return {part: [round(p50, 3), round(p95, 3)] for part, p50, p95 in cursor.fetchall()}
+
+
 def unfinished(ids: list[int]) -> int:
     from workflows.store.models import Run
 
@@ -307,7 +358,7 @@ def run_fleet(bench: FleetBench, args: argparse.Namespace) -> dict[str, Any]:
         bus.client().config_resetstat()
     load_before = os.getloadavg()
     cpu_before = bench.cpu_seconds()
-    began = time.perf_counter()
+    began, began_at = time.perf_counter(), time.time()
     ids = start_all(bench, workflow, args.runs)
     submitted = time.perf_counter() - began
     ideal = args.runs * args.turns * args.turn_seconds / (2 * args.slots)
@@ -315,7 +366,7 @@ def run_fleet(bench: FleetBench, args: argparse.Namespace) -> dict[str, Any]:
     while (left := unfinished(ids)) > 0 and time.monotonic() < deadline:
         peak_rss = max(peak_rss, bench.worker_rss())
         time.sleep(max(1.0, args.runs / 2000))  # the poll reads every id: 10,000 a second cost 50 CPU s
-    wall = time.perf_counter() - began
+    wall = (last_finish(ids) - began_at) if not left else time.perf_counter() - began
     load_after = os.getloadavg()
     cpu = {g: round(s - cpu_before.get(g, 0.0), 1) for g, s in bench.cpu_seconds().items()}
     calls = LLMCall.objects.filter(run_id__in=ids).count()
@@ -334,6 +385,7 @@ def run_fleet(bench: FleetBench, args: argparse.Namespace) -> dict[str, Any]:
         "ideal_s": round(ideal, 1),
         "ratio": round(wall / ideal, 2),
         "submit_s": round(submitted, 1),
+        "p50_p95_s": where_time_went(ids),
         "llm_calls": calls,
         "llm_calls_per_s": round(calls / wall),
         "worker_rss_mb_peak_total": round(peak_rss / 2**20),
@@ -350,7 +402,9 @@ def main() -> None:
     parser.add_argument("--slots", type=int, default=500, help="slots per worker (2 workers)")
     parser.add_argument("--turn-seconds", type=float, default=2.0)
     parser.add_argument("--turns", type=int, default=3)
-    parser.add_argument("--slot-connections", type=int, default=4, help="per worker (runtime/slots.py)")
+    parser.add_argument(
+        "--slot-connections", type=int, default=8, help="per worker (runtime/slots.py; 8 as in make run)"
+    )
     parser.add_argument("--provider-procs", type=int, default=1)
     parser.add_argument("--give-up-after", type=float, default=3600, help="seconds; then print what finished")
     parser.add_argument(

@@ -17,7 +17,7 @@ event loop running in a thread of the worker, up to SWITCHYARD_WORKER_SLOTS at o
 
 Django's ORM never runs on the loop's thread: every statement of the slots (a provider's
 row, an LLM call's record, an agent's step, the flushes) runs on the slots' sync threads
-(`offload`), SWITCHYARD_WORKER_SLOT_CONNECTIONS of them (4), a PostgreSQL connection each
+(`offload`), SWITCHYARD_WORKER_SLOT_CONNECTIONS of them (8), a PostgreSQL connection each
 whatever the slot count. One thread was the limit of a fleet of agents (bench/
 agent_fleet_bench.py: 1,000 agents of 3 turns on 2 x 500 slots took 82 s for an ideal of 6;
 the thread spent its time waiting on PostgreSQL's answers one statement after another, about

@@ -73,6 +73,7 @@ class NodeContext:
     config: dict[str, Any]
     deadline: float
     node_run_id: int = 0  # the NodeRun row; 0 in a context made outside the worker
+    workflow_id: int = 0  # the run's workflow, as the worker knows it; 0: read it when needed
     item: Any = None  # a map node's item (core/maps.py); None for other nodes
     index: int | None = None  # the item's place in the map's list
 

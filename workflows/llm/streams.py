@@ -221,7 +221,11 @@ def writer_for(ctx: NodeContext) -> TextWriter | None:
     if not ctx.node_run_id:
         return None
     so_far, _ = read_so_far(ctx.node_run_id, ctx.attempt)
-    return TextWriter(attempt_of(ctx.node_run_id, ctx.attempt), written=len(so_far.text))
+    if ctx.workflow_id:  # the worker's context knows it: no statement
+        attempt = Attempt(ctx.node_run_id, ctx.attempt, ctx.run_id, ctx.workflow_id, ctx.node_id)
+    else:
+        attempt = attempt_of(ctx.node_run_id, ctx.attempt)
+    return TextWriter(attempt, written=len(so_far.text))
 
 
 def streamed(writer: TextWriter | None, produce: Callable[[], dict[str, Any]]) -> dict[str, Any]:

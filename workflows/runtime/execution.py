@@ -39,7 +39,7 @@ from workflows.runtime.logcontext import log_context
 from workflows.runtime.outages import Outage
 from workflows.store import redaction
 from workflows.store.errors import STORES_AWAY, Invalid, connection_lost
-from workflows.store.graphs import load_graph
+from workflows.store.graphs import load_graph, workflow_of
 from workflows.store.payloads import check_json_size, from_json
 
 log = logging.getLogger(__name__)
@@ -357,6 +357,7 @@ def context_for(c: Claim, node: Node, outputs: dict[str, Any]) -> handlers.NodeC
         config=node.config,
         deadline=time.monotonic() + node.timeout_seconds,
         node_run_id=c.noderun_id,
+        workflow_id=workflow_of(c.version_id),
     )
 
 

@@ -18,6 +18,12 @@ def load_graph(version_id: int) -> Graph:
     return parse_definition(definition, None, Limits(max_nodes=settings.SWITCHYARD["MAX_NODES"]))
 
 
+@lru_cache(maxsize=1024)
+def workflow_of(version_id: int) -> int:
+    """Return the workflow a version belongs to (cached: a version never moves)."""
+    return int(WorkflowVersion.objects.values_list("workflow_id", flat=True).get(pk=version_id))
+
+
 def active_versions() -> dict[int, int]:
     """Return workflow id -> active version id for every workflow that has one."""
     return dict(Workflow.objects.filter(active_version__isnull=False).values_list("id", "active_version_id"))

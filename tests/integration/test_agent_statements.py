@@ -40,13 +40,14 @@ pytestmark = pytest.mark.django_db(transaction=True)
 TURNS = 3  # turns 1 and 2 call the tool, turn 3 answers: 3 turns and 2 tool calls
 # The loop's start: its steps (1; the attempt's run, workflow and node are the worker's
 # context's, whose workflow_id comes from the cached version: 2 before), the run's trace
-# parent or child link (1), whether the run replays a fork's or a suite case's calls (1). Each turn: its step with its
+# parent or child link with whether the run replays a fork's or a suite case's calls (1,
+# store/runlinks.py: 2 before). Each turn: its step with its
 # LLM call and its recorded call (1, agents/steps.py: RECORD_TURN_SQL). Each tool call: its
 # step with its recorded call (1). Providers, prices and budgets: none (remembered). 17
 # before the step and its call's rows were one statement (3 a turn, 2 a tool call); before
 # that, 30: the start also read the provider, and the trace links and the replay mode in two
 # statements each; each turn also read the budgets, its attempt's row and its price.
-STATEMENTS = 1 + 1 + 1 + TURNS + (TURNS - 1)
+STATEMENTS = 1 + 1 + TURNS + (TURNS - 1)
 
 
 def completion(turn: int) -> dict[str, Any]:
@@ -111,9 +112,7 @@ def claimed(workflow: Any, tmp_path: Path, who: str) -> tuple[Node, handlers.Nod
     return Node("agent", "llm.agent", config), ctx
 
 
-def test_an_agent_run_of_three_turns_writes_its_records_and_reads_three_times(
-    fleet: Any, tmp_path: Path
-) -> None:
+def test_an_agent_run_of_three_turns_writes_its_records_and_reads_twice(fleet: Any, tmp_path: Path) -> None:
     assert loop.run_agent(*claimed(fleet, tmp_path, "ana"))["turns"] == TURNS  # remembers what it read
     node, ctx = claimed(fleet, tmp_path, "bo")
     with CaptureQueriesContext(connection) as queries:

@@ -38,46 +38,21 @@ class ReplayMiss(HandlerError):
 NEAREST_SCANNED = 50  # recorded calls of the node compared with a missed request, newest first
 
 
-Replay = tuple[str, int | None]  # (mode, origin run id)
-_replays: dict[int, Replay | None] = {}  # run id -> what replay_of read (never changes)
-REMEMBERED_AT_MOST = 4096
-
-
-def replay_of(run_id: int) -> Replay | None:
+def replay_of(run_id: int) -> tuple[str, int | None] | None:
     """(mode, origin run id) of a fork, or of a suite's case run (store/suites.py), that replays
-    its origin's calls; None for a live run. Read once per process and run."""
-    if run_id not in _replays:
-        if len(_replays) >= REMEMBERED_AT_MOST:
-            _replays.clear()
-        _replays[run_id] = read_replay(run_id)
-    return _replays[run_id]
+    its origin's calls; None for a live run. Read once per process and run (store/runlinks.py),
+    with the run's trace links when its traceparent was asked for first."""
+    from workflows.store import runlinks
+
+    return runlinks.replay_of(run_id)
 
 
 def is_known_live(run_id: int) -> bool:
     """Whether this process read already that the run makes its calls live: a slot's call then
     needs no hand-over to the sync thread to learn it (arecorded_answer's callers)."""
-    return run_id in _replays and _replays[run_id] is None
+    from workflows.store import runlinks
 
-
-def read_replay(run_id: int) -> Replay | None:
-    """One statement for a fork's row and a case run's (a run is one or the other; a fork's first)."""
-    from django.db import connection
-
-    from workflows.store.forks import RunFork
-    from workflows.store.statements import table
-    from workflows.store.suites import SuiteCaseRun
-
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT calls, origin_id FROM (SELECT 0 AS o, calls, origin_id FROM {table(RunFork)} WHERE run_id = %(run)s"
-            f" UNION ALL SELECT 1, calls, origin_id FROM {table(SuiteCaseRun)} WHERE run_id = %(run)s) AS r"
-            " ORDER BY o LIMIT 1",
-            {"run": run_id},
-        )
-        row = cursor.fetchone()
-    if row is None or row[0] == callhash.LIVE:
-        return None
-    return str(row[0]), row[1]
+    return runlinks.is_known_live(run_id)
 
 
 def recorded_answer(ctx: NodeContext, request: dict[str, Any], step: str) -> RecordedCall | None:

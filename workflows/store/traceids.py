@@ -10,10 +10,7 @@ from __future__ import annotations
 
 import hashlib
 
-from django.db import connection
-
-from workflows.store.models import ChildRun, RunTraceParent
-from workflows.store.statements import table
+from workflows.store import runlinks
 
 
 def id_from(text: str, bits: int) -> int:
@@ -33,13 +30,14 @@ def trace_parents(run_ids: set[int]) -> dict[int, tuple[int, int]]:
     A run started with a traceparent joins the caller's trace under the caller's span. A
     child run (a workflow.run node's, or an agent's workflow tool call's) joins its parent
     run's trace, under the attempt or the tool call that started it: one query per level
-    of nesting, and only for runs that are children.
+    of nesting, and only for runs that are children (store/runlinks.py, which remembers
+    what the runs replay on the way).
     """
     parents: dict[int, tuple[int, int]] = {}
     links: dict[int, tuple[int, int]] = {}  # child run -> (parent run, span it starts under)
     todo = set(run_ids)
     while todo:
-        traced, children = parents_and_links(todo)
+        traced, children = runlinks.read(todo)
         parents.update({run_id: (int(t, 16), int(s, 16)) for run_id, t, s in traced})
         for child, parent, node_id, attempt, step in children:
             if child not in parents:  # a run's own traceparent wins over its parent run's trace
@@ -56,29 +54,6 @@ def trace_parents(run_ids: set[int]) -> dict[int, tuple[int, int]]:
 
     parents.update({child: (root_trace(parent), span) for child, (parent, span) in links.items()})
     return parents
-
-
-# Both kinds of link of a level of runs in one statement: every attempt of an LLM or HTTP
-# call asks it for its traceparent.
-LINKS_SQL = f"""
-SELECT 't', run_id, trace_id, parent_span_id, NULL, NULL FROM {table(RunTraceParent)} WHERE run_id = ANY(%(ids)s)
-UNION ALL
-SELECT 'c', child_id, parent_run_id::text, node_id, attempt, agent_step_id FROM {table(ChildRun)}
-WHERE child_id = ANY(%(ids)s)
-"""
-
-
-def parents_and_links(
-    run_ids: set[int],
-) -> tuple[list[tuple[int, str, str]], list[tuple[int, int, str, int, int | None]]]:
-    """The runs' trace parents (run, trace id, parent span id) and their child-run links
-    (child, parent run, node, attempt, agent step)."""
-    with connection.cursor() as cursor:
-        cursor.execute(LINKS_SQL, {"ids": sorted(run_ids)})
-        rows = cursor.fetchall()
-    traced = [(r[1], r[2], r[3]) for r in rows if r[0] == "t"]
-    children = [(r[1], int(r[2]), r[3], r[4], r[5]) for r in rows if r[0] == "c"]
-    return traced, children
 
 
 def run_span_id(run_id: int) -> int:

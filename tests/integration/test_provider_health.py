@@ -25,10 +25,10 @@ from workflows.store.models import BreakerDecision, DeadLetter, LLMProvider, Nod
 FAILURES = 3  # the primary's breaker opens after this many faults in a row
 
 
-def chat_flow(**config: Any) -> dict[str, Any]:
+def chat_flow(handler: str = "llm.chat", **config: Any) -> dict[str, Any]:
     node = {
         "id": "ask",
-        "handler": "llm.chat",
+        "handler": handler,
         "config": {"provider": "primary", "prompt": "Answer {input.n}.", "max_tokens": 20, **config},
         "retry": {"max_attempts": 3, "backoff_seconds": 0.2, "jitter": 0},
     }
@@ -84,16 +84,7 @@ def test_an_outage_opens_the_breaker_holds_every_node_without_spending_attempts_
     primary_llm.outage(
         3.0, 503, then_429_seconds=2.0, retry_after=2, then_429_requests=1, from_first_request=True
     )
-    started = start(workflow, 100)
-
-    wait_for(lambda: held_by_provider() > 0, 30, "nodes to be held behind the open breaker")
-    for run in started:
-        assert wait_finished(run, 90).status == "succeeded"
-
-    # Shared by both workers: only the faults before the breaker opened spent an attempt;
-    # every call that failed after it opened (the burst in flight, the failed probes) was held.
-    assert attempts_spent(workflow) <= FAILURES - 1
-    assert DeadLetter.objects.count() == 0
+    all_finish_having_spent_only_the_faults_before_the_breaker_opened(workflow, start(workflow, 100))
     assert len(set(NodeRun.objects.filter(run__workflow=workflow).values_list("worker", flat=True))) == 2
     decisions = list(BreakerDecision.objects.filter(provider="primary").values_list("decision", flat=True))
     assert decisions[0] == breaker.OPENED and decisions[-1] == breaker.CLOSED_AGAIN
@@ -114,18 +105,22 @@ def test_agent_turns_that_fail_once_the_breaker_opened_are_held_not_spent(
     """As llm.chat's calls: a turn whose call failed after its provider's breaker opened (the
     burst in flight) holds its attempt rather than spend it (agents/loop.recheck_turn)."""
     provider("primary", primary_llm)
-    config = {"provider": "primary", "prompt": "Answer {input.n}.", "tools": [], "max_tokens": 20}
-    node = {"id": "ask", "handler": "llm.agent", "config": config, "retry": chat_flow()["nodes"][0]["retry"]}
-    workflow = publish("agent-outage", {"nodes": [node], "edges": []})
+    workflow = publish("agent-outage", chat_flow("llm.agent", tools=[]))
     primary_llm.outage(3.0, 503, from_first_request=True)
-    started = start(workflow, 60)
+    all_finish_having_spent_only_the_faults_before_the_breaker_opened(workflow, start(workflow, 60))
+    assert held_by_provider() == 0
 
-    wait_for(lambda: held_by_provider() > 0, 30, "agents to be held behind the open breaker")
+
+def all_finish_having_spent_only_the_faults_before_the_breaker_opened(
+    workflow: Workflow, started: list[Run]
+) -> None:
+    """Shared by both workers: only the faults before the breaker opened spend an attempt;
+    every call that failed after it opened (the burst in flight, the failed probes) is held."""
+    wait_for(lambda: held_by_provider() > 0, 30, "nodes to be held behind the open breaker")
     for run in started:
         assert wait_finished(run, 90).status == "succeeded"
     assert attempts_spent(workflow) <= FAILURES - 1
     assert DeadLetter.objects.count() == 0
-    assert held_by_provider() == 0
 
 
 def running_call(workflow: Workflow) -> Call:

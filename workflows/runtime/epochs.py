@@ -16,7 +16,8 @@ entry is younger than `fresh_for` seconds:
   made in this process counts here from the next read;
 - what no signal sees (`QuerySet.update()`, SQL by hand, a change while Redis was
   unreachable: logged) counts within `fresh_for` seconds;
-- while Redis is unreachable nothing is trusted from memory: every read goes to the table.
+- while Redis is unreachable nothing is trusted from memory (past the epoch's last 50 ms):
+  every read goes to the table.
 
 `Remembered` holds the values of one kind, per key, at most `at_most` of them (all dropped
 when full: the bound on memory).

@@ -10,6 +10,7 @@ import pytest
 from django.db import connection
 
 from workflows.runtime import transitions, transitions_maps, transitions_runs, transitions_waits
+from workflows.runtime.lifecycle import RUNS_LOCKED
 
 EMPTY = {
     "ids": [],
@@ -69,3 +70,13 @@ def test_both_lifecycles_are_covered() -> None:
         assert f"transitions.{move}_SQL" in STATEMENTS
         assert f"transitions_maps.{move}_ITEMS_SQL" in STATEMENTS
     assert "transitions.DEAD_SQL" in STATEMENTS and "transitions_maps.KILL_ITEMS_SQL" in STATEMENTS
+
+
+def test_every_statement_counting_waits_locks_its_runs_before_its_nodes() -> None:
+    """The lock order (lifecycle.LOCK_RUNS): a statement that moves nodes and then counts its
+    runs' waiting nodes takes the runs first, and its `moved` reads them so that it runs after."""
+    counting = {name: sql for name, sql in STATEMENTS.items() if "counted AS" in sql}
+    assert len(counting) >= 5
+    for name, sql in counting.items():
+        assert sql.index("locked_runs AS") < sql.index("moved AS"), name
+        assert RUNS_LOCKED in sql[sql.index("moved AS") : sql.index("counted AS")], name

@@ -106,7 +106,8 @@ def daphne(app: str, env: dict[str, str], name: str) -> tuple[subprocess.Popen[b
     port = harness.free_port()
     logfile = open(DATA / f"{name}.log", "ab")  # noqa: SIM115 - the process keeps it
     proc = subprocess.Popen(
-        [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port), app],
+        # The web process as `make run` starts it (its connection pool included).
+        [str(BIN / "python"), "-m", "controlplane.webserver", "-b", "127.0.0.1", "-p", str(port), app],
         cwd=REPO,
         env=env,
         stdout=logfile,
@@ -329,8 +330,9 @@ def bench(db_url: str, redis_url: str) -> None:
         "SWITCHYARD_API_RATE_LIMIT_PER_MINUTE": "1000000000",
         "LOG_LEVEL": "WARNING",
         # Under ASGI each request runs in a thread of its own: a persistent connection per
-        # thread piles up until PostgreSQL refuses clients. Django's advice: no persistent
-        # connections under ASGI (or a pool). DB_CONN_MAX_AGE=600 here ran out at 100.
+        # thread piles up until PostgreSQL refuses clients (DB_CONN_MAX_AGE=600 here ran out
+        # at 100). Django's advice: no persistent connections under ASGI, or a pool, which
+        # the web process has (DB_POOL_SIZE, controlplane/webserver.py).
         "DB_CONN_MAX_AGE": os.environ.get("DB_CONN_MAX_AGE", "0"),
     }
     os.environ.update(env)

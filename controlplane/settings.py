@@ -112,6 +112,11 @@ def database_from_url(url: str) -> dict[str, object]:
         "prepare_threshold": env_int("DB_PREPARE_THRESHOLD", 5) or None,
     }
     options.update(parse_qsl(parts.query, keep_blank_values=True))
+    pool_size = env_int("DB_POOL_SIZE", 0)
+    if pool_size < 0:
+        raise ImproperlyConfigured(f"DB_POOL_SIZE must be 0 (no pool) or more, got {pool_size}.")
+    if pool_size:
+        options["pool"] = pool_options(pool_size)
     return {
         "ENGINE": "django.db.backends.postgresql",
         "NAME": unquote(parts.path.lstrip("/")) or "switchyard",
@@ -120,11 +125,24 @@ def database_from_url(url: str) -> dict[str, object]:
         "HOST": unquote(parts.hostname or ""),
         "PORT": str(parts.port or ""),
         # 0: Daphne runs each request in a thread of its own; kept connections would exhaust
-        # Postgres. Workers and schedulers keep theirs anyway (no request boundaries).
+        # Postgres (a web process pools them instead: DB_POOL_SIZE). Workers and schedulers
+        # keep theirs anyway (no request boundaries).
         "CONN_MAX_AGE": env_int("DB_CONN_MAX_AGE", 0),
         "CONN_HEALTH_CHECKS": True,
         "OPTIONS": options,
     }
+
+
+def pool_options(size: int) -> dict[str, object]:
+    """Django's psycopg pool for a web process: at most `size` connections, kept between requests.
+
+    Without it each request connects anew: a new PostgreSQL backend, whose catalog caches
+    start cold, for every request. A request that finds every connection taken waits up to
+    10 s for one (then a 500 names the pool). With CONN_HEALTH_CHECKS, Django has the pool
+    check each connection it hands out (an empty statement): after a PostgreSQL restart the
+    kept ones are replaced, not served.
+    """
+    return {"min_size": min(2, size), "max_size": size, "timeout": 10}
 
 
 def checked_redis_url(url: str) -> str:
@@ -216,10 +234,14 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
-    "controlplane.textguard.RefuseUnstorableText",  # after CSRF: see its process_view
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # After CSRF (see its process_view), and last: sync-only and innermost, it keeps the whole
+    # chain synchronous under ASGI (one thread hop in, one to the view) instead of the
+    # async middleware above it each hopping to a thread for its process_request and
+    # process_response (Django's MiddlewareMixin in async mode).
+    "controlplane.textguard.RefuseUnstorableText",
 ]
 
 ROOT_URLCONF = "controlplane.urls"

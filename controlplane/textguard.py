@@ -21,6 +21,11 @@ FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 
 class RefuseUnstorableText:
+    # Sync only, and last in MIDDLEWARE: it keeps the whole chain synchronous under ASGI
+    # (settings.MIDDLEWARE says why; test_middleware_chain holds it).
+    sync_capable = True
+    async_capable = False
+
     def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
         self.get_response = get_response
 

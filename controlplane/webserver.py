@@ -13,6 +13,12 @@ streams and websockets are not waited for: they never end by themselves, and the
 reconnect to the next process (a stream resumes from its Last-Event-ID).
 
 The options are Daphne's own (`--fd`, `-b`/`-p`, `--proxy-headers`...), parsed by Daphne.
+
+A web process keeps its PostgreSQL connections in a pool of POOL_SIZE (DB_POOL_SIZE,
+settings.pool_options) unless DB_POOL_SIZE says otherwise: a connection per request, as
+Django makes it under ASGI without one, cost a new PostgreSQL backend each time and held API
+starts to about 90 a second on two cores (about 160 with the pool: docs/benchmarks.md).
+Workers, schedulers and the broadcaster keep one connection each and use no pool.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ from twisted.internet import defer
 
 DRAIN_SECONDS = float(os.environ.get("SWITCHYARD_WEB_DRAIN_SECONDS", "10"))
 POLL_SECONDS = 0.05
+POOL_SIZE = 16
 ACCEPTED_GRACE_SECONDS = 0.5
 
 
@@ -82,6 +89,7 @@ def is_stream(request: WebRequest) -> bool:
 
 
 def main(argv: list[str]) -> None:
+    os.environ.setdefault("DB_POOL_SIZE", str(POOL_SIZE))  # read by the settings Daphne loads
     cli = CommandLineInterface()
     cli.server_class = DrainingServer
     cli.run(argv)

@@ -74,6 +74,21 @@ def test_a_url_parameter_overrides_a_default() -> None:
     assert options["connect_timeout"] == "20" and options["application_name"] == "web"  # type: ignore[index]
 
 
+def test_db_pool_size_gives_the_connections_a_pool(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DB_POOL_SIZE", "6")
+    db = database_from_url("postgres://u@h/db")
+    assert db["OPTIONS"]["pool"] == {"min_size": 2, "max_size": 6, "timeout": 10}  # type: ignore[index]
+    assert (
+        db["CONN_MAX_AGE"] == 0 and db["CONN_HEALTH_CHECKS"] is True
+    )  # the pool needs the one, checks by the other
+
+
+def test_a_negative_db_pool_size_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DB_POOL_SIZE", "-1")
+    with pytest.raises(ImproperlyConfigured, match="DB_POOL_SIZE must be 0"):
+        database_from_url("postgres://u@h/db")
+
+
 def test_a_database_url_of_another_scheme_is_refused() -> None:
     with pytest.raises(ImproperlyConfigured, match="DATABASE_URL must be a postgres://"):
         database_from_url("mysql://u@h/db")

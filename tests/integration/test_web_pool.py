@@ -1,0 +1,53 @@
+"""The web process keeps its PostgreSQL connections between requests (DB_POOL_SIZE, a pool
+of 16 by default: controlplane/webserver.py), instead of a new backend for each request.
+
+A real Daphne process; its connections are found in pg_stat_activity by the client ports
+its sockets hold."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import psutil
+from django.db import connection
+
+from controlplane.webserver import POOL_SIZE
+from tests.integration.conftest import accepts, free_port
+from tests.integration.runtime import Runtime, wait_for
+
+
+def backends_of(pid: int) -> set[int]:
+    """The PostgreSQL backend pids serving process `pid`'s open connections."""
+    pg_port = int(connection.settings_dict["PORT"] or 5432)
+    ports = [
+        c.laddr.port
+        for c in psutil.Process(pid).net_connections("tcp")
+        if c.raddr and c.raddr.port == pg_port
+    ]
+    if not ports:
+        return set()
+    with connection.cursor() as cur:
+        cur.execute("SELECT pid FROM pg_stat_activity WHERE client_port = ANY(%s)", [ports])
+        return {row[0] for row in cur.fetchall()}
+
+
+def test_requests_reuse_the_web_process_connections(transactional_db: Any) -> None:
+    port = free_port()
+    rt = Runtime()
+    web = rt.web("web", port)
+    ready = f"http://127.0.0.1:{port}/api/v1/health/ready"  # reads PostgreSQL
+    try:
+        wait_for(lambda: accepts(port), 30, "Daphne to listen")
+        with httpx.Client(timeout=20) as client:
+            client.get(ready)
+            before = backends_of(web.pid)
+            for _ in range(30):
+                assert "postgres" in client.get(ready).json()["checks"]
+        after = backends_of(web.pid)
+        # Without a pool each request closes its connection: none would be left between them.
+        assert before, "the web process keeps connections once a request is answered"
+        assert before & after, "the later requests were served by the same backends"
+        assert len(after) <= POOL_SIZE
+    finally:
+        rt.stop()

@@ -376,11 +376,15 @@ def start_with_writer(ctx: handlers.NodeContext) -> Loop:
 
 
 async def run_loop_on_loop(loop: Loop) -> dict[str, Any]:
-    """`run_loop`, awaited."""
-    ctx = loop.ctx
-    max_steps = int(ctx.config.get("max_steps", 10))
+    """`run_loop`, awaited.
+
+    A tool call's hand-over to its thread also admits the model's turn that follows it
+    (`call_tool_then_admit`): one hand-over fewer between a tool's answer and the next turn,
+    the gap a loaded worker's agents waited longest in (docs/benchmarks.md).
+    """
+    admitted: admission.Admitted | None = None  # the next turn's, when a tool call admitted it
     while True:
-        move = core.next_move(loop.steps, max_steps, str(ctx.config.get("on_max_steps", core.FAIL)))
+        move = next_move(loop)
         if isinstance(move, core.Finish):
             return output_of(loop, move)
         if isinstance(move, core.OutOfSteps):
@@ -389,17 +393,33 @@ async def run_loop_on_loop(loop: Loop) -> dict[str, Any]:
                 "raise max_steps, or set on_max_steps to finish to keep the last text."
             )
         if isinstance(move, core.CallModel):
-            step = await take_turn_on_loop(loop)
+            loop.steps.append(await take_turn_on_loop(loop, admitted))
+            admitted = None
         elif is_mcp_call(loop, move):
-            step = await call_mcp_on_loop(loop, move)
+            loop.steps.append(await call_mcp_on_loop(loop, move))
         else:
-            step = await to_thread(call_tool, loop, move)
-        loop.steps.append(step)
+            admitted = await to_thread(call_tool_then_admit, loop, move)
 
 
-async def take_turn_on_loop(loop: Loop) -> core.Step:
-    """`take_turn`, awaited: the stream's markers are written from the loop, in order with its text."""
-    turn = begin_turn(loop, await run_sync(admit_turn, loop))
+def next_move(loop: Loop) -> core.Move:
+    config = loop.ctx.config
+    return core.next_move(
+        loop.steps, int(config.get("max_steps", 10)), str(config.get("on_max_steps", core.FAIL))
+    )
+
+
+def call_tool_then_admit(loop: Loop, move: core.CallTool) -> admission.Admitted | None:
+    """Make the tool call and add its step; when the model's turn comes next, admit it (as
+    `admit_turn`, whose hold or refusal this raises after the tool's step is recorded, as
+    the turn would have) and return what to settle."""
+    loop.steps.append(call_tool(loop, move))
+    return admit_turn(loop) if isinstance(next_move(loop), core.CallModel) else None
+
+
+async def take_turn_on_loop(loop: Loop, admitted: admission.Admitted | None = None) -> core.Step:
+    """`take_turn`, awaited: the stream's markers are written from the loop, in order with its
+    text. `admitted`: the turn's admission, when the hand-over before it made it."""
+    turn = begin_turn(loop, admitted if admitted is not None else await run_sync(admit_turn, loop))
     request = turn.call_request(loop)
     try:
         completion = await acall_recorded(

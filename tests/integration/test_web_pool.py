@@ -1,5 +1,6 @@
 """The web process keeps its PostgreSQL connections between requests (DB_POOL_SIZE, a pool
-of 16 by default: controlplane/webserver.py), instead of a new backend for each request.
+of 16 by default: controlplane/webserver.py), instead of a new backend for each request, and
+replaces a kept connection PostgreSQL closed (a restart) before a request gets it.
 
 A real Daphne process; its connections are found in pg_stat_activity by the client ports
 its sockets hold."""
@@ -49,5 +50,29 @@ def test_requests_reuse_the_web_process_connections(transactional_db: Any) -> No
         assert before, "the web process keeps connections once a request is answered"
         assert before & after, "the later requests were served by the same backends"
         assert len(after) <= POOL_SIZE
+    finally:
+        rt.stop()
+
+
+def test_a_kept_connection_postgresql_closed_is_replaced_before_a_request_gets_it(
+    transactional_db: Any,
+) -> None:
+    port = free_port()
+    rt = Runtime()
+    web = rt.web("web", port)
+    ready = f"http://127.0.0.1:{port}/api/v1/health/ready"
+    try:
+        wait_for(lambda: accepts(port), 30, "Daphne to listen")
+        with httpx.Client(timeout=20) as client:
+            client.get(ready)
+            kept = backends_of(web.pid)
+            assert kept
+            with connection.cursor() as cur:  # what a PostgreSQL restart does to them
+                cur.execute(
+                    "SELECT count(pg_terminate_backend(pid)) FROM unnest(%s::int[]) AS pid", [list(kept)]
+                )
+            answers = [client.get(ready).json()["checks"]["postgres"] for _ in range(2 * len(kept))]
+        assert all(check["ok"] for check in answers), answers
+        assert not kept & backends_of(web.pid)
     finally:
         rt.stop()

@@ -104,10 +104,8 @@ def run_agent(node: Node, ctx: handlers.NodeContext) -> dict[str, Any]:
 
 def run_loop(loop: Loop) -> dict[str, Any]:
     """Take the loop's next moves until the model answers or max_steps is reached."""
-    ctx = loop.ctx
-    max_steps = int(ctx.config.get("max_steps", 10))
     while True:
-        move = core.next_move(loop.steps, max_steps, str(ctx.config.get("on_max_steps", core.FAIL)))
+        move = next_move(loop)
         if isinstance(move, core.Finish):
             return output_of(loop, move)
         if isinstance(move, core.OutOfSteps):
@@ -402,6 +400,7 @@ async def run_loop_on_loop(loop: Loop) -> dict[str, Any]:
 
 
 def next_move(loop: Loop) -> core.Move:
+    """What the loop does next, from its steps and the node's max_steps and on_max_steps."""
     config = loop.ctx.config
     return core.next_move(
         loop.steps, int(config.get("max_steps", 10)), str(config.get("on_max_steps", core.FAIL))

@@ -87,15 +87,22 @@ class Runtime:
         return self.start(name, "runscheduler", "--name", name)
 
     def wait_ready(self, timeout: float = 120.0) -> None:
-        """Wait until every started worker and scheduler heart-beats (slow on a busy machine)."""
+        """Wait until every started worker and scheduler heart-beats, and RQ knows each worker
+        (a worker beats before RQ registers it, and takes jobs only after: slow on a busy machine)."""
+        from rq import Worker
+        from rq.worker_registration import get_keys
+
         from workflows.runtime import bus
 
         def ready() -> bool:
             roster = set(bus.client().zrange(bus.WORKERS_ROSTER, 0, -1))
+            registered = get_keys(connection=bus.client())
             for name, proc in self.procs.items():
                 assert proc.poll() is None, f"{name} exited with {proc.returncode}; see {LOGS / name}.log"
                 command = proc.args[2] if isinstance(proc.args, list) and len(proc.args) > 2 else ""
-                if command == "rqworker" and name not in roster:
+                if command == "rqworker" and (
+                    name not in roster or Worker.redis_worker_namespace_prefix + name not in registered
+                ):
                     return False
                 if command == "runscheduler" and not bus.client().exists(bus.scheduler_key(name)):
                     return False

@@ -12,11 +12,14 @@ from __future__ import annotations
 import time
 from typing import Any
 
+import psycopg
+import pytest
 from django.db import connection
 
 from tests.integration.conftest import node, publish, wait_finished
 from tests.integration.runtime import Runtime, wait_for
 from workflows.runs import actions as runs
+from workflows.runtime import items as map_items, jobs, mapping, transitions
 from workflows.store.models import MapItem, NodeRun, RunEvent
 
 CUT_EVERY_OTHER_CONNECTION = (
@@ -58,3 +61,38 @@ def test_map_items_whose_store_lost_its_connection_are_stored_once_postgresql_an
     assert wait_finished(run, 40).status == "succeeded"
     assert time.monotonic() - began < 40
     assert set(MapItem.objects.filter(run=run).values_list("status", "attempt")) == {("succeeded", 1)}
+
+
+def test_map_items_whose_inputs_read_lost_its_connection_run_once_postgresql_answers(
+    transactional_db: Any, redis_clean: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The window a CI rehearsal found: items started (running, on this worker), then the read
+    of their inputs cut. The real scheduler expands the map and queues its item job; this
+    process runs the job as a worker would, its connection cut right after the start."""
+    rt = Runtime()
+    rt.scheduler("scheduler-1")
+    rt.wait_ready()
+    try:
+        each = node("each", "core.echo", map="input.items")
+        run, _ = runs.start_run(publish("cut-inputs", {"nodes": [each]}), {"items": [1, 2]})
+        queue = jobs.rq_queue("default")
+        job_id = wait_for(lambda: next(iter(queue.get_job_ids()), None), 30, "the map's item job")
+        job = queue.fetch_job(job_id)
+        assert job is not None and job.func_name == mapping.TASK
+        queue.remove(job_id)  # taken, as a worker's pop takes it
+
+        start_items = transitions.start_items
+
+        def started_then_cut(*args: Any) -> Any:
+            started = start_items(*args)
+            pid = connection.connection.info.backend_pid  # what a PostgreSQL restart does to it
+            with psycopg.connect(**connection.get_connection_params(), autocommit=True) as other:
+                other.execute("SELECT pg_terminate_backend(%s)", [pid])
+            return started
+
+        monkeypatch.setattr(transitions, "start_items", started_then_cut)
+        assert map_items.run_items(job.args[0], "test-worker") == 2
+        assert wait_finished(run, 30).status == "succeeded"
+        assert set(MapItem.objects.filter(run=run).values_list("status", "attempt")) == {("succeeded", 1)}
+    finally:
+        rt.stop()

@@ -59,7 +59,11 @@ def run_items(items: list[mapping.JobItem], worker: str, slots: Slots | None = N
     if not started:
         return 0
     where = {item_id: (version_id, node_id) for item_id, _, version_id, node_id in items}
-    given = inputs_of(started, where)
+    # Read again when a restart cuts the connection: the items are running on this live
+    # worker now, and dropped they would wait for the reconciler's overdue check.
+    given = execution.when_up(
+        f"worker {worker}: reading {len(started)} map items' inputs", inputs_of, started, where
+    )
     results: list[dict[str, Any]] = []
     for row in started:
         graph = load_graph(where[row.item_id][0])

@@ -4,7 +4,8 @@
 a delay node's result, the store raised, the worker dropped the result, and the attempt stayed
 `running` on a live, heart-beating worker until the reconciler's overdue check (the node's
 timeout and 30 s more). The worker now stores it again once PostgreSQL answers
-(execution.when_up); a map's items too.
+(execution.when_up); a map's items too. The same holds between the start of an attempt and
+its handler: nothing reads PostgreSQL there (a node's), or the read waits it out (map items').
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from django.db import connection
 from tests.integration.conftest import node, publish, wait_finished
 from tests.integration.runtime import Runtime, wait_for
 from workflows.runs import actions as runs
-from workflows.runtime import items as map_items, jobs, mapping, transitions
+from workflows.runtime import execution, items as map_items, jobs, mapping, transitions
+from workflows.store.graphs import workflow_of
 from workflows.store.models import MapItem, NodeRun, RunEvent
 
 CUT_EVERY_OTHER_CONNECTION = (
@@ -63,6 +65,42 @@ def test_map_items_whose_store_lost_its_connection_are_stored_once_postgresql_an
     assert set(MapItem.objects.filter(run=run).values_list("status", "attempt")) == {("succeeded", 1)}
 
 
+def cut_after(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """Make `transitions.<name>` cut this process's PostgreSQL connection right after it
+    returns, as a restart would."""
+    real = getattr(transitions, name)
+
+    def then_cut(*args: Any) -> Any:
+        done = real(*args)
+        pid = connection.connection.info.backend_pid
+        with psycopg.connect(**connection.get_connection_params(), autocommit=True) as other:
+            other.execute("SELECT pg_terminate_backend(%s)", [pid])
+        return done
+
+    monkeypatch.setattr(transitions, name, then_cut)
+
+
+def test_attempts_cut_off_right_after_their_claim_run_once_postgresql_answers(
+    transactional_db: Any, redis_clean: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """From the claim (running, on this worker) to the handler, nothing reads PostgreSQL: the
+    version's workflow (the context's) is read before the claim. This process runs the run's
+    root job as a worker would, its connection cut right after the claim."""
+    monkeypatch.setattr(runs.pacing, "last", -float("inf"))  # a start alone enqueues its roots itself
+    run, _ = runs.start_run(
+        publish("cut-claim", {"nodes": [node("slow", "core.delay", config={"seconds": 0})]}), {}
+    )
+    queue = jobs.rq_queue("default")
+    job = queue.fetch_job(queue.get_job_ids()[0])
+    assert job is not None and job.func_name == jobs.TASK
+    queue.remove(job.id)  # taken, as a worker's pop takes it
+    workflow_of.cache_clear()  # as in a worker that has not run this version yet
+    cut_after(monkeypatch, "start_attempts")
+    assert execution.run_batch(job.args[0], "test-worker") == 1
+    slow = NodeRun.objects.get(run=run)
+    assert (slow.status, slow.attempt, slow.tries) == ("succeeded", 1, 1)
+
+
 def test_map_items_whose_inputs_read_lost_its_connection_run_once_postgresql_answers(
     transactional_db: Any, redis_clean: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -81,16 +119,7 @@ def test_map_items_whose_inputs_read_lost_its_connection_run_once_postgresql_ans
         assert job is not None and job.func_name == mapping.TASK
         queue.remove(job_id)  # taken, as a worker's pop takes it
 
-        start_items = transitions.start_items
-
-        def started_then_cut(*args: Any) -> Any:
-            started = start_items(*args)
-            pid = connection.connection.info.backend_pid  # what a PostgreSQL restart does to it
-            with psycopg.connect(**connection.get_connection_params(), autocommit=True) as other:
-                other.execute("SELECT pg_terminate_backend(%s)", [pid])
-            return started
-
-        monkeypatch.setattr(transitions, "start_items", started_then_cut)
+        cut_after(monkeypatch, "start_items")
         assert map_items.run_items(job.args[0], "test-worker") == 2
         assert wait_finished(run, 30).status == "succeeded"
         assert set(MapItem.objects.filter(run=run).values_list("status", "attempt")) == {("succeeded", 1)}

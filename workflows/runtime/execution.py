@@ -286,7 +286,12 @@ def claim(items: list[Item], worker: str) -> tuple[list[Claim], dict[int, dict[s
     """
     if not items:
         return [], {}
+    # What the attempts need of their versions is read before they are claimed: from the
+    # claim (running, on this live worker) to the handler nothing reads PostgreSQL, which a
+    # cut there would leave running until the reconciler's overdue check.
     wanted = {p for _, _, version_id, node_id in items for p in given_by(load_graph(version_id), node_id)}
+    for version_id in {item[2] for item in items}:
+        workflow_of(version_id)  # the context's (context_for); cached per process
     rows = transitions.start_attempts(worker, [i[0] for i in items], [i[1] for i in items], list(wanted))
     claims = [
         Claim(r.noderun_id, r.run_id, r.node_id, r.attempt, r.version_id, from_json(r.value))

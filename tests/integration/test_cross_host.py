@@ -48,7 +48,8 @@ def ip(*args: str) -> None:
 
 
 class Forward(threading.Thread):
-    """Accept on (host, port) and relay each connection to 127.0.0.1:target."""
+    """Accept on (host, port) and relay each connection to 127.0.0.1:target; while `cut`,
+    close each connection it accepts at once (the port stays its own)."""
 
     def __init__(self, host: str, target: int, port: int = 0) -> None:
         super().__init__(daemon=True)
@@ -56,6 +57,7 @@ class Forward(threading.Thread):
         self.port = self.server.getsockname()[1]
         self.target = target
         self.stopped = False
+        self.cut = False
 
     def run(self) -> None:
         while not self.stopped:
@@ -63,6 +65,9 @@ class Forward(threading.Thread):
                 client, _ = self.server.accept()
             except OSError:
                 return
+            if self.cut:
+                client.close()
+                continue
             upstream = socket.create_connection(("127.0.0.1", self.target))
             threading.Thread(target=self.pump, args=(client, upstream), daemon=True).start()
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from datetime import timedelta
@@ -133,31 +132,13 @@ def test_the_reconciler_finds_an_urgent_job_waiting_in_its_lane(redis_clean: Non
     assert Reconciler().requeue_lost_jobs(workers=1) == 0  # waiting in the urgent lane: not lost
 
 
-class CutRelay(Forward):
-    """A relay to Redis whose link can be cut: while `cut`, it closes each connection it
-    accepts at once. Its port stays its own meanwhile (a relay stopped and started again
-    freed it, and another test's server once took it: the worker read an HTTP answer)."""
-
-    cut = False
-
-    def run(self) -> None:
-        while not self.stopped:
-            try:
-                client, _ = self.server.accept()
-            except OSError:
-                return
-            if self.cut:
-                client.close()
-                continue
-            upstream = socket.create_connection(("127.0.0.1", self.target))
-            threading.Thread(target=self.pump, args=(client, upstream), daemon=True).start()
-
-
 def test_a_worker_waits_out_redis_at_the_top_of_its_loop_instead_of_quitting(redis_clean: None) -> None:
     """RQ's loop quits on a Redis error from check_for_suspension (rqcompat, assumption 9):
     a worker whose link dropped right after a job exited. Here its link (a relay to the
-    real Redis) is cut for 6 s, longer than redis-py's own retries (about 4 s)."""
-    relay = CutRelay("127.0.0.1", bus.client().connection_pool.connection_kwargs["port"])
+    real Redis) is cut for 6 s, longer than redis-py's own retries (about 4 s). The relay
+    keeps its port meanwhile: one stopped and started again freed it, and another test's
+    server once took it (the worker read an HTTP answer: InvalidResponse)."""
+    relay = Forward("127.0.0.1", bus.client().connection_pool.connection_kwargs["port"])
     relay.start()
     connection = redis.Redis(host="127.0.0.1", port=relay.port, socket_timeout=2)
     worker = NodeWorker([Queue("default", connection=connection)], connection=connection)

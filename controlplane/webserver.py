@@ -17,7 +17,7 @@ The options are Daphne's own (`--fd`, `-b`/`-p`, `--proxy-headers`...), parsed b
 A web process keeps its PostgreSQL connections in a pool of POOL_SIZE (DB_POOL_SIZE,
 settings.pool_options) unless DB_POOL_SIZE says otherwise: a connection per request, as
 Django makes it under ASGI without one, cost a new PostgreSQL backend each time and held API
-starts to about 90 a second on two cores (about 160 with the pool: docs/benchmarks.md).
+starts to about 90 a second on two cores (about 170 with the pool: docs/benchmarks.md).
 Workers, schedulers and the broadcaster keep one connection each and use no pool.
 """
 

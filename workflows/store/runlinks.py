@@ -45,10 +45,8 @@ def read(run_ids: set[int]) -> tuple[list[Traced], list[Link]]:
         rows = cursor.fetchall()
     traced = [(r[1], r[2], r[3]) for r in rows if r[0] == "t"]
     children = [(r[1], int(r[2]), r[3], r[4], r[5]) for r in rows if r[0] == "c"]
-    origins = {r[1]: (r[2], r[3]) for r in rows if r[0] == "s"}
-    origins.update(
-        {r[1]: (r[2], r[3]) for r in rows if r[0] == "f"}
-    )  # a run is one or the other; a fork's first
+    # A run is a fork or a case run, not both; were it both, its fork's row would win.
+    origins = {r[1]: (r[2], r[3]) for kind in ("s", "f") for r in rows if r[0] == kind}
     if len(_replays) + len(run_ids) > REMEMBERED_AT_MOST:
         _replays.clear()
     for run_id in run_ids:

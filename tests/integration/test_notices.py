@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -72,6 +72,58 @@ def test_a_started_runs_roots_go_to_the_workers_without_a_notice(redis_clean: No
     assert sorted(item[3] for item in items) == ["a", "b"]
     assert given == {n.pk: (run.pk, {"user_id": "u-1"}, {}) for n in roots}
     assert notices() == []
+
+
+class Statements:
+    """What a start sends PostgreSQL, in order, and how many root jobs Redis held at each."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[str, Any, int]] = []
+
+    def __call__(self, execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        self.seen.append((sql, params, jobs.rq_queue("default").count))
+        return execute(sql, params, many, context)
+
+    def of_start(self) -> list[tuple[bool, bool, int]]:
+        """(relaxed commit, a flush, root jobs waiting in Redis) for the start's and flush's statements."""
+        return [
+            (
+                isinstance(params, dict) and params.get("relaxed") is True,
+                "pg_logical_emit_message" in sql,
+                count,
+            )
+            for sql, params, count in self.seen
+            if "INSERT INTO" in sql and "workflows_run" in sql or "pg_logical_emit_message" in sql
+        ]
+
+
+def test_a_lone_start_sends_its_roots_before_it_waits_for_its_runs_flush(redis_clean: None) -> None:
+    workflow = publish("fork", FORK)
+    statements = Statements()
+
+    with connection.execute_wrapper(statements):
+        run, _ = runs.start_run(workflow, {"user_id": "u-1"})
+
+    # The run is committed without waiting for the disk, its roots' job is in Redis, then a
+    # synchronous commit waits for the WAL (the run's with it) before the start returns.
+    assert statements.of_start() == [(True, False, 0), (False, True, 1)]
+    assert statuses(run) == {"a": "queued", "b": "queued", "c": "pending"}
+
+
+def test_a_start_in_its_callers_transaction_or_in_a_burst_commits_synchronously(
+    settings, redis_clean: None
+) -> None:
+    workflow = publish("fork", FORK)
+    statements = Statements()
+
+    with connection.execute_wrapper(statements):
+        with transaction.atomic():  # the caller's other changes ride on this commit: no early roots
+            runs.start_run(workflow, {"user_id": "u-1"})
+        settings.SWITCHYARD = {**settings.SWITCHYARD, "START_BURST_GAP_SECONDS": 3600.0}
+        runs.start_run(workflow, {"user_id": "u-2"})
+        runs.start_run(workflow, {"user_id": "u-3"})  # in a burst: its roots are the scheduler's
+
+    assert [(relaxed, flush) for relaxed, flush, _ in statements.of_start()] == [(False, False)] * 3
 
 
 def test_a_paused_workflows_run_keeps_its_roots_pending(redis_clean: None) -> None:

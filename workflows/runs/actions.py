@@ -26,6 +26,7 @@ from workflows.core.definition import Issue, canonical_json, check_run_input
 from workflows.core.states import NodeStatus, RunStatus
 from workflows.runs import startkeys
 from workflows.runtime import bus, compensations as sagas, jobs, parents as childlinks, transitions
+from workflows.runtime.lifecycle import flush_commits
 from workflows.store import audit
 from workflows.store.errors import Conflict, Invalid, NotFound
 from workflows.store.graphs import load_graph
@@ -110,9 +111,17 @@ def start_run(
         return start_keyed(
             workflow, version_id, run_input, idempotency_key, request_hash, priority, api_key_id
         )
+    alone = not transaction.get_connection().in_atomic_block  # no caller's changes ride on this commit
     with transaction.atomic() if api_key_id else nullcontext():  # the key is recorded with the run
         run = create_run(
-            workflow, version_id, run_input, idempotency_key or None, request_hash, priority, expect
+            workflow,
+            version_id,
+            run_input,
+            idempotency_key or None,
+            request_hash,
+            priority,
+            expect,
+            early=alone,
         )
         if run is not None:
             budgets.remember_key([run.pk], api_key_id)
@@ -202,15 +211,26 @@ def create_run(
     priority: int = priorities.DEFAULT,
     expect: tuple[int, int] | None = None,
     keyed: startkeys.KeyedStart | None = None,
+    early: bool = False,
 ) -> Run | None:
     """Write the run, its node rows and its first event in one statement (the start hot path).
 
     Return None, writing nothing, when the idempotency key is already taken in this workflow.
     With `expect` (active version id, default priority), raise StaleWorkflow, writing
     nothing, when the workflow no longer has them (the caller read it from a cache).
+
+    With `early` (the start is a transaction of its own) and roots to enqueue, the roots go
+    out before the run is on disk: the commit does not wait for its flush; after it, the
+    roots are enqueued, and then a synchronous commit (lifecycle.flush_commits) waits for it.
+    So the first node runs while the start's flush is under way (an idle run waited for it:
+    one of four flushes in a row), and the start still returns only once its run is
+    durable. If PostgreSQL crashes in between, the start raises and no run exists, though a
+    root may have run for it: as an attempt retried after a lost result (at least once).
+    A root's own result is never durable without its run: the WAL is flushed in order.
     """
     graph = load_graph(version_id)
     roots = jobs.pack_roots(graph) if pacing.direct() and not (keyed and keyed.hold) else []
+    early = early and bool(roots)
     job_of = {node_id: job.job_id for job in roots for node_id in job.node_ids}
     params = {
         "workflow": workflow.pk,
@@ -227,6 +247,7 @@ def create_run(
         "hold": keyed.hold if keyed else False,
         "start_key": keyed.key if keyed else None,
         "start_due": keyed.due_at if keyed else None,
+        "relaxed": early,
     }
     try:
         row = transitions.create_run(params)
@@ -240,6 +261,8 @@ def create_run(
     run_id, status, created_at, ids = row
     if status == RunStatus.RUNNING and roots:
         transaction.on_commit(lambda: jobs.enqueue_roots(roots, ids, run_id, version_id, run_input, priority))
+    if early:
+        transaction.on_commit(flush_commits)
     elif status == RunStatus.RUNNING:
         # The notice carries the new run's state, so the scheduler need not read it back.
         rows = [

@@ -108,7 +108,8 @@ def execute(sql: str, params: Any) -> list[tuple[Any, ...]]:
 # always committed synchronously.
 RELAXED_COMMIT = "(SELECT set_config('synchronous_commit', 'off', true)) AS relaxed_commit"
 # The same, when the statement's %(relaxed)s parameter is true: a worker's store of results
-# whose durability the next synchronous commit gives (execution.settle), never anything else.
+# whose durability the next synchronous commit gives (execution.settle), and a lone start,
+# which waits for its flush after it has sent its roots (runs.actions.create_run); nothing else.
 RELAXED_COMMIT_IF = (
     "(SELECT CASE WHEN %(relaxed)s THEN set_config('synchronous_commit', 'off', true) END) AS relaxed_commit"
 )

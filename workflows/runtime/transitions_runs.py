@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any, NamedTuple
 
 from workflows.core.states import NODE_TERMINAL, Cause, NodeStatus as N, RunStatus as R, can_move_run
-from workflows.runtime.lifecycle import execute, performs, rows_of
+from workflows.runtime.lifecycle import RELAXED_COMMIT_IF, execute, performs, rows_of
 from workflows.store.models import MapItem, NodeRun, Run
 from workflows.store.statements import CHILD_RUNS, EVENTS, NODES, RUNS, WORKFLOWS
 
@@ -65,7 +65,7 @@ class FinishRun(NamedTuple):
 # its cache): if not, nothing is written and the one row answered has a NULL id.
 CREATE_RUN_SQL = f"""
 WITH wf AS (
-    SELECT paused FROM {WORKFLOWS}
+    SELECT paused FROM {WORKFLOWS}, {RELAXED_COMMIT_IF}
     WHERE id = %(workflow)s
       AND (%(expect_version)s::bigint IS NULL OR active_version_id = %(expect_version)s::bigint)
       AND (%(expect_priority)s::smallint IS NULL OR default_priority = %(expect_priority)s::smallint)

@@ -6,6 +6,10 @@ budget costs one query (the budgets, none) and passes. A call that does not fit 
 counted free), or fails naming the budget (policy `fail`). A node that sets no `max_tokens`
 is reserved, and sent, with SWITCHYARD_BUDGET_OUTPUT_TOKENS as its answer's bound, so that
 the worst case reserved is a real bound.
+
+A map's items reserve under their map node's attempt like any call, and are never held: an
+item whose call does not fit fails for good naming the budget (its map's failure policy
+decides what follows), whatever the budget's policy.
 """
 
 from __future__ import annotations
@@ -45,8 +49,14 @@ class BudgetGate:
                     f"({refused.applies.worst}); its policy is fail. Raise the budget, then replay the node.",
                     retryable=False,  # a retry in the same window would be refused the same way
                 ) from None
-            holds.hold(call, refused, now)
             reason = "over" if refused.reason == core.OVER else "no price for its model under"
+            if not call.may_hold:  # a map's item: failed, not held (its map decides what follows)
+                raise HandlerError(
+                    f"{what}: a map item's call is {reason} budget {budget.name!r}, and items are not "
+                    "held; raise the budget, then replay the node.",
+                    retryable=False,
+                ) from None
+            holds.hold(call, refused, now)
             raise Parked(f"{what} is held: {reason} budget {budget.name!r}.") from None
 
     def settle(

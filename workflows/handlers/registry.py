@@ -76,6 +76,9 @@ class NodeContext:
     workflow_id: int = 0  # the run's workflow, as the worker knows it; 0: read it when needed
     item: Any = None  # a map node's item (core/maps.py); None for other nodes
     index: int | None = None  # the item's place in the map's list
+    # A map item's: its map node's (NodeRun id, attempt), under which its LLM calls pass the
+    # gates (budgets, provider health). Its calls are not recorded as the node's (node_run_id 0).
+    map_attempt: tuple[int, int] | None = None
 
     def remaining(self) -> float:
         """Return the seconds left before the deadline, never below zero."""

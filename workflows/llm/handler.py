@@ -325,14 +325,19 @@ def call_of(
     route: list[providers.Endpoint] | None = None,
     may_skip: bool = False,
 ) -> admission.Call | None:
-    """The call as the gates see it; None for a context without an attempt row."""
-    if not ctx.node_run_id:
+    """The call as the gates see it: under its attempt's row, or a map item's under its map
+    node's (never held: admission.Call.may_hold); None for a context without either."""
+    if ctx.node_run_id:
+        row, attempt = ctx.node_run_id, ctx.attempt
+    elif ctx.map_attempt is not None:
+        row, attempt = ctx.map_attempt
+    else:
         return None
     return admission.Call(
-        ctx.node_run_id,
+        row,
         ctx.run_id,
         ctx.node_id,
-        ctx.attempt,
+        attempt,
         endpoint.provider,
         endpoint.model,
         messages,
@@ -340,6 +345,7 @@ def call_of(
         options.get("max_tokens"),
         tuple((e.provider, e.model) for e in route or ()),
         may_skip,
+        may_hold=ctx.node_run_id != 0,
     )
 
 

@@ -11,7 +11,9 @@ once. A call that failed for good asks `recheck`: when every breaker of its rout
 open, or when its own breaker decided something since the call went (breaker.STALE: a failure
 met during an outage the breaker saw, reported after it opened, and maybe closed again), its
 attempt is held instead of spending itself on an outage; a breaker closed again releases it at
-the duty's next round.
+the duty's next round. A map item's call (`Call.may_hold` False) is never held: where the
+node's call would be held, the item fails (retryable, as a provider's 5xx would), so its
+map's retry policy and failure policy decide; it counts against the breaker like any call.
 
 A probe (the one call of a half-open breaker) that the rate limit then refuses gives its
 lease back at once; one never made for another reason (a replayed call, a cancelled one)
@@ -29,6 +31,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from workflows.core import budgets as core_budgets
+from workflows.handlers.registry import HandlerError
 from workflows.runtime.admission import Call, Fault, Unavailable
 from workflows.runtime.kinds import Parked
 
@@ -75,6 +78,11 @@ class ProviderGate:
         """Say Unavailable (a fallback follows) or hold the attempt; never return."""
         if call.may_skip:
             raise Unavailable(f"provider {call.provider}/{call.model} unavailable until {holds.stamp(until)}")
+        if not call.may_hold:  # a map's item: failed as a provider's refusal would be, and retried so
+            raise HandlerError(
+                f"llm node {call.node_id!r} of run {call.run_id}: provider {call.provider}/{call.model} "
+                f"unavailable until {holds.stamp(until)} (a map item's call is not held)."
+            )
         holds.hold(call, why, until, timezone.now())
         raise Parked(
             f"llm node {call.node_id!r} of run {call.run_id} is held: provider "
@@ -103,9 +111,12 @@ class ProviderGate:
             holds.offer_held()  # the closing call wakes the held at once, not at the duty's next round
 
     def recheck(self, call: Call) -> None:
-        """Hold a call that failed for good when no provider/model of its route may go now."""
+        """Hold a call that failed for good when no provider/model of its route may go now
+        (a map item's call is never held: its failure stands)."""
         stale = called(call) in self.stale
         self.stale.discard(called(call))
+        if not call.may_hold:
+            return
         states = [breaker.read(provider, model) for provider, model in holds.route_of(call)]
         if stale or all(s.state != breaker.CLOSED for s in states):
             until = min((s.until for s in states if s.until is not None), default=None)

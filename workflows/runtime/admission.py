@@ -42,6 +42,9 @@ class Call:
     # waits for any of them. Empty: only this call's.
     route: tuple[tuple[str, str], ...] = ()
     may_skip: bool = False  # a fallback follows: say Unavailable rather than hold
+    # False for a map item's call: items are not held one by one, so a gate that would hold
+    # the call fails it instead (HandlerError), as a provider's refusal would.
+    may_hold: bool = True
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,9 @@ worker's slots (runtime/slots.py) when it has some, with a task attempt's guaran
 A max_parallel of 200 on a worker of 100 slots runs 100 items at once on it (the worker pops
 no job without a free slot); the claims, and so max_parallel, are the map's (advance_map),
 whichever path runs its items. CPU-bound items, and every item on a worker without slots,
-run one at a time in the main thread under SIGALRM, as before.
+run one at a time in the main thread under SIGALRM, as before. An item's LLM calls pass the
+call gates (budgets, provider health) under its map node's attempt (NodeContext.map_attempt)
+and are never held there: the item fails instead (admission.Call.may_hold).
 """
 
 from __future__ import annotations
@@ -81,28 +83,30 @@ def run_items(items: list[mapping.JobItem], worker: str, slots: Slots | None = N
 
 def inputs_of(
     started: list[ItemRow], where: dict[int, tuple[int, str]]
-) -> dict[int, tuple[Any, dict[str, Any]]]:
-    """Map node id -> (its run input, its predecessors' outputs)."""
+) -> dict[int, tuple[Any, dict[str, Any], int]]:
+    """Map node id -> (its run input, its predecessors' outputs, its attempt)."""
     parents = {row.noderun_id: where[row.item_id] for row in started}
     upstream = {
         p for version_id, node_id in parents.values() for p in load_graph(version_id).predecessors(node_id)
     }
-    given: dict[int, Any] = {}
+    given: dict[int, tuple[Any, int]] = {}
     outputs: dict[int, dict[str, Any]] = defaultdict(dict)
     for row in transitions.read_inputs(list(parents), upstream):
         if row.kind == "claim":
-            given[row.noderun_id] = from_json(row.value)
+            given[row.noderun_id] = (from_json(row.value), row.attempt)
         else:
             outputs[row.run_id][row.node_id] = from_json(row.value)
     runs = {row.noderun_id: row.run_id for row in started}
-    return {i: (given.get(i), outputs[runs[i]]) for i in parents}
+    found = {i: given.get(i, (None, 0)) for i in parents}
+    return {i: (run_input, outputs[runs[i]], attempt) for i, (run_input, attempt) in found.items()}
 
 
 def context_of(
-    row: ItemRow, graph: Graph, node: Node, given: tuple[Any, dict[str, Any]]
+    row: ItemRow, graph: Graph, node: Node, given: tuple[Any, dict[str, Any], int]
 ) -> handlers.NodeContext:
-    """What the item's handler reads; its deadline starts now."""
-    run_input, outputs = given
+    """What the item's handler reads; its deadline starts now. Its LLM calls pass the gates
+    under its map node's attempt (NodeContext.map_attempt)."""
+    run_input, outputs, node_attempt = given
     return handlers.NodeContext(
         run_id=row.run_id,
         node_id=node.id,
@@ -114,6 +118,7 @@ def context_of(
         deadline=time.monotonic() + node.timeout_seconds,
         item=from_json(row.value),
         index=row.index,
+        map_attempt=(row.noderun_id, node_attempt),
     )
 
 

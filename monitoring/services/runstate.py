@@ -197,6 +197,11 @@ def render(ctx: dict[str, Any]) -> dict[str, str]:
     return {target: render_to_string(name, ctx) for target, name in FRAGMENTS.items()}
 
 
+# The LLM calls a node's panel lists: a map node's items may have made thousands (each
+# recorded under the map node, `item N` its step); the totals count them all.
+CALLS_SHOWN = 50
+
+
 def node_detail(run: Run, node_id: str) -> dict[str, Any]:
     """A node of a run: its input (run input and upstream outputs), output, error, attempts."""
     node = NodeRun.objects.get(run=run, node_id=node_id)
@@ -207,13 +212,15 @@ def node_detail(run: Run, node_id: str) -> dict[str, Any]:
         )
     )
     attempts = RunEvent.objects.filter(run=run, node_id=node_id).order_by("id")
-    calls = list(LLMCall.objects.filter(node_run=node).order_by("id"))
+    calls = list(LLMCall.objects.filter(node_run=node).order_by("id")[:CALLS_SHOWN])
+    more = LLMCall.objects.filter(node_run=node).count() - CALLS_SHOWN if len(calls) == CALLS_SHOWN else 0
     return {
         "run": run,
         "node": node,
         "upstream": upstream,
         "attempts": attempts,
         "llm_calls": calls,
+        "llm_calls_more": more,
         "llm": usage.node_totals(node.pk) if calls else None,
         "is_llm": node_is_llm(run, node_id),
         "items": mapitems.progress([node.pk]).get(node.pk),

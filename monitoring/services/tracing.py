@@ -47,6 +47,9 @@ log = logging.getLogger(__name__)
 RUN_FINISHED = {"run.succeeded", "run.failed", "run.cancelled"}
 # OpenInference's span kinds (openinference-semantic-conventions, `OpenInferenceSpanKindValues`).
 SPAN_KIND = "openinference.span.kind"
+# LLM spans exported per attempt: a map node's items may have made thousands of calls, all
+# recorded under its attempt (the run page's node panel lists the first ones too).
+LLM_SPANS_PER_ATTEMPT = 100
 CHAIN, AGENT_SPAN, LLM_SPAN, TOOL_SPAN = "CHAIN", "AGENT", "LLM", "TOOL"
 
 
@@ -135,7 +138,7 @@ class OtlpExport:
         for e in batch:
             if e.kind == "node.attempt" and e.started_at is not None:
                 self.processor.on_end(self.node_span(e))
-                for call in calls.get((e.run_id, e.node_id, e.attempt), []):
+                for call in calls.get((e.run_id, e.node_id, e.attempt), [])[:LLM_SPANS_PER_ATTEMPT]:
                     self.processor.on_end(self.llm_span(e, call))
             elif e.kind in RUN_FINISHED and e.run_id in created:
                 self.processor.on_end(self.run_span(e, created[e.run_id].timestamp()))

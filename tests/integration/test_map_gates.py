@@ -20,7 +20,7 @@ from tests.integration.test_budgets import USED, answer, tokens_budget
 from workflows.core import budgets as core
 from workflows.providers_health import breaker
 from workflows.runs import actions as runs
-from workflows.store.models import BudgetHold, BudgetLedger, DeadLetter, LLMProvider, NodeRun, Wait
+from workflows.store.models import BudgetHold, BudgetLedger, DeadLetter, LLMCall, LLMProvider, NodeRun, Wait
 
 MAX_TOKENS = 20
 FAILURES = 3  # the provider's breaker opens after this many faults in a row
@@ -78,6 +78,8 @@ def test_items_spend_from_the_budget_and_those_it_has_no_room_for_fail_naming_it
     assert all("budget 'map tokens'" in letter.error and "not held" in letter.error for letter in letters)
     ledger = BudgetLedger.objects.get(budget__name="map tokens")
     assert (ledger.spent, ledger.reserved) == (Decimal(USED), 0)
+    [call] = LLMCall.objects.filter(node_run=each)  # recorded under the map node, its item named
+    assert call.step.startswith("item ") and (call.input_tokens, call.output_tokens) == (10, 3)
     assert not BudgetHold.objects.exists() and not Wait.objects.exists(), "items are failed, never held"
 
 
@@ -103,4 +105,6 @@ def test_items_calls_count_against_the_breaker_and_once_it_opens_the_rest_fail_w
     assert breaker.read("primary", "fake-model").state == breaker.OPEN
     errors = sorted(DeadLetter.objects.filter(run=run).values_list("error", flat=True))
     assert sum("primary/fake-model unavailable until" in e for e in errors) == 2
+    failed = LLMCall.objects.filter(run=run).exclude(error="")  # the calls made, each recorded failed
+    assert failed.count() == FAILURES and all(c.step.startswith("item ") for c in failed)
     assert not Wait.objects.exists(), "items are failed, never held"

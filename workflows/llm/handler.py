@@ -395,16 +395,29 @@ def call_recorded(
         completion = call()
     except BaseException as exc:
         settle_call(admitted, None, exc)
-        if ctx.node_run_id and isinstance(exc, HandlerError):
-            usage.record_call(
-                node_run_id=ctx.node_run_id, endpoint=endpoint, completion=None, error=str(exc), step=step
-            )
+        record_failure(ctx, endpoint, exc, step)
         raise
     settle_call(admitted, completion)
     record_answer(ctx, endpoint, completion, request, step, record)
     if ttl:
         keep_answer(ctx, key, completion, ttl)
     return completion
+
+
+def recorded_under(ctx: NodeContext, step: str) -> tuple[int, str] | None:
+    """(row, step) a call of this context is recorded under: its attempt's, or a map item's
+    under its map node's, the item's index first in its step; None outside a worker."""
+    if ctx.node_run_id:
+        return ctx.node_run_id, step
+    if ctx.map_attempt is not None:
+        return ctx.map_attempt[0], f"item {ctx.index} {step}".strip()
+    return None
+
+
+def record_failure(ctx: NodeContext, endpoint: providers.Endpoint, exc: BaseException, step: str) -> None:
+    """Record a call that failed with a HandlerError (it may have been paid for)."""
+    if isinstance(exc, HandlerError) and (under := recorded_under(ctx, step)) is not None:
+        usage.record_call(node_run_id=under[0], endpoint=endpoint, completion=None, error=str(exc), step=under[1])
 
 
 def record_answer(
@@ -419,8 +432,8 @@ def record_answer(
     if record is not None:
         record(completion)
         return
-    if ctx.node_run_id:
-        usage.record_call(node_run_id=ctx.node_run_id, endpoint=endpoint, completion=completion, step=step)
+    if (under := recorded_under(ctx, step)) is not None:
+        usage.record_call(node_run_id=under[0], endpoint=endpoint, completion=completion, step=under[1])
     if request is not None:
         replays.record_live(ctx, request, replays.completion_json(completion), step)
 
@@ -452,15 +465,8 @@ async def acall_recorded(
     except BaseException as exc:
         if admitted.tickets:  # a cancelled task settles too: the sync thread does not need the loop
             await asyncio.shield(run_sync(settle_call, admitted, None, exc))
-        if ctx.node_run_id and isinstance(exc, HandlerError):
-            await run_sync(
-                usage.record_call,
-                node_run_id=ctx.node_run_id,
-                endpoint=endpoint,
-                completion=None,
-                error=str(exc),
-                step=step,
-            )
+        if isinstance(exc, HandlerError):
+            await run_sync(record_failure, ctx, endpoint, exc, step)
         raise
     return await run_sync(answered, ctx, endpoint, admitted, completion, request, step, (ttl, key), record)
 

@@ -417,7 +417,9 @@ def recorded_under(ctx: NodeContext, step: str) -> tuple[int, str] | None:
 def record_failure(ctx: NodeContext, endpoint: providers.Endpoint, exc: BaseException, step: str) -> None:
     """Record a call that failed with a HandlerError (it may have been paid for)."""
     if isinstance(exc, HandlerError) and (under := recorded_under(ctx, step)) is not None:
-        usage.record_call(node_run_id=under[0], endpoint=endpoint, completion=None, error=str(exc), step=under[1])
+        usage.record_call(
+            node_run_id=under[0], endpoint=endpoint, completion=None, error=str(exc), step=under[1]
+        )
 
 
 def record_answer(

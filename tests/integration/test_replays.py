@@ -164,12 +164,10 @@ def test_an_http_request_is_replayed_by_method_url_and_body_and_a_changed_url_is
     assert len(http_server.seen) == 1  # type: ignore[attr-defined]
 
 
-@pytest.mark.parametrize("replay_runtime", ["100"], indirect=True, ids=["slots"])
-def test_each_item_of_an_llm_chat_map_asks_the_provider_its_own_prompt(
+@pytest.mark.parametrize("replay_runtime", ["100", "0"], indirect=True, ids=["slots", "no-slots"])
+def test_an_llm_chat_maps_items_are_recorded_under_the_map_node_and_a_recorded_fork_replays_each(
     replay_runtime: Runtime, llm: FakeLLMServer
 ) -> None:
-    # Not a replay yet: a map item's context has no attempt row (node_run_id 0), so its calls
-    # are neither recorded nor replayed (docs/authors/maps.md, "Not built").
     llm.reply = None  # the fake's default: `echo: <the user message>`
     each = node("each", "llm.chat", map="input.documents", config={"prompt": "Summarise: {item.text}"})
     workflow = publish("summaries", {"nodes": [each], "edges": []})
@@ -180,3 +178,15 @@ def test_each_item_of_an_llm_chat_map_asks_the_provider_its_own_prompt(
     asked = sorted(r.json["messages"][-1]["content"] for r in llm.requests)
     assert asked == [f"Summarise: {t}" for t in texts]
     assert [o["content"] for o in outputs(run)["each"]] == [f"echo: Summarise: {t}" for t in texts]
+    map_node = NodeRun.objects.get(run=run, node_id="each")
+    recorded = RecordedCall.objects.filter(run=run)
+    assert sorted(r.step for r in recorded) == ["item 0", "item 1", "item 2"]
+    assert {(r.node_run_id, r.attempt, r.outcome) for r in recorded} == {(map_node.pk, 1, "live")}
+
+    fork = wait_finished(forking.fork_run(run.pk, "each", calls="recorded"))
+
+    assert fork.status == "succeeded", NodeRun.objects.get(run=fork, node_id="each").error
+    assert len(llm.requests) == len(texts), "the provider got no call"
+    assert outputs(fork) == outputs(run)
+    calls = LLMCall.objects.filter(run=fork)
+    assert sorted((c.step, c.cost) for c in calls) == [(f"item {i} replayed", 0) for i in range(3)]

@@ -58,7 +58,7 @@ def is_known_live(run_id: int) -> bool:
 def recorded_answer(ctx: NodeContext, request: dict[str, Any], step: str) -> RecordedCall | None:
     """The recorded call that answers `request` in a replaying fork (recorded as replayed here);
     None to make the call live. Raise HandlerError in `recorded` mode when the origin made no such call."""
-    replay = replay_of(ctx.run_id) if ctx.node_run_id else None
+    replay = replay_of(ctx.run_id) if ctx.recorded_as() is not None else None
     if replay is None:
         return None
     from workflows.store.recordings import RecordedCall
@@ -99,6 +99,15 @@ def miss(ctx: NodeContext, request: dict[str, Any], digest: str, step: str, orig
     )
 
 
+def under(ctx: NodeContext, step: str) -> tuple[int, int, str]:
+    """(NodeRun id, attempt, step) a call of this context is recorded under (NodeContext.recorded_as):
+    only asked for a context that has them."""
+    found = ctx.recorded_as(step)
+    if found is None:
+        raise ValueError(f"node {ctx.node_id!r}: a call made outside a worker is not recorded")
+    return found
+
+
 def write(
     ctx: NodeContext,
     request: dict[str, Any],
@@ -110,11 +119,12 @@ def write(
 ) -> RecordedCall:
     from workflows.store.recordings import RecordedCall
 
+    node_run_id, attempt, step = under(ctx, step)
     return RecordedCall.objects.create(
         run_id=ctx.run_id,
-        node_run_id=ctx.node_run_id,
+        node_run_id=node_run_id,
         node_id=ctx.node_id,
-        attempt=ctx.attempt,
+        attempt=attempt,
         kind=request["kind"],
         step=step[:100],
         request_hash=digest,
@@ -157,7 +167,7 @@ def record_live(ctx: NodeContext, request: dict[str, Any], response: Any, step: 
     from workflows.store.recordings import RecordedCall
     from workflows.store.statements import table
 
-    if not ctx.node_run_id:
+    if ctx.recorded_as() is None:
         return
     with connection.cursor() as cursor:
         cursor.execute(
@@ -172,11 +182,12 @@ def live_params(
     """The row of a call made live (LIVE_COLUMNS), its parameter names prefixed."""
     from workflows.store.recordings import RecordedCall
 
+    node_run_id, attempt, step = under(ctx, step)
     row = {
         "run_id": ctx.run_id,
-        "node_run_id": ctx.node_run_id,
+        "node_run_id": node_run_id,
         "node_id": ctx.node_id,
-        "attempt": ctx.attempt,
+        "attempt": attempt,
         "kind": request["kind"],
         "step": step[:100],
         "request_hash": callhash.request_hash(request),

@@ -76,9 +76,19 @@ class NodeContext:
     workflow_id: int = 0  # the run's workflow, as the worker knows it; 0: read it when needed
     item: Any = None  # a map node's item (core/maps.py); None for other nodes
     index: int | None = None  # the item's place in the map's list
-    # A map item's: its map node's (NodeRun id, attempt), under which its LLM calls pass the
-    # gates (budgets, provider health). Its calls are not recorded as the node's (node_run_id 0).
+    # A map item's: its map node's (NodeRun id, attempt), under which its calls pass the LLM
+    # gates and are recorded (`recorded_as`); node_run_id stays 0 (no attempt row of its own).
     map_attempt: tuple[int, int] | None = None
+
+    def recorded_as(self, step: str = "") -> tuple[int, int, str] | None:
+        """(NodeRun id, attempt, step) the calls of this context are admitted, recorded and
+        replayed under: its attempt's; a map item's, its map node's attempt, with `item N`
+        first in the step; None for a context made outside the worker."""
+        if self.node_run_id:
+            return self.node_run_id, self.attempt, step
+        if self.map_attempt is not None:
+            return *self.map_attempt, f"item {self.index} {step}".strip()
+        return None
 
     def remaining(self) -> float:
         """Return the seconds left before the deadline, never below zero."""

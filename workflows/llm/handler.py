@@ -327,12 +327,9 @@ def call_of(
 ) -> admission.Call | None:
     """The call as the gates see it: under its attempt's row, or a map item's under its map
     node's (never held: admission.Call.may_hold); None for a context without either."""
-    if ctx.node_run_id:
-        row, attempt = ctx.node_run_id, ctx.attempt
-    elif ctx.map_attempt is not None:
-        row, attempt = ctx.map_attempt
-    else:
+    if (under := ctx.recorded_as()) is None:
         return None
+    row, attempt, _ = under
     return admission.Call(
         row,
         ctx.run_id,
@@ -404,21 +401,11 @@ def call_recorded(
     return completion
 
 
-def recorded_under(ctx: NodeContext, step: str) -> tuple[int, str] | None:
-    """(row, step) a call of this context is recorded under: its attempt's, or a map item's
-    under its map node's, the item's index first in its step; None outside a worker."""
-    if ctx.node_run_id:
-        return ctx.node_run_id, step
-    if ctx.map_attempt is not None:
-        return ctx.map_attempt[0], f"item {ctx.index} {step}".strip()
-    return None
-
-
 def record_failure(ctx: NodeContext, endpoint: providers.Endpoint, exc: BaseException, step: str) -> None:
     """Record a call that failed with a HandlerError (it may have been paid for)."""
-    if isinstance(exc, HandlerError) and (under := recorded_under(ctx, step)) is not None:
+    if isinstance(exc, HandlerError) and (under := ctx.recorded_as(step)) is not None:
         usage.record_call(
-            node_run_id=under[0], endpoint=endpoint, completion=None, error=str(exc), step=under[1]
+            node_run_id=under[0], endpoint=endpoint, completion=None, error=str(exc), step=under[2]
         )
 
 
@@ -434,8 +421,8 @@ def record_answer(
     if record is not None:
         record(completion)
         return
-    if (under := recorded_under(ctx, step)) is not None:
-        usage.record_call(node_run_id=under[0], endpoint=endpoint, completion=completion, step=under[1])
+    if (under := ctx.recorded_as(step)) is not None:
+        usage.record_call(node_run_id=under[0], endpoint=endpoint, completion=completion, step=under[2])
     if request is not None:
         replays.record_live(ctx, request, replays.completion_json(completion), step)
 
@@ -451,7 +438,7 @@ async def acall_recorded(
     record: Recorder | None = None,
 ) -> client.Completion:
     """`call_recorded` for a coroutine: the call awaited, its rows written on the sync thread."""
-    if request is not None and ctx.node_run_id and not recordings.is_known_live(ctx.run_id):
+    if request is not None and ctx.recorded_as() is not None and not recordings.is_known_live(ctx.run_id):
         replayed = await run_sync(replays.replayed_completion, ctx, endpoint, request, step)
         if replayed is not None:
             if admitted.tickets:

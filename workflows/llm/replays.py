@@ -15,6 +15,7 @@ from workflows.handlers.recordings import (
     ReplayMiss as ReplayMiss,
     record_live as record_live,
     recorded_answer as recorded_answer,
+    under,
 )
 from workflows.handlers.registry import NodeContext
 from workflows.llm import usage
@@ -53,8 +54,8 @@ def replayed_completion(
         r.get("output_tokens"),
         0.0,
     )
-    marked = f"replayed {step}".strip()
+    node_run_id, _, marked = under(ctx, f"replayed {step}".strip())
     usage.record_call(
-        node_run_id=ctx.node_run_id, endpoint=endpoint, completion=completion, step=marked, cost=Decimal(0)
+        node_run_id=node_run_id, endpoint=endpoint, completion=completion, step=marked, cost=Decimal(0)
     )
     return completion

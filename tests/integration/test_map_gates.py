@@ -1,3 +1,4 @@
+# ruff: noqa: F811  (pytest fixtures imported from test_budgets are parameters here)
 """A map's LLM items pass the same gates as a node's call: spend budgets and provider health.
 
 Real workers (on slots, and without) and scheduler, a fake provider that counts every request.
@@ -7,16 +8,19 @@ why, and its map's failure policy decides.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
-import pytest
-
 from tests.fakes.llm_server import FakeLLMServer
-from tests.integration.conftest import node, publish, two_workers_and_a_scheduler, wait_finished
+from tests.integration.conftest import node, publish, wait_finished
 from tests.integration.runtime import Runtime
-from tests.integration.test_budgets import USED, answer, tokens_budget
+from tests.integration.test_budgets import (
+    USED,
+    budget_runtime,  # noqa: F401  (a fixture: the workers with slots)
+    llm,  # noqa: F401  (a fixture: the fake provider)
+    one_at_a_time,  # noqa: F401  (a fixture: the workers without slots)
+    tokens_budget,
+)
 from workflows.core import budgets as core
 from workflows.providers_health import breaker
 from workflows.runs import actions as runs
@@ -42,27 +46,8 @@ def worst_case() -> int:
     return core.prompt_bound([{"role": "user", "content": "Summarise doc 0."}], None) + MAX_TOKENS
 
 
-@pytest.fixture
-def llm() -> Iterator[FakeLLMServer]:
-    with FakeLLMServer() as fake:
-        fake.reply = answer
-        yield fake
-
-
-@pytest.fixture
-def on_slots(transactional_db: Any, redis_clean: None, llm: FakeLLMServer) -> Iterator[Runtime]:
-    yield from two_workers_and_a_scheduler(LLM_BASE_URL=llm.base_url, LLM_MODEL="fake-model")
-
-
-@pytest.fixture
-def without_slots(transactional_db: Any, redis_clean: None, llm: FakeLLMServer) -> Iterator[Runtime]:
-    yield from two_workers_and_a_scheduler(
-        LLM_BASE_URL=llm.base_url, LLM_MODEL="fake-model", SWITCHYARD_WORKER_SLOTS="0"
-    )
-
-
 def test_items_spend_from_the_budget_and_those_it_has_no_room_for_fail_naming_it(
-    on_slots: Runtime, llm: FakeLLMServer
+    budget_runtime: Runtime, llm: FakeLLMServer
 ) -> None:
     workflow = publish("map-budget", summarise_each())
     # Room for one call's worst case, not for a second one after the first spent USED tokens.
@@ -84,7 +69,7 @@ def test_items_spend_from_the_budget_and_those_it_has_no_room_for_fail_naming_it
 
 
 def test_items_calls_count_against_the_breaker_and_once_it_opens_the_rest_fail_without_a_call(
-    without_slots: Runtime, llm: FakeLLMServer
+    one_at_a_time: Runtime, llm: FakeLLMServer
 ) -> None:
     LLMProvider.objects.create(
         name="primary",

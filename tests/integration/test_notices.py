@@ -119,6 +119,7 @@ def test_a_start_in_its_callers_transaction_or_in_a_burst_commits_synchronously(
     with connection.execute_wrapper(statements):
         with transaction.atomic():  # the caller's other changes ride on this commit: no early roots
             runs.start_run(workflow, {"user_id": "u-1"})
+        assert jobs.rq_queue("default").count == 1 and notices() == []  # its roots' job, no notice
         settings.SWITCHYARD = {**settings.SWITCHYARD, "START_BURST_GAP_SECONDS": 3600.0}
         runs.start_run(workflow, {"user_id": "u-2"})
         runs.start_run(workflow, {"user_id": "u-3"})  # in a burst: its roots are the scheduler's

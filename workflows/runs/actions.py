@@ -26,7 +26,6 @@ from workflows.core.definition import Issue, canonical_json, check_run_input
 from workflows.core.states import NodeStatus, RunStatus
 from workflows.runs import startkeys
 from workflows.runtime import bus, compensations as sagas, jobs, parents as childlinks, transitions
-from workflows.runtime.lifecycle import flush_commits
 from workflows.store import audit
 from workflows.store.errors import Conflict, Invalid, NotFound
 from workflows.store.graphs import load_graph
@@ -261,8 +260,6 @@ def create_run(
     run_id, status, created_at, ids = row
     if status == RunStatus.RUNNING and roots:
         transaction.on_commit(lambda: jobs.enqueue_roots(roots, ids, run_id, version_id, run_input, priority))
-    if early:
-        transaction.on_commit(flush_commits)
     elif status == RunStatus.RUNNING:
         # The notice carries the new run's state, so the scheduler need not read it back.
         rows = [
@@ -270,6 +267,8 @@ def create_run(
         ]
         notice = rows if len(rows) <= bus.ROWS_AT_MOST else []
         transaction.on_commit(lambda: notify_committed([run_id], notice))
+    if early:  # after the roots' job: on_commit runs its callbacks in order
+        transaction.on_commit(transitions.flush_commits)
     run = Run(
         id=run_id,
         workflow=workflow,

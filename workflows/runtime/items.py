@@ -20,9 +20,9 @@ worker's slots (runtime/slots.py) when it has some, with a task attempt's guaran
 A max_parallel of 200 on a worker of 100 slots runs 100 items at once on it (the worker pops
 no job without a free slot); the claims, and so max_parallel, are the map's (advance_map),
 whichever path runs its items. CPU-bound items, and every item on a worker without slots,
-run one at a time in the main thread under SIGALRM, as before. An item's LLM calls pass the
-call gates (budgets, provider health) under its map node's attempt (NodeContext.map_attempt)
-and are never held there: the item fails instead (admission.Call.may_hold).
+run one at a time in the main thread under SIGALRM, as before. An item's calls pass the LLM
+gates (budgets, provider health) and are recorded and replayed under its map node's attempt
+(NodeContext.recorded_as); a gate never holds an item: it fails instead (admission.Call.may_hold).
 """
 
 from __future__ import annotations

@@ -606,9 +606,8 @@ class LLMCall(models.Model):
     workflow = models.ForeignKey(Workflow, on_delete=models.CASCADE, related_name="llm_calls")
     node_id = models.CharField(max_length=64)
     attempt = models.PositiveIntegerField()
-    step = models.CharField(
-        max_length=100, blank=True
-    )  # an agent loop's turn, a map's "item N"; blank for llm.chat
+    # An agent loop's turn, a map item's "item N"; blank for llm.chat.
+    step = models.CharField(max_length=100, blank=True)
     provider = models.CharField(max_length=60)
     model = models.CharField(max_length=200)  # as asked for (the price table's key)
     response_model = models.CharField(max_length=200, blank=True)  # as the provider named it

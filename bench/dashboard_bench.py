@@ -254,9 +254,17 @@ class Bench:
             )
         spawn([python, "manage.py", "runscheduler", "--name", "dash-s1"], "scheduler", "scheduler")
         spawn([python, "manage.py", "runbroadcaster"], "broadcaster", "broadcaster")
-        daphne = str(harness.VENV_BIN / "daphne")
-        spawn(
-            [daphne, "-b", "127.0.0.1", "-p", str(self.port), "controlplane.asgi:application"],
+        spawn(  # the web process as `make run` starts it (its connection pool included)
+            [
+                python,
+                "-m",
+                "controlplane.webserver",
+                "-b",
+                "127.0.0.1",
+                "-p",
+                str(self.port),
+                "controlplane.asgi:application",
+            ],
             "daphne",
             "web",
         )

@@ -7,6 +7,8 @@ its sockets hold."""
 
 from __future__ import annotations
 
+import contextlib
+import time
 from typing import Any
 
 import httpx
@@ -14,8 +16,11 @@ import psutil
 from django.db import connection
 
 from controlplane.webserver import POOL_SIZE
-from tests.integration.conftest import accepts, free_port
+from tests.integration.conftest import accepts, free_port, node, publish
 from tests.integration.runtime import Runtime, wait_for
+from tests.integration.test_llm_streaming import api_key
+from workflows.llm import follow
+from workflows.runs import actions as runs
 
 
 def backends_of(pid: int) -> set[int]:
@@ -74,5 +79,28 @@ def test_a_kept_connection_postgresql_closed_is_replaced_before_a_request_gets_i
             answers = [client.get(ready).json()["checks"]["postgres"] for _ in range(2 * len(kept))]
         assert all(check["ok"] for check in answers), answers
         assert not kept & backends_of(web.pid)
+    finally:
+        rt.stop()
+
+
+def test_streams_that_follow_an_attempt_hold_no_pooled_connection(transactional_db: Any) -> None:
+    """An SSE follower may stay open for minutes: its request's connection, and those its
+    quiet checks of the node use, go back to the pool, so a pool of 2 serves 4 followers and
+    the requests beside them."""
+    port = free_port()
+    rt = Runtime(DB_POOL_SIZE="2")
+    rt.web("web", port)
+    run, _ = runs.start_run(publish("followed", {"nodes": [node("ask")]}), {})  # no worker: it stays queued
+    url = f"http://127.0.0.1:{port}/api/v1/runs/{run.pk}/nodes/ask/attempts/1/stream"
+    headers = {"Authorization": f"Bearer {api_key()}"}
+    ready = f"http://127.0.0.1:{port}/api/v1/health/ready"
+    try:
+        wait_for(lambda: accepts(port), 30, "Daphne to listen")
+        with contextlib.ExitStack() as followers:
+            for _ in range(4):  # each opens within 5 s: none waits for a pooled connection (10 s)
+                response = followers.enter_context(httpx.stream("GET", url, headers=headers, timeout=5))
+                assert response.status_code == 200 and next(response.iter_lines()) == "retry: 2000"
+            time.sleep(3 * follow.QUIET_SECONDS)  # the followers check the node while it is quiet
+            assert httpx.get(ready, timeout=5).json()["checks"]["postgres"]["ok"]
     finally:
         rt.stop()

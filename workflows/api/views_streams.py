@@ -24,6 +24,7 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from asgiref.sync import sync_to_async
+from django.db import connection
 from django.http import HttpRequest, StreamingHttpResponse
 from ninja import Path, Router
 
@@ -51,7 +52,12 @@ SSE_SCHEMA = {
 
 
 def find_node_run(run_id: int, node_id: str, attempt: int) -> int:
-    row = NodeRun.objects.filter(run_id=run_id, node_id=node_id).values_list("id", "attempt").first()
+    """The attempt's node row; then the request's database connection goes back to the web
+    process's pool (a follower may stream for minutes, and would hold it until its end)."""
+    try:
+        row = NodeRun.objects.filter(run_id=run_id, node_id=node_id).values_list("id", "attempt").first()
+    finally:
+        connection.close()
     if row is None:
         raise NotFound(f"Run {run_id} has no node {node_id!r}.")
     if attempt > row[1] + 1:

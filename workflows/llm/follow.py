@@ -18,6 +18,7 @@ from typing import Any, cast
 import redis.asyncio as aioredis
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from django.db import connection
 
 from workflows.core.states import NodeStatus
 from workflows.llm import streams
@@ -49,8 +50,13 @@ KEEPALIVE = Event("", {})
 
 
 def node_state(node_run_id: int, attempt: int) -> dict[str, Any] | None:
-    """The attempt's end as the database has it, or None while it may still stream."""
-    node = NodeRun.objects.only("attempt", "status", "output", "error").get(id=node_run_id)
+    """The attempt's end as the database has it, or None while it may still stream. Run in
+    an executor's thread, which no request ends: its connection is given back at once (to the
+    web process's pool, where it would otherwise stay checked out)."""
+    try:
+        node = NodeRun.objects.only("attempt", "status", "output", "error").get(id=node_run_id)
+    finally:
+        connection.close()
     if node.attempt > attempt:
         return {"abandoned": True, "status": "superseded", "next_attempt": node.attempt}
     if node.attempt < attempt or node.status in IN_FLIGHT:

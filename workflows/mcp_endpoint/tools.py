@@ -23,7 +23,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import mcp_types as types
-from asgiref.sync import sync_to_async
 from channels.db import database_sync_to_async
 from django.conf import settings
 from mcp.server.context import ServerRequestContext
@@ -190,11 +189,12 @@ async def call_workflow(
 async def watch_run(ctx: ServerRequestContext[Any, Any], run_id: int, deadline: float) -> calls.Progress:
     """Poll the run until it ends or the deadline passes, reporting progress as nodes end."""
     # Off the one thread Daphne runs every page's sync code on (as llm/follow.py polls): a call
-    # that waits 30 s reads the run some 70 times, and pages should not queue behind it.
-    read_progress = sync_to_async(calls.progress_of, thread_sensitive=False)
+    # that waits 30 s reads the run some 70 times, and pages should not queue behind it. Each
+    # read gives its connection back (to the web process's pool): no request ends that thread.
+    read_progress = database_sync_to_async(calls.progress_of, thread_sensitive=False)
     pause, reported = FIRST_POLL_SECONDS, 0
     while True:
-        progress = await read_progress(run_id)
+        progress: calls.Progress = await read_progress(run_id)
         if progress.done > reported:
             ended = ", ".join(progress.ended[reported:])
             await ctx.session.report_progress(progress.done, progress.total, f"run {run_id}: {ended} ended")

@@ -57,7 +57,8 @@ def find_node_run(run_id: int, node_id: str, attempt: int) -> int:
     try:
         row = NodeRun.objects.filter(run_id=run_id, node_id=node_id).values_list("id", "attempt").first()
     finally:
-        connection.close()
+        if not connection.in_atomic_block:  # a caller's transaction (a test's) keeps its connection
+            connection.close()
     if row is None:
         raise NotFound(f"Run {run_id} has no node {node_id!r}.")
     if attempt > row[1] + 1:

@@ -72,14 +72,20 @@ class Forward(threading.Thread):
             threading.Thread(target=self.pump, args=(client, upstream), daemon=True).start()
 
     def pump(self, a: socket.socket, b: socket.socket) -> None:
+        """Relay both ways until either side closes or resets (then both are closed, as a
+        link that went down would leave them)."""
         with a, b:
             while not self.stopped:
                 readable, _, _ = select.select([a, b], [], [], 1.0)
                 for sock in readable:
-                    data = sock.recv(65536)
+                    try:
+                        data = sock.recv(65536)
+                        if data:
+                            (b if sock is a else a).sendall(data)
+                    except OSError:  # reset by a peer
+                        return
                     if not data:
                         return
-                    (b if sock is a else a).sendall(data)
 
     def stop(self) -> None:
         self.stopped = True

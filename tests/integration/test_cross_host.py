@@ -80,11 +80,10 @@ class Forward(threading.Thread):
                 for sock in readable:
                     try:
                         data = sock.recv(65536)
-                        if data:
-                            (b if sock is a else a).sendall(data)
+                        if not data:
+                            return
+                        (b if sock is a else a).sendall(data)
                     except OSError:  # reset by a peer
-                        return
-                    if not data:
                         return
 
     def stop(self) -> None:

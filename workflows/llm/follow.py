@@ -16,9 +16,8 @@ from dataclasses import dataclass
 from typing import Any, cast
 
 import redis.asyncio as aioredis
-from asgiref.sync import sync_to_async
+from channels.db import database_sync_to_async
 from django.conf import settings
-from django.db import connection
 
 from workflows.core.states import NodeStatus
 from workflows.llm import streams
@@ -50,13 +49,8 @@ KEEPALIVE = Event("", {})
 
 
 def node_state(node_run_id: int, attempt: int) -> dict[str, Any] | None:
-    """The attempt's end as the database has it, or None while it may still stream. Run in
-    an executor's thread, which no request ends: its connection is given back at once (to the
-    web process's pool, where it would otherwise stay checked out)."""
-    try:
-        node = NodeRun.objects.only("attempt", "status", "output", "error").get(id=node_run_id)
-    finally:
-        connection.close()
+    """The attempt's end as the database has it, or None while it may still stream."""
+    node = NodeRun.objects.only("attempt", "status", "output", "error").get(id=node_run_id)
     if node.attempt > attempt:
         return {"abandoned": True, "status": "superseded", "next_attempt": node.attempt}
     if node.attempt < attempt or node.status in IN_FLIGHT:
@@ -86,7 +80,9 @@ async def follow(node_run_id: int, attempt: int, after: str = "0-0") -> AsyncIte
     """Yield the attempt's text events after entry `after`, live, and one `end` event last."""
     key = streams.text_key(node_run_id, attempt)
     client = aioredis.Redis.from_url(settings.REDIS_URL, decode_responses=True)
-    state = sync_to_async(node_state, thread_sensitive=False)
+    # In an executor's thread, which no request ends: Channels' wrapper gives the connection
+    # back after each read (to the web process's pool, where it would stay checked out).
+    state = database_sync_to_async(node_state, thread_sensitive=False)
     quiet = 0.0
     try:
         while True:

@@ -23,7 +23,8 @@ import re
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from channels.db import database_sync_to_async
+from asgiref.sync import sync_to_async
+from django.db import connection
 from django.http import HttpRequest, StreamingHttpResponse
 from ninja import Path, Router
 
@@ -51,7 +52,15 @@ SSE_SCHEMA = {
 
 
 def find_node_run(run_id: int, node_id: str, attempt: int) -> int:
-    row = NodeRun.objects.filter(run_id=run_id, node_id=node_id).values_list("id", "attempt").first()
+    """The attempt's node row; then the request's database connection goes back to the web
+    process's pool (a follower may stream for minutes, and would hold it until its end)."""
+    try:
+        row = NodeRun.objects.filter(run_id=run_id, node_id=node_id).values_list("id", "attempt").first()
+    finally:
+        # Not Channels' database_sync_to_async here: its close_old_connections closes a
+        # connection inside a caller's transaction too (a test client's), and breaks it.
+        if not connection.in_atomic_block:
+            connection.close()
     if row is None:
         raise NotFound(f"Run {run_id} has no node {node_id!r}.")
     if attempt > row[1] + 1:
@@ -73,9 +82,7 @@ async def stream_attempt(
     request: HttpRequest, run_id: RunId, node_id: NodePath, attempt: AttemptNumber
 ) -> Any:
     """Replay what the attempt has streamed so far, follow it live, end with the node's output."""
-    # Channels' wrapper gives the request's connection back to the web process's pool after
-    # the read: a follower may stream for minutes, and would hold it until its end.
-    node_run_id = await database_sync_to_async(find_node_run)(run_id, node_id, attempt)
+    node_run_id = await sync_to_async(find_node_run)(run_id, node_id, attempt)
     last = request.headers.get("Last-Event-ID", "")
     after = last if ENTRY_ID.match(last) else "0-0"
     response = StreamingHttpResponse(

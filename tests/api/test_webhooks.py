@@ -27,6 +27,7 @@ from workflows.integrations import webhooks
 from workflows.runs import actions as runs
 from workflows.runtime import advancing
 from workflows.runtime.admission import Call
+from workflows.runtime.transitions_runs import FinishRun
 from workflows.store import traceids
 from workflows.store.models import (
     AuditEntry,
@@ -199,7 +200,7 @@ def subscription(api, chain, receiver) -> dict[str, Any]:
 
 def finish(run: Run, status: str = "succeeded") -> None:
     """Finish a run the way the scheduler does (its RunEvent is what webhooks read)."""
-    advancing.apply_finishes([(run.pk, run.epoch, status)])
+    advancing.apply_finishes([FinishRun(run.pk, run.epoch, status)])
 
 
 def test_a_subscription_shows_its_secret_once(api, subscription) -> None:
@@ -320,40 +321,45 @@ def test_an_event_committed_late_is_still_delivered(chain, subscription) -> None
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_cursor_row_deleted_while_a_scan_waits_for_it_is_made_again() -> None:
-    """Another transaction holds the cursor row and deletes it (a restore, a test emptying the
-    tables): the scan waiting for its lock makes the row again instead of ending in DoesNotExist
-    (which ended the scheduler that ran it)."""
+def test_a_scan_skips_its_round_while_another_holds_the_cursor(chain, subscription, caplog) -> None:
+    """Another transaction holds the cursor row (a scheduler cut off from PostgreSQL mid-scan
+    kept it until its session ended): the scan returns at once instead of waiting on the lock,
+    which stopped the waiting scheduler's loop, reconciler included; the next round delivers."""
+    run, _ = runs.start_run(chain, {})
+    finish(run)
     webhooks.ensure_cursor()
-    holding, deleted = threading.Event(), threading.Event()
+    holding, release = threading.Event(), threading.Event()
 
-    def hold_then_delete() -> None:
+    def hold() -> None:
         try:
             with transaction.atomic():
                 WebhookCursor.objects.select_for_update().get(name=webhooks.CURSOR)
                 holding.set()
-                wait_for(scan_waits_for_a_lock, 30, "the scan to wait for the cursor's lock")
-                WebhookCursor.objects.filter(name=webhooks.CURSOR).delete()
-            deleted.set()
+                release.wait(30)
         finally:
             connection.close()
 
-    holder = threading.Thread(target=hold_then_delete)
+    holder = threading.Thread(target=hold)
     holder.start()
-    assert holding.wait(30)
+    try:
+        assert holding.wait(30)
+        with caplog.at_level("WARNING", logger="workflows.integrations.webhooks"):
+            assert webhooks.scan_events(timezone.now() + timedelta(seconds=60)) == 0
+        assert "another scan still holds the cursor" in caplog.text
+        assert not WebhookDelivery.objects.exists()
+    finally:
+        release.set()
+        holder.join(30)
+    assert webhooks.scan_events(timezone.now() + timedelta(seconds=60)) == 1
+
+
+def test_a_deleted_cursor_row_is_made_again(chain, subscription) -> None:
+    """A restore or a test emptying the tables deletes the cursor: the scan makes it again
+    (from now on) rather than failing the round."""
+    webhooks.ensure_cursor()
+    WebhookCursor.objects.all().delete()
     assert webhooks.scan_events(timezone.now()) == 0
-    holder.join(30)
-    assert deleted.is_set()
     assert WebhookCursor.objects.filter(name=webhooks.CURSOR).count() == 1
-
-
-def scan_waits_for_a_lock() -> bool:
-    with connection.cursor() as cur:
-        cur.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-            " AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
-        )
-        return bool(cur.fetchone()[0])
 
 
 def test_events_before_the_subscription_are_not_delivered(api, chain, receiver) -> None:

@@ -9,6 +9,11 @@ nothing lost; the far host's attempts are failed as lost after the heartbeat tim
 retried near; when the link returns no attempt is recorded twice (the far workers' late
 results are refused by the conditional finish) and the far processes carry on.
 
+A far process cut off inside a transaction keeps that transaction's locks until PostgreSQL
+ends its session (DB_IDLE_IN_TRANSACTION_SECONDS); a CI run failed here when the far
+scheduler was cut off mid webhook scan and the near one waited on the scan's cursor lock with
+its loop, reconciler included (the scan no longer waits for that lock).
+
 Needs root and iproute2 (both present where `make test` runs in CI); skipped otherwise.
 """
 
@@ -124,6 +129,10 @@ def far_runtime(far: dict[str, str]) -> tuple[Runtime, list[Forward]]:
     runtime = Runtime(
         DATABASE_URL=f"postgres://{auth}@{far['near_ip']}:{pg.port}/{db['NAME']}",
         REDIS_URL=f"redis://{far['near_ip']}:{rd.port}/{urlsplit(settings.REDIS_URL).path.lstrip('/') or 0}",  # the test's own database (one per xdist worker)
+        # A far process cut off inside a transaction keeps its locks until PostgreSQL ends
+        # its session (the relay keeps the connection open, as a dead link would for hours).
+        # 10 s, not the default 60, within the test's wait for the far attempts to be lost.
+        DB_IDLE_IN_TRANSACTION_SECONDS="10",
     )
     return runtime, [pg, rd]
 

@@ -66,7 +66,31 @@ def test_sslmode_and_sslrootcert_reach_the_connection() -> None:
 
 def test_a_url_without_parameters_keeps_the_defaults() -> None:
     options = database_from_url("postgres://switchyard@127.0.0.1:5432/switchyard")["OPTIONS"]
-    assert options == {"connect_timeout": 5, "server_side_binding": True, "prepare_threshold": 5}
+    assert options == {
+        "connect_timeout": 5,
+        "server_side_binding": True,
+        "prepare_threshold": 5,
+        "options": "-c idle_in_transaction_session_timeout=60000",
+    }
+
+
+def test_the_idle_transaction_limit_goes_before_the_urls_own_options(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DB_IDLE_IN_TRANSACTION_SECONDS", "7")
+    options = database_from_url("postgres://u@h/db?options=-c%20search_path%3Dsy")["OPTIONS"]
+    assert options["options"] == "-c idle_in_transaction_session_timeout=7000 -c search_path=sy"  # type: ignore[index]
+
+
+def test_no_idle_transaction_limit_leaves_the_urls_options_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DB_IDLE_IN_TRANSACTION_SECONDS", "0")  # a pooler that refuses startup options
+    assert "options" not in database_from_url("postgres://u@h/db")["OPTIONS"]
+    options = database_from_url("postgres://u@h/db?options=-c%20search_path%3Dsy")["OPTIONS"]
+    assert options["options"] == "-c search_path=sy"  # type: ignore[index]
+
+
+def test_a_negative_idle_transaction_limit_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DB_IDLE_IN_TRANSACTION_SECONDS", "-5")
+    with pytest.raises(ImproperlyConfigured, match="DB_IDLE_IN_TRANSACTION_SECONDS must be 0"):
+        database_from_url("postgres://u@h/db")
 
 
 def test_a_url_parameter_overrides_a_default() -> None:

@@ -45,9 +45,10 @@ from urllib.parse import urlsplit
 import django_rq
 import httpx
 from django.conf import settings
-from django.db import close_old_connections, connection, transaction
+from django.db import OperationalError, close_old_connections, connection, transaction
 from django.db.models import Max
 from django.utils import timezone
+from psycopg.errors import LockNotAvailable
 
 from workflows.core import egress
 from workflows.core.backoff import backoff_delay
@@ -347,8 +348,15 @@ def ensure_cursor() -> WebhookCursor:
 
 def locked_cursor() -> WebhookCursor:
     """The cursor row, locked until the transaction ends; made again (from now on) if it was
-    deleted, say by a restore or a test emptying the tables, rather than failing the round."""
-    while (cursor := WebhookCursor.objects.select_for_update().filter(name=CURSOR).first()) is None:
+    deleted, say by a restore or a test emptying the tables, rather than failing the round.
+
+    Never waited for: a scan that still holds it (slow, or its scheduler cut off from
+    PostgreSQL mid-scan, until its session ends) raises LockNotAvailable at once; a scheduler
+    waiting here would stop deciding and reconciling for as long.
+    """
+    while (
+        cursor := WebhookCursor.objects.select_for_update(nowait=True).filter(name=CURSOR).first()
+    ) is None:
         ensure_cursor()
     return cursor
 
@@ -368,7 +376,18 @@ LIMIT %(limit)s
 
 
 def scan_events(now: datetime) -> int:
-    """Create the deliveries for events written since the last scans; return how many."""
+    """Create the deliveries for events written since the last scans; return how many (none
+    while another scan holds the cursor: the next round reads what this one would have)."""
+    try:
+        return scan_locked(now)
+    except OperationalError as exc:
+        if not isinstance(exc.__cause__, LockNotAvailable):
+            raise
+        log.warning("webhook scan skipped: another scan still holds the cursor")
+        return 0
+
+
+def scan_locked(now: datetime) -> int:
     with transaction.atomic():
         cursor = locked_cursor()
         upper = RunEvent.objects.aggregate(top=Max("id"))["top"] or 0

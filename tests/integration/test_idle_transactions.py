@@ -1,0 +1,53 @@
+"""A session that idles inside a transaction is ended by PostgreSQL, and its locks with it.
+
+That is what a process cut off from PostgreSQL mid-transaction looks like from the server: a
+connection still open, a transaction still holding its locks, no next statement. Before
+DB_IDLE_IN_TRANSACTION_SECONDS, a scheduler partitioned inside the webhook scan kept the
+scan's cursor row locked, and every other scheduler's loop waited on it (a cross-host CI run:
+no attempt of the far host was failed as lost within 60 s). The connections are made with the
+parameters Django's backend builds from the settings entry.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import psycopg
+import pytest
+from django.db import connections
+
+from controlplane.settings import database_from_url
+
+LOCK = "SELECT pg_advisory_xact_lock(771401)"
+
+
+def connection_params() -> dict[str, Any]:
+    s = connections["default"].settings_dict
+    entry = database_from_url(f"postgres://{s['USER']}@{s['HOST']}:{s['PORT']}/{s['NAME']}")
+    params: dict[str, Any] = connections["default"].__class__({**s, **entry}).get_connection_params()
+    return params
+
+
+def test_a_transaction_left_idle_is_ended_and_its_lock_freed(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DB_IDLE_IN_TRANSACTION_SECONDS", "1")
+    params = connection_params()
+    with psycopg.connect(**params) as holder, psycopg.connect(**params) as waiter:
+        assert holder.execute("SHOW idle_in_transaction_session_timeout").fetchone() == ("1s",)
+        holder.execute(LOCK)  # psycopg opened a transaction; the holder now goes quiet
+        waiter.execute("SET statement_timeout = '30s'")  # fail, not hang, if nothing ends it
+        began = time.monotonic()
+        waiter.execute(LOCK)  # blocks until PostgreSQL ends the holder's session
+        waited = time.monotonic() - began
+        assert 0.5 < waited < 30, waited
+        with pytest.raises(psycopg.errors.IdleInTransactionSessionTimeout):
+            holder.execute("SELECT 1")
+
+
+def test_a_transaction_at_work_is_not_ended(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DB_IDLE_IN_TRANSACTION_SECONDS", "1")
+    with psycopg.connect(**connection_params()) as conn:
+        conn.execute(LOCK)
+        for _ in range(6):  # 1.5 s in the transaction, never 1 s idle
+            conn.execute("SELECT pg_sleep(0.25)")
+        assert conn.execute("SELECT 1").fetchone() == (1,)

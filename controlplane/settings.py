@@ -119,7 +119,7 @@ def database_from_url(url: str) -> dict[str, object]:
         # A process cut off from PostgreSQL inside a transaction (a network partition, a
         # frozen VM) would keep that transaction's locks for as long as its connection looks
         # alive, hours, and every scheduler that reaches for one of them waits as long.
-        # PostgreSQL ends such a session instead; none of ours idles a second in a transaction.
+        # PostgreSQL ends such a session instead; no transaction of ours waits on the network.
         ours = f"-c idle_in_transaction_session_timeout={idle * 1000}"
         options["options"] = f"{ours} {options['options']}" if options.get("options") else ours
     pool_size = env_int("DB_POOL_SIZE", 0)

@@ -182,12 +182,19 @@ async def sse_client(
         async with client.stream("GET", url, headers={"Authorization": f"Bearer {token}"}) as response:
             response.raise_for_status()
             ready.put_nowait(run_id)
-            event = ""
+            event, written = "", 0.0
             async for line in response.aiter_lines():
-                if line.startswith("event: "):
+                if line.startswith("id: "):  # a Redis stream entry's id: the ms its XADD ran
+                    written = int(line[4:].split("-")[0]) / 1000
+                elif line.startswith("event: "):
                     event = line[7:]
                 elif line.startswith("data: ") and event == "text":
-                    out["sse"] += token_delays(json.loads(line[6:])["text"], time.time(), since)
+                    at, text = time.time(), json.loads(line[6:])["text"]
+                    found = token_delays(text, at, since)
+                    out["sse"] += found
+                    # Where the time went: provider → the worker's write to Redis, then Redis → client.
+                    out["sse_from_redis"] += [(at - written) * 1000] * len(found)
+                    out["sse_to_redis"] += [d - (at - written) * 1000 for d in found]
 
 
 def serve_clients(config: str) -> None:
@@ -195,7 +202,13 @@ def serve_clients(config: str) -> None:
     and one websocket client on the workflow's live page topic (every stream); print "ready"
     once all are connected, and the delays at the end."""
     c = json.loads(config)
-    out: dict[str, list[float]] = {"ws": [], "ws_live": [], "sse": []}
+    out: dict[str, list[float]] = {
+        "ws": [],
+        "ws_live": [],
+        "sse": [],
+        "sse_to_redis": [],
+        "sse_from_redis": [],
+    }
 
     async def main() -> None:
         # Connected in waves of CONNECT_BATCH runs: 400 handshakes at once on a busy Daphne
@@ -249,11 +262,11 @@ class Clients:
         return sum(sum(psutil.Process(c.pid).cpu_times()[:2]) for c in self.children)
 
     def communicate(self, timeout: float) -> dict[str, list[float]]:
-        delays: dict[str, list[float]] = {"ws": [], "ws_live": [], "sse": []}
+        delays: dict[str, list[float]] = {}
         for child in self.children:
             out, _ = child.communicate(timeout=timeout)
             for kind, found in json.loads(out).items():
-                delays[kind] += found
+                delays.setdefault(kind, []).extend(found)
         return delays
 
 
@@ -315,22 +328,35 @@ class StreamBench(Bench):
         names = ("broadcaster", "daphne", "worker-1", "worker-2")
         cpu0 = {n: sum(self.proc(n).cpu_times()[:2]) for n in names}
         clients0 = child.cpu_seconds()
+        provider0 = sum(psutil.Process().cpu_times()[:2])  # this process: the provider's threads
+        machine0 = psutil.cpu_times()
         load0 = os.getloadavg()[0]
         t0 = time.perf_counter()
         self.wait_finished(ids, 900)
         clients_cpu = child.cpu_seconds() - clients0
+        provider_cpu = sum(psutil.Process().cpu_times()[:2]) - provider0
+        machine = psutil.cpu_times()
+        idle = (machine.idle - machine0.idle) + (machine.iowait - machine0.iowait)
+        total = sum(machine) - sum(machine0)
         delays = child.communicate(timeout=120)
         wall = time.perf_counter() - t0
         cpu = {n: round((sum(self.proc(n).cpu_times()[:2]) - c) / wall * 100, 1) for n, c in cpu0.items()}
         cpu["clients"] = round(clients_cpu / wall * 100, 1)
+        cpu["provider (this process)"] = round(provider_cpu / wall * 100, 1)
         return {
             "load_average_1min": [round(load0, 1), round(os.getloadavg()[0], 1)],
             "wall_s": round(wall, 1),
             "ws_delay_ms": harness.distribution(delays["ws"]),
             "ws_live_page_delay_ms": harness.distribution(delays["ws_live"]),
             "sse_delay_ms": harness.distribution(delays["sse"]),
-            "tokens_per_s_delivered": {k: round(len(v) / wall, 1) for k, v in delays.items()},
+            # the SSE delay in two: until the worker's XADD (the entry id's ms), and after it
+            "sse_to_redis_ms": harness.distribution(delays["sse_to_redis"]),
+            "sse_from_redis_ms": harness.distribution(delays["sse_from_redis"]),
+            "tokens_per_s_delivered": {k: round(len(delays[k]) / wall, 1) for k in ("ws", "ws_live", "sse")},
             "cpu_pct": cpu,
+            # the whole machine while the tokens flowed: every process above waits for a core
+            # when this nears 100
+            "machine_busy_pct": round((1 - idle / total) * 100, 1) if total else None,
         }
 
     def throughput_phase(self) -> dict[str, Any]:

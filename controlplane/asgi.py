@@ -18,8 +18,9 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
 django_asgi = get_asgi_application()
 
 # After Django is set up: these import models.
-from channels.auth import AuthMiddlewareStack  # noqa: E402
+from channels.auth import AuthMiddleware  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.sessions import CookieMiddleware, InstanceSessionWrapper  # noqa: E402
 from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
@@ -42,9 +43,22 @@ async def http(scope: dict[str, Any], receive: Any, send: Any) -> None:
         await django_http(scope, receive, send)
 
 
-application = ProtocolTypeRouter(
-    {
-        "http": http,
-        "websocket": SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
-    }
-)
+class ReadSessionMiddleware:
+    """Channels' SessionMiddleware for websockets, without its wrapper around every send.
+
+    The wrapper saves a modified session on `http.response.start`, which a websocket never
+    sends, yet asked the session whether it was modified and empty before every message: a
+    frame per token on the LLM streams' fan-out. The consumers only read the session.
+    """
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> Any:
+        wrapper = InstanceSessionWrapper(scope, send)
+        await wrapper.resolve_session()
+        return await self.inner(wrapper.scope, receive, send)
+
+
+websockets = CookieMiddleware(ReadSessionMiddleware(AuthMiddleware(URLRouter(websocket_urlpatterns))))
+application = ProtocolTypeRouter({"http": http, "websocket": SameOriginValidator(websockets)})

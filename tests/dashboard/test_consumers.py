@@ -6,17 +6,15 @@ from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
-from channels.auth import AuthMiddlewareStack
-from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 from django.conf import settings as django_settings
 from django.contrib.auth.models import User
 from django.contrib.sessions.backends.db import SessionStore
 from django.test import Client
 
+from controlplane.asgi import websockets
 from controlplane.origins import SameOriginValidator
 from monitoring import consumers
-from monitoring.routing import websocket_urlpatterns
 from monitoring.services import events
 from tests.integration.conftest import node, publish
 from workflows.runs import actions as runs
@@ -25,7 +23,7 @@ from workflows.runs import actions as runs
 # closes a connection left inside a test's atomic block.
 pytestmark = pytest.mark.django_db(transaction=True)
 
-APP = SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
+APP = SameOriginValidator(websockets)  # the websocket stack Daphne serves
 
 
 @pytest.fixture(autouse=True)

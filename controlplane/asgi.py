@@ -60,5 +60,5 @@ class ReadSessionMiddleware:
         return await self.inner(wrapper.scope, receive, send)
 
 
-websockets = CookieMiddleware(ReadSessionMiddleware(AuthMiddleware(URLRouter(websocket_urlpatterns))))
-application = ProtocolTypeRouter({"http": http, "websocket": SameOriginValidator(websockets)})
+websocket_app = CookieMiddleware(ReadSessionMiddleware(AuthMiddleware(URLRouter(websocket_urlpatterns))))
+application = ProtocolTypeRouter({"http": http, "websocket": SameOriginValidator(websocket_app)})

@@ -12,7 +12,7 @@ from django.contrib.auth.models import User
 from django.contrib.sessions.backends.db import SessionStore
 from django.test import Client
 
-from controlplane.asgi import websockets
+from controlplane.asgi import websocket_app
 from controlplane.origins import SameOriginValidator
 from monitoring import consumers
 from monitoring.services import events
@@ -23,7 +23,7 @@ from workflows.runs import actions as runs
 # closes a connection left inside a test's atomic block.
 pytestmark = pytest.mark.django_db(transaction=True)
 
-APP = SameOriginValidator(websockets)  # the websocket stack Daphne serves
+APP = SameOriginValidator(websocket_app)  # the websocket stack Daphne serves
 
 
 @pytest.fixture(autouse=True)

@@ -18,6 +18,7 @@ import pytest
 from django.db import connections
 
 from controlplane.settings import database_from_url
+from workflows.store.errors import STORES_AWAY, connection_lost
 
 LOCK = "SELECT pg_advisory_xact_lock(771401)"
 
@@ -51,3 +52,28 @@ def test_a_transaction_at_work_is_not_ended(monkeypatch: pytest.MonkeyPatch) -> 
         for _ in range(6):  # 1.5 s in the transaction, never 1 s idle
             conn.execute("SELECT pg_sleep(0.25)")
         assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+@pytest.mark.django_db
+def test_the_ended_session_is_a_store_away_to_the_loops(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Through Django's connection, as a scheduler meets it when its link comes back: the
+    error (InternalError, SQLSTATE 25P03) is one every long-running loop waits out and a
+    worker's store tries again after (a scheduler exited on it), and the connection is then
+    replaced, not reused."""
+    monkeypatch.setenv("DB_IDLE_IN_TRANSACTION_SECONDS", "1")
+    s = connections["default"].settings_dict
+    entry = database_from_url(f"postgres://{s['USER']}@{s['HOST']}:{s['PORT']}/{s['NAME']}")
+    holder = connections["default"].__class__({**s, **entry}, alias="idle-probe")
+    try:
+        holder.set_autocommit(False)
+        with holder.cursor() as cur:
+            cur.execute(LOCK)
+        with psycopg.connect(**connection_params()) as waiter:
+            waiter.execute("SET statement_timeout = '30s'")
+            waiter.execute(LOCK)  # returns once PostgreSQL has ended the holder's session
+        with pytest.raises(STORES_AWAY) as raised, holder.cursor() as cur:
+            cur.execute("SELECT 1")
+        assert connection_lost(raised.value), raised.value
+        assert not holder.is_usable()
+    finally:
+        holder.close()

@@ -7,25 +7,32 @@ from collections.abc import Sequence
 from typing import Any
 
 import redis
-from django.db import InterfaceError, OperationalError
+from django.db import InterfaceError, InternalError, OperationalError
 
 # Redis or Postgres unreachable: what a long-running process (scheduler, broadcaster, webhook
 # sender) waits out and tries again, rather than exit; Postgres is the truth, nothing is lost.
-STORES_AWAY = (redis.ConnectionError, redis.TimeoutError, OperationalError, InterfaceError)
+# InternalError too: a session PostgreSQL ended because it idled in a transaction (the
+# process was cut off mid-transaction: DB_IDLE_IN_TRANSACTION_SECONDS) raises it (SQLSTATE
+# 25P03) at its next statement, and a scheduler that met it exited.
+STORES_AWAY = (redis.ConnectionError, redis.TimeoutError, OperationalError, InterfaceError, InternalError)
+ENDED_IDLE_IN_TRANSACTION = "25P03"
 
 
 def connection_lost(exc: BaseException) -> bool:
     """Whether a PostgreSQL error is its connection's end (a restart, a cut), not the statement's.
 
     Connection-level failures carry no SQLSTATE (the socket closed), class 08 (connection
-    exception) or 57P0x (the server shutting down or terminating the backend). A deadlock
+    exception), 57P0x (the server shutting down or terminating the backend) or 25P03 (the
+    backend ended for idling in a transaction). A deadlock
     (40P01) or a statement timeout (57014) is the statement's and is not counted here.
     """
     if isinstance(exc, InterfaceError):
         return True
+    sqlstate = getattr(exc.__cause__, "sqlstate", None)
+    if isinstance(exc, InternalError):
+        return sqlstate == ENDED_IDLE_IN_TRANSACTION
     if not isinstance(exc, OperationalError):
         return False
-    sqlstate = getattr(exc.__cause__, "sqlstate", None)
     return sqlstate is None or sqlstate.startswith(("08", "57P0"))
 
 

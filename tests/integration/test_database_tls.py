@@ -15,10 +15,15 @@ from django.db import connections
 from controlplane.settings import database_from_url
 
 
-def connection_params(query: str) -> dict[str, Any]:
+def settings_entry(query: str = "") -> dict[str, Any]:
+    """The test database's settings entry as DATABASE_URL with `query` (and the environment) builds it."""
     s = connections["default"].settings_dict
-    entry = database_from_url(f"postgres://{s['USER']}@{s['HOST']}:{s['PORT']}/{s['NAME']}?{query}")
-    params: dict[str, Any] = connections["default"].__class__({**s, **entry}).get_connection_params()
+    return {**s, **database_from_url(f"postgres://{s['USER']}@{s['HOST']}:{s['PORT']}/{s['NAME']}?{query}")}
+
+
+def connection_params(query: str = "") -> dict[str, Any]:
+    """What Django's backend passes to psycopg for that entry."""
+    params: dict[str, Any] = connections["default"].__class__(settings_entry(query)).get_connection_params()
     return params
 
 

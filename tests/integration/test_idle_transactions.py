@@ -11,23 +11,15 @@ parameters Django's backend builds from the settings entry.
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import psycopg
 import pytest
 from django.db import connections
 
-from controlplane.settings import database_from_url
+from tests.integration.test_database_tls import connection_params, settings_entry
 from workflows.store.errors import STORES_AWAY, connection_lost
 
 LOCK = "SELECT pg_advisory_xact_lock(771401)"
-
-
-def connection_params() -> dict[str, Any]:
-    s = connections["default"].settings_dict
-    entry = database_from_url(f"postgres://{s['USER']}@{s['HOST']}:{s['PORT']}/{s['NAME']}")
-    params: dict[str, Any] = connections["default"].__class__({**s, **entry}).get_connection_params()
-    return params
 
 
 def test_a_transaction_left_idle_is_ended_and_its_lock_freed(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -61,9 +53,7 @@ def test_the_ended_session_is_a_store_away_to_the_loops(monkeypatch: pytest.Monk
     worker's store tries again after (a scheduler exited on it), and the connection is then
     replaced, not reused."""
     monkeypatch.setenv("DB_IDLE_IN_TRANSACTION_SECONDS", "1")
-    s = connections["default"].settings_dict
-    entry = database_from_url(f"postgres://{s['USER']}@{s['HOST']}:{s['PORT']}/{s['NAME']}")
-    holder = connections["default"].__class__({**s, **entry}, alias="idle-probe")
+    holder = connections["default"].__class__(settings_entry(), alias="idle-probe")
     try:
         holder.set_autocommit(False)
         with holder.cursor() as cur:

@@ -23,8 +23,8 @@ def connection_lost(exc: BaseException) -> bool:
 
     Connection-level failures carry no SQLSTATE (the socket closed), class 08 (connection
     exception), 57P0x (the server shutting down or terminating the backend) or 25P03 (the
-    backend ended for idling in a transaction). A deadlock
-    (40P01) or a statement timeout (57014) is the statement's and is not counted here.
+    backend ended for idling in a transaction). A deadlock (40P01) or a statement timeout
+    (57014) is the statement's and is not counted here.
     """
     if isinstance(exc, InterfaceError):
         return True

@@ -256,32 +256,89 @@ class Statements:
         return [sql for sql, _ in self.seen if all(part in sql for part in parts)]
 
 
-def test_the_result_that_ends_its_run_and_the_end_wait_for_the_disk_once(redis_clean: None) -> None:
-    """The last node's result commits relaxed, then the run's end, one synchronous statement
-    (no transaction, no read of child links), flushes both: one wait for the disk, not two."""
-    line = {"nodes": [node(n, "core.echo") for n in "ab"], "edges": [CHAIN["edges"][0]]}
-    run, _ = runs.start_run(publish("pair", line), {})
+def stores_of(statements: Statements) -> list[Any]:
+    """The parameters of the worker's result statements (transitions.FINISH_SQL and its variant)."""
+    return [
+        params for sql, params in statements.seen if "json_to_recordset" in sql and "'node.attempt'" in sql
+    ]
+
+
+def test_a_run_continued_by_its_worker_waits_for_the_disk_once_at_its_end(redis_clean: None) -> None:
+    """a, b, c in a line, each continued by the worker: a's and b's results commit relaxed,
+    each flush owed to the next store, and c's store, which ends the run in the same
+    statement (unless a parent waits on it), commits synchronously and flushes them all:
+    one wait for the disk, not four, and no statement of the run's end of its own."""
+    line = {"nodes": [node(n, "core.echo") for n in "abc"], "edges": CHAIN["edges"][:2]}
+    run, _ = runs.start_run(publish("line", line), {})
     advancing.advance_runs([run.pk])
     items, given = take_direct_job()
     statements = Statements()
 
     with connection.execute_wrapper(statements):
-        assert execution.run_batch(items, "worker-t", given) == 2
+        assert execution.run_batch(items, "worker-t", given) == 3
 
-    stores = [
-        params for sql, params in statements.seen if "json_to_recordset" in sql and "'node.attempt'" in sql
+    stores = stores_of(statements)
+    assert [(params["relaxed"], params["ends"]) for params in stores] == [
+        (True, []),
+        (True, []),
+        (False, [run.pk]),
     ]
-    assert [params["relaxed"] for params in stores] == [False, True]  # a has a successor, b has none
-    ends = statements.texts("UPDATE", "finished_at = clock_timestamp()", "'run.' || status")
-    assert len(ends) == 1 and "settled_at IS NULL" in ends[0]  # ended unless a parent waits on it
+    assert statements.seen[-1][1] is stores[-1] and not statements.texts(
+        "'run.' || status"
+    )  # no end of its own
+    assert "settled_at IS NULL" in statements.seen[-1][0]  # ended unless a parent waits on it
     assert not statements.texts('"workflows_childrun"') and not statements.texts("pg_logical_emit_message")
-    assert [sql for sql, _ in statements.seen].index(ends[0]) == len(statements.seen) - 1
     assert Run.objects.get(pk=run.pk).status == "succeeded"
 
 
-def test_a_last_result_that_ends_no_run_is_flushed_before_anyone_hears_of_it(run: Run) -> None:
-    """c (a sink) succeeds while `slow` is still queued: nothing ends, so the relaxed store is
-    made durable by a flush before the schedulers are told."""
+def test_a_batch_of_several_runs_commits_its_store_synchronously(redis_clean: None) -> None:
+    """Two runs' roots in one batch: one of them nearly always has a notice to send, so their
+    store waits for the disk itself rather than commit relaxed and flush after."""
+    line = {"nodes": [node(n, "core.echo") for n in "abc"], "edges": CHAIN["edges"][:2]}
+    workflow = publish("line", line)
+    started = [runs.start_run(workflow, {"n": n})[0] for n in (1, 2)]
+    advancing.advance_runs([run.pk for run in started])
+    taken = [job for job in waiting_jobs() if job.args[1]]
+    items = [item for job in taken for item in job.args[0]]
+    given = {k: v for job in taken for k, v in job.args[1].items()}
+    assert {run_id for run_id, *_ in given.values()} == {run.pk for run in started}
+    statements = Statements()
+
+    with connection.execute_wrapper(statements):
+        assert execution.run_batch(items, "worker-t", given) == 6
+
+    assert stores_of(statements)[0]["relaxed"] is False
+    assert {Run.objects.get(pk=run.pk).status for run in started} == {"succeeded"}
+
+
+def test_a_flush_owed_to_a_successor_that_stored_nothing_is_paid_by_its_store(redis_clean: None) -> None:
+    """b, queued by a's relaxed store for this worker, is cancelled before its result is
+    stored: its store writes nothing and queues nothing, and the worker flushes after it."""
+    line = {"nodes": [node(n, "core.echo") for n in "abc"], "edges": CHAIN["edges"][:2]}
+    run, _ = runs.start_run(publish("line", line), {})
+    advancing.advance_runs([run.pk])
+    items, given = take_direct_job()
+    statements = Statements()
+
+    def cancel_b_once_queued(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        done = execute(sql, params, many, context)
+        if isinstance(params, dict) and params.get("follows"):
+            NodeRun.objects.filter(run=run, node_id="b").update(status="cancelled")
+        return done
+
+    with connection.execute_wrapper(statements), connection.execute_wrapper(cancel_b_once_queued):
+        assert execution.run_batch(items, "worker-t", given) == 2  # a, then b (c is never queued)
+
+    assert [params["relaxed"] for params in stores_of(statements)] == [True, True]  # b may queue c
+    assert [sql for sql, _ in statements.seen][-1] == statements.texts("pg_logical_emit_message")[0]
+    assert node_row(run, "a").status == "succeeded" and node_row(run, "b").status == "cancelled"
+
+
+def test_stores_are_durable_before_anyone_hears_of_them(run: Run) -> None:
+    """a and b succeed, queueing c for this worker, while `slow` is still queued: their run has
+    a notice to send, so their relaxed store is flushed first. Then c (a sink) succeeds: its
+    store, which might end the run, commits synchronously; nothing ends (slow is queued),
+    and the notice follows with no flush of its own."""
     advancing.advance_runs([run.pk])
     items, given = take_direct_job()
     statements = Statements()
@@ -297,13 +354,13 @@ def test_a_last_result_that_ends_no_run_is_flushed_before_anyone_hears_of_it(run
     with connection.execute_wrapper(statements), connection.execute_wrapper(flushing):
         assert execution.run_batch(items, "worker-t", given) == 3  # a and b, then c
 
-    stores = [
-        params for sql, params in statements.seen if "json_to_recordset" in sql and "'node.attempt'" in sql
-    ]
-    assert [params["relaxed"] for params in stores] == [False, True]
-    assert [sql for sql, _ in statements.seen][-1] == statements.texts("pg_logical_emit_message")[0]
-    # a and b's store told the schedulers (slow is still queued); c's is told after its flush
-    assert notices_at_flush == [before + 1] and bus.client().xlen(bus.NOTICES) == before + 2
+    assert [params["relaxed"] for params in stores_of(statements)] == [True, False]
+    order = [params for _, params in statements.seen]
+    assert [sql for sql, _ in statements.seen][order.index(stores_of(statements)[0]) + 1] == statements.texts(
+        "pg_logical_emit_message"
+    )[0]
+    # the first store's notice (slow is still queued) was sent after its flush, c's after its store
+    assert notices_at_flush == [before] and bus.client().xlen(bus.NOTICES) == before + 2
     assert Run.objects.get(pk=run.pk).status == "running" and node_row(run, "c").status == "succeeded"
 
 

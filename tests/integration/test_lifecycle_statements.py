@@ -40,6 +40,7 @@ EMPTY = {
     "follow_job": "",
     "relaxed": False,
     "epochs": [],
+    "ends": [],
     "statuses": [],
 }
 TEMPLATES = {"LEAVE_WAIT_SQL"}  # formatted into DECIDE_SQL, EXPIRE_SQL, ... first

@@ -161,3 +161,43 @@ def test_a_parent_cancelled_while_its_child_ends_waits_instead_of_deadlocking(
         assert outcome == {"pid": outcome["pid"], "result": []}  # the child had already ended
     else:
         assert isinstance(outcome.get("error"), Conflict), outcome  # already cancelled with its parent
+
+
+def test_a_cancel_and_a_store_that_may_end_the_run_wait_for_each_other() -> None:
+    """A worker's store of a node with no successor may end its run in the same statement
+    (execution.settle, transitions.ENDED): it takes the run before the node, so it waits for
+    a cancel that holds the run and then takes its nodes, instead of deadlocking."""
+    run, _ = runs.start_run(publish("lock-order-end", {"nodes": [node("a", "core.echo")]}), {})
+    NodeRun.objects.filter(run=run).update(status=N.RUNNING, attempt=1, tries=1)
+    row = NodeRun.objects.get(run=run)
+    now = timezone.now().isoformat()
+    result = {
+        "id": row.pk,
+        "attempt": 1,
+        "status": N.SUCCEEDED,
+        "output": "{}",
+        "error": "",
+        "traceback": "",
+        "retryable": True,
+        "started_at": now,
+        "finished_at": now,
+        "span": {"status": N.SUCCEEDED},
+        "from_status": N.RUNNING,
+    }
+
+    def store() -> transitions.Finished:
+        return transitions.finish_attempts([result], "w", [run.pk], ends=[run.pk])
+
+    with transaction.atomic():
+        locked = runs.locked_run(run.pk)
+        joined = while_it_waits(store, "the store")
+        assert transitions.cancel_run(
+            locked, timezone.now()
+        )  # takes the node's row: 40P01 if the store held it
+    outcome = joined()
+    assert "error" not in outcome, outcome["error"]
+    assert outcome["result"].run_ids == [] and outcome["result"].ended == []  # the node was cancelled first
+    assert (Run.objects.get(pk=run.pk).status, NodeRun.objects.get(pk=row.pk).status) == (
+        "cancelled",
+        "cancelled",
+    )

@@ -134,6 +134,7 @@ def run_batch(
     todo = deque(claims)
     results: list[Result] = []
     ran, oldest = 0, 0.0
+    owed = False  # a store committed relaxed, whose flush the successors it queued here pay (settle)
     while todo:
         c = todo.popleft()
         ran += 1
@@ -146,9 +147,10 @@ def run_batch(
                 tally.add(result.outcome.status == NodeStatus.SUCCEEDED)
                 oldest = oldest or time.monotonic()
         if results and (not todo or time.monotonic() - oldest >= FLUSH_AFTER_SECONDS):
-            todo.extend(
-                when_up(f"worker {worker}: storing {len(results)} results", store, results, worker, upstream)
+            followed, owed = when_up(
+                f"worker {worker}: storing {len(results)} results", store, results, worker, upstream, owed
             )
+            todo.extend(followed)
             results, oldest = [], 0.0
     return ran
 
@@ -179,13 +181,16 @@ def when_up(what: str, store_them: Callable[..., T], *args: Any) -> T:
             return done
 
 
-def store(results: list[Result], worker: str, upstream: dict[int, dict[str, Any]]) -> list[Claim]:
-    """Store the results, notify, and return the successors queued to run here (see `follows`).
+def store(
+    results: list[Result], worker: str, upstream: dict[int, dict[str, Any]], owed: bool = False
+) -> tuple[list[Claim], bool]:
+    """Store the results, notify, and return the successors queued to run here (see `follows`)
+    and whether a flush is still owed (`settle`, given `owed`: one owed by the store before).
 
     Their predecessors' outputs join `upstream`: this batch's results, and for a fan-in the
     others' outputs, which the statement read back.
     """
-    done, decided = settle(results, worker, follows(results))
+    done, decided, owed = settle(results, worker, follows(results), owed)
     bus.notify(decided.run_ids, decided.rows)
     outputs = {**done.outputs, **{(r.claim.run_id, r.claim.node_id): r.outcome.output for r in results}}
     claims = []
@@ -196,7 +201,7 @@ def store(results: list[Result], worker: str, upstream: dict[int, dict[str, Any]
         claims.append(
             Claim(f.noderun_id, f.run_id, f.node_id, f.attempt, f.version_id, from_json(f.input), True)
         )
-    return claims
+    return claims, owed
 
 
 class Decided(NamedTuple):
@@ -221,15 +226,20 @@ def decide(done: transitions.Finished) -> Decided:
       the run's epoch), saving the notice and the scheduler's turn between a run's last node
       and its end. A failed end stays the scheduler's (it may begin compensations).
     Graphs with edge conditions are always notified unless they end here: their rows lack
-    the outputs the conditions read, which an ending run no longer needs.
+    the outputs the conditions read, which an ending run no longer needs. Runs the store's
+    statement ended (`done.ended`, see settle) are neither notified nor decided again; what
+    is decided here is what that statement could not see: a run completed by a node with
+    successors (under an any_success or all_done join), or a child run.
     """
     by_run: dict[int, list[transitions.NodeRow]] = {}
     for row in done.rows:
         by_run.setdefault(row.run_id, []).append(row)
     followed = {f.run_id for f in done.followed}
-    here: set[int] = set()
+    here: set[int] = set(done.ended)  # the statement ended them (settle)
     finishes = []
     for run_id, rows in by_run.items():
+        if run_id in here:
+            continue
         graph = load_graph(rows[0].version_id)
         states = {r.node_id: engine.NodeState(r.status, r.tries, retryable=r.retryable) for r in rows}
         if states.keys() != set(graph.order):
@@ -427,29 +437,55 @@ def finish(results: list[Result], worker: str) -> tuple[list[int], list[transiti
     small enough to travel in a notice, that have no other node queued or running: the
     scheduler decides from these rows without reading the run again.
     """
-    _, decided = settle(results, worker, [])
+    _, decided, _ = settle(results, worker, [])
     return decided.run_ids, decided.rows
 
 
 def settle(
-    results: list[Result], worker: str, follows: list[tuple[int, str, tuple[str, ...]]]
-) -> tuple[transitions.Finished, Decided]:
-    """Store the results, queueing the successors `follows` names (transitions.finish_attempts),
-    and end the runs they complete (`decide`); return what was stored and decided.
+    results: list[Result], worker: str, follows: list[tuple[int, str, tuple[str, ...]]], owed: bool = False
+) -> tuple[transitions.Finished, Decided, bool]:
+    """Store the results, queueing the successors `follows` names and ending the runs they
+    complete (transitions.finish_attempts, then `decide` for what the statement left); return
+    what was stored and decided, and whether the store's flush is still owed.
 
-    Everything stored is durable when this returns, before anything acts on it. When a
-    result may be its run's last (its node has no successor), the store commits relaxed and
-    the run's end, a synchronous commit right after it, flushes both: one wait for the disk
-    at a run's end instead of two (a commit's flush covers all the WAL before it). If no run
-    ended, lifecycle.flush_commits waits for the flush instead. A crash in between loses
-    nothing a crash just before the store would not: the attempts run again (at-least-once).
+    What is stored is durable before anything but this worker acts on it: before a notice,
+    or a run's end is announced. The statement itself ends a run (small enough for its rows
+    to come back) that a result of a node with no successor completes (`ends`), committing
+    synchronously: one statement and one wait for the disk at a run's end, where it was a
+    relaxed store, then the end's synchronous statement. Otherwise a store commits relaxed
+    (not waiting for the disk) only for the results of one run whose successor this worker
+    may run itself (`follows`): that successor's own store, this worker's next statement,
+    flushes both (a commit's flush covers all the WAL before it). Until then the flush is
+    owed (returned, and given back by the next call as `owed`); a store that commits
+    synchronously and stores something pays it, and one that leaves a notice to send or
+    queues nothing pays it with lifecycle.flush_commits before the notice. The successor
+    runs next in this batch (it is batchable: it never parks), so its store always comes.
+    An idle run of the demo DAG waited for the disk at each of its hops: four flushes in a
+    row, about 0.3-0.5 ms each here (docs/benchmarks.md). A batch of several runs keeps its
+    synchronous commit: one of its runs nearly always has a notice to send, and a flush
+    after a relaxed commit would be one round trip more. A crash of PostgreSQL in between
+    loses nothing a crash just before the store would not: the attempts run again
+    (at-least-once), and a successor that ran on a result lost so runs again after it.
     """
-    relaxed = any(may_end_its_run(r) for r in results)
-    done = finish_and_follow(results, worker, follows, relaxed)
+    small = small_runs(results)
+    ends = {r.claim.run_id for r in results if r.claim.run_id in small and may_end_its_run(r)}
+    relaxed = not ends and bool(follows) and len({r.claim.run_id for r in results}) == 1
+    done = transitions.finish_attempts(
+        [r.row() for r in results], worker, small, follows, relaxed, sorted(ends)
+    )
+    bus.publish_runs_finished([(run_id, RunStatus.SUCCEEDED) for run_id in done.ended])
     decided = decide(done)
-    if not advancing.apply_finishes(decided.finishes) and relaxed:
+    paid = bool(advancing.apply_finishes(decided.finishes)) or (not relaxed and bool(done.run_ids))
+    owed = (owed or relaxed) and not paid
+    if owed and (decided.run_ids or not done.followed):
         transitions.flush_commits()
-    return done, decided
+        owed = False
+    return done, decided, owed
+
+
+def small_runs(results: list[Result]) -> set[int]:
+    """The runs among the results whose node rows are few enough to come back (bus.ROWS_AT_MOST)."""
+    return {r.claim.run_id for r in results if len(load_graph(r.claim.version_id).order) <= bus.ROWS_AT_MOST}
 
 
 def may_end_its_run(r: Result) -> bool:
@@ -463,10 +499,7 @@ def may_end_its_run(r: Result) -> bool:
 
 
 def finish_and_follow(
-    results: list[Result], worker: str, follows: list[tuple[int, str, tuple[str, ...]]], relaxed: bool = False
+    results: list[Result], worker: str, follows: list[tuple[int, str, tuple[str, ...]]]
 ) -> transitions.Finished:
     """Store the results and queue the successors `follows` names (transitions.finish_attempts)."""
-    small_runs = {
-        r.claim.run_id for r in results if len(load_graph(r.claim.version_id).order) <= bus.ROWS_AT_MOST
-    }
-    return transitions.finish_attempts([r.row() for r in results], worker, small_runs, follows, relaxed)
+    return transitions.finish_attempts([r.row() for r in results], worker, small_runs(results), follows)

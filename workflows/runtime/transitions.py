@@ -34,7 +34,7 @@ import uuid
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
-from workflows.core.states import Cause, NodeStatus as N, RunStatus as R
+from workflows.core.states import NODE_TERMINAL, Cause, NodeStatus as N, RunStatus as R
 from workflows.runtime.lifecycle import (  # re-exported (`x as x`): transitions.<name> for the whole family
     RELAXED_COMMIT as RELAXED_COMMIT,
     RELAXED_COMMIT_IF as RELAXED_COMMIT_IF,
@@ -107,7 +107,7 @@ from workflows.runtime.transitions_waits import (  # re-exported (`x as x`): tra
     wake_waits as wake_waits,
 )
 from workflows.store.models import NodeRun
-from workflows.store.statements import EVENTS, NODES, RUNS
+from workflows.store.statements import CHILD_RUNS, EVENTS, NODES, RUNS
 
 NODE = Attempts(NodeRun, "n")
 
@@ -236,7 +236,7 @@ FINISHED = NODE.finish(
     "n.status || '' = v.from_status",
     reported=", span json, from_status text",
     sets=", worker = %(worker)s",
-    where=" AND n.id = ANY(%(ids)s::bigint[])",
+    where=" AND n.id = ANY(%(ids)s::bigint[]) AND (SELECT count(*) FROM ending) >= 0",  # runs locked first
     returning="n.id, n.run_id, n.node_id, n.attempt, n.worker, n.started_at, n.finished_at, n.status, v.span, "
     "n.retryable, n.queued_at",
 )
@@ -269,11 +269,42 @@ FOLLOWED = NODE.claim(
 )
 
 
+# The runs this store may end (%(ends)s: runs of small graphs whose node with no successor
+# is among the results, execution.settle), locked first, as every transaction that changes
+# a run and its nodes does (lifecycle.LOCK_RUNS; FINISHED reads `ending` before it moves a
+# node). Such a run ends succeeded here when every node of it is now terminal and none is
+# dead (engine.finish_status, whose one decision is then that the run succeeded), it is
+# still running at the epoch this statement read, and no parent waits on it (a child run's
+# end moves its parent: advancing.apply_finishes). The node rows are read as the statement
+# found them, so the rows stored here count as stored: a run whose last two nodes finish
+# in two statements at once is ended by neither, and decided by a scheduler as before.
+TERMINAL_OK = ", ".join(f"'{s}'" for s in sorted(NODE_TERMINAL - {N.DEAD}))
+ENDING = f"""ending AS (
+    SELECT r.id FROM {RUNS} r WHERE r.id = ANY(%(ends)s::bigint[]) ORDER BY r.id FOR NO KEY UPDATE OF r
+)"""
+ENDED = f"""ended AS (
+    UPDATE {RUNS} r SET status = '{R.SUCCEEDED}', finished_at = clock_timestamp()
+    FROM {RUNS} seen
+    WHERE r.id IN (SELECT run_id FROM done WHERE status = '{N.SUCCEEDED}') AND r.id IN (SELECT id FROM ending)
+      AND seen.id = r.id AND r.epoch = seen.epoch AND r.status || '' = '{R.RUNNING}'
+      AND NOT EXISTS (
+          SELECT FROM {NODES} o
+          WHERE o.run_id = r.id AND o.status || '' NOT IN ({TERMINAL_OK})
+            AND o.id NOT IN (SELECT id FROM done WHERE status = '{N.SUCCEEDED}')
+      )
+      AND NOT EXISTS (SELECT FROM {CHILD_RUNS} c WHERE c.child_id = r.id AND c.settled_at IS NULL)
+    RETURNING r.id, r.finished_at
+), run_history AS (
+    INSERT INTO {EVENTS} (run_id, kind, node_id, attempt, at, worker, data)
+    SELECT id, 'run.{R.SUCCEEDED}', '', 0, finished_at, '', '{{}}' FROM ended
+)"""
+
+
 def render_finish(follow: bool) -> str:
     """FINISH_SQL, or with `follow` FINISH_FOLLOW_SQL: the same and FOLLOWED, whose queued
     successors count as queued in the NodeRows returned, and whose other predecessors'
     outputs (stored before this statement) come back as 'output' rows."""
-    followed = f"), followed AS (\n{FOLLOWED}\n" if follow else ""
+    followed = f", followed AS (\n{FOLLOWED}\n)" if follow else ""
     rows = f"""SELECT 'follow', id, run_id, node_id, input::text, attempt, version_id, 0, true FROM followed
 UNION ALL
 SELECT 'output', p.id, p.run_id, p.node_id, p.output::text, 0, 0::bigint, 0, true
@@ -294,15 +325,17 @@ UNION ALL
         )
     )
     return f"""
-WITH done AS (
+WITH {ENDING}, done AS (
 {FINISHED}
 ), history AS (
     INSERT INTO {EVENTS} (run_id, kind, node_id, attempt, at, started_at, worker, data)
     SELECT run_id, 'node.attempt', node_id, attempt, finished_at, started_at, worker,
            span::jsonb || jsonb_build_object('queued_at', extract(epoch FROM queued_at))
     FROM done, {RELAXED_COMMIT_IF}
-{followed})
+), {ENDED}{followed}
 SELECT DISTINCT 'run', run_id, 0::bigint, '', '', 0, 0::bigint, 0, true FROM done
+UNION ALL
+SELECT 'ended', id, 0::bigint, '', '', 0, 0::bigint, 0, true FROM ended
 UNION ALL
 {rows if follow else ""}SELECT 'node', n.id, n.run_id, n.node_id, {status}, {tries}, r.version_id, r.epoch,
        coalesce(d.retryable, n.retryable)
@@ -334,13 +367,15 @@ class Followed(NamedTuple):
 
 class Finished(NamedTuple):
     """What storing results answers: the runs that changed, the NodeRows a notice may carry,
-    the successors queued for the worker to run, and (run id, node id) -> output (JSON text)
-    of their predecessors stored before (those stored by the statement are the caller's)."""
+    the successors queued for the worker to run, (run id, node id) -> output (JSON text)
+    of their predecessors stored before (those stored by the statement are the caller's),
+    and the runs the statement ended (succeeded: ENDED)."""
 
     run_ids: list[int]
     rows: list[NodeRow]
     followed: list[Followed]
     outputs: dict[tuple[int, str], str]
+    ended: list[int]
 
 
 @performs(Cause.START, nodes={N.QUEUED: [N.RUNNING]})
@@ -357,6 +392,7 @@ def start_attempts(worker: str, ids: list[int], attempts: list[int], upstream: l
 @performs(
     Cause.FINISH,
     nodes={N.RUNNING: [N.SUCCEEDED, N.FAILED], N.QUEUED: [N.SUCCEEDED, N.FAILED], N.PENDING: [N.QUEUED]},
+    runs={R.RUNNING: [R.SUCCEEDED]},
 )
 def finish_attempts(
     results: list[dict[str, Any]],
@@ -364,16 +400,20 @@ def finish_attempts(
     small_runs: Iterable[int],
     follows: Sequence[tuple[int, str, Sequence[str]]] = (),
     relaxed: bool = False,
+    ends: Sequence[int] = (),
 ) -> Finished:
     """Store attempts' results (FINISH_SQL's rows), each only if still in its `from_status`.
 
     `follows` names (result's row id, successor node id, its other predecessors): each
     successor, still pending, is queued at its next attempt if that result is stored
-    succeeded, its run is running and the others have succeeded (see FOLLOWED). Return the runs whose nodes finished here, the NodeRows of those of
+    succeeded, its run is running and the others have succeeded (see FOLLOWED). `ends`
+    names runs this store may end: each ends succeeded if these results complete it (see
+    ENDED). Return the runs whose nodes finished here, the NodeRows of those of
     `small_runs` that have no other node queued or running (a successor queued here counts
-    as queued in them), and the successors queued. With `relaxed`, the commit does not wait
-    for the WAL flush: the caller makes it durable with its next synchronous commit or
-    lifecycle.flush_commits before anything acts on what was stored (execution.settle).
+    as queued in them), the successors queued, and the runs ended. With `relaxed`, the
+    commit does not wait for the WAL flush: the caller makes it durable with its next
+    synchronous commit or lifecycle.flush_commits before anything acts on what was stored
+    (execution.settle); never with `ends`, whose ends are announced once committed.
     """
     for result in results:
         check_move(Cause.FINISH, N(result["from_status"]), N(result["status"]))
@@ -383,6 +423,7 @@ def finish_attempts(
         "worker": worker,
         "small_runs": list(small_runs),
         "relaxed": relaxed,
+        "ends": list(ends),
     }
     if follows:
         params["follows"] = json.dumps(
@@ -395,6 +436,7 @@ def finish_attempts(
         [NodeRow(*row[1:]) for row in rows if row[0] == "node"],
         [Followed(*row[1:7]) for row in rows if row[0] == "follow"],
         {(row[2], row[3]): row[4] for row in rows if row[0] == "output"},
+        [row[1] for row in rows if row[0] == "ended"],
     )
 
 

@@ -278,7 +278,7 @@ def test_a_run_continued_by_its_worker_waits_for_the_disk_once_at_its_end(redis_
         assert execution.run_batch(items, "worker-t", given) == 3
 
     stores = stores_of(statements)
-    assert [(params["relaxed"], params["ends"]) for params in stores] == [
+    assert [(params["relaxed"], params.get("ends", [])) for params in stores] == [
         (True, []),
         (True, []),
         (False, [run.pk]),

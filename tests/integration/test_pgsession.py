@@ -11,7 +11,7 @@ from django.db.backends.signals import connection_created
 
 from tests.factories import make_workflow
 from workflows.integrations import webhooks
-from workflows.runtime import advancing, capacity, pgsession, reconciler, transitions
+from workflows.runtime import advancing, capacity, pgsession, reconciler, transitions, transitions_runs
 
 SCANS = {
     "due retries": (advancing.DUE_SQL, "noderun_retry_due_idx"),
@@ -30,6 +30,14 @@ BY_KEY = {
     "worker's claim": transitions.START_SQL,
     "worker's results": transitions.FINISH_SQL,
     "worker's results, successors queued": transitions.FINISH_FOLLOW_SQL,
+    "worker's results, runs ended": transitions.FINISH_END_SQL,
+    "worker's results, successors queued, runs ended": transitions.FINISH_FOLLOW_END_SQL,
+}
+
+# A run's end asks whether a parent waits on it (transitions_runs.NOBODYS_CHILD).
+ENDS = {
+    "a run's end": transitions_runs.FINISH_UNLINKED_RUNS_SQL,
+    "worker's results, runs ended": transitions.FINISH_END_SQL,
 }
 
 
@@ -95,6 +103,15 @@ def test_the_generic_plan_of_a_hot_statement_never_walks_the_in_flight_index(
 ) -> None:
     plan = generic_plan(BY_KEY[statement])
     assert "noderun_in_flight_idx" not in plan and "workflows_noderun_pkey" in plan
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("statement", ENDS)
+def test_a_runs_end_finds_its_parent_link_by_the_childs_key(at_rest: None, statement: str) -> None:
+    """Not by the open links' partial index, which a plan made while the table is empty (a
+    fresh install) would walk whole at every end, however many parents wait."""
+    plan = generic_plan(ENDS[statement])
+    assert "workflows_childrun_child_id_key" in plan and "child_run_open_idx" not in plan
 
 
 @pytest.mark.django_db

@@ -94,6 +94,8 @@ def test_every_rendered_statement_is_a_module_constant() -> None:
         transitions.START_SQL,
         transitions.FINISH_SQL,
         transitions.FINISH_FOLLOW_SQL,
+        transitions.FINISH_END_SQL,
+        transitions.FINISH_FOLLOW_END_SQL,
         transitions.RETRY_SQL,
         transitions.DEAD_SQL,
         transitions.LOST_SQL,
@@ -105,6 +107,6 @@ def test_every_rendered_statement_is_a_module_constant() -> None:
         transitions_maps.KILL_ITEMS_SQL,
         transitions_maps.LOST_ITEMS_SQL,
     ]
-    assert all(f"UPDATE {NODES} n\nSET" in sql for sql in constants[:8])
-    assert all(f"UPDATE {ITEMS} i\nSET" in sql for sql in constants[8:])
+    assert all(f"UPDATE {NODES} n\nSET" in sql for sql in constants[:10])
+    assert all(f"UPDATE {ITEMS} i\nSET" in sql for sql in constants[10:])
     assert not any("{" in sql.replace("'{}'", "") for sql in constants)  # nothing left unrendered

@@ -449,30 +449,35 @@ def settle(
     what was stored and decided, and whether the store's flush is still owed.
 
     What is stored is durable before anything but this worker acts on it: before a notice,
-    or a run's end is announced. The statement itself ends a run (small enough for its rows
-    to come back) that a result of a node with no successor completes (`ends`), committing
-    synchronously: one statement and one wait for the disk at a run's end, where it was a
-    relaxed store, then the end's synchronous statement. Otherwise a store commits relaxed
-    (not waiting for the disk) only for the results of one run whose successor this worker
-    may run itself (`follows`): that successor's own store, this worker's next statement,
-    flushes both (a commit's flush covers all the WAL before it). Until then the flush is
-    owed (returned, and given back by the next call as `owed`); a store that commits
-    synchronously and stores something pays it, and one that leaves a notice to send or
-    queues nothing pays it with lifecycle.flush_commits before the notice. The successor
-    runs next in this batch (it is batchable: it never parks), so its store always comes.
-    An idle run of the demo DAG waited for the disk at each of its hops: four flushes in a
-    row, about 0.3-0.5 ms each here (docs/benchmarks.md). A batch of several runs keeps its
-    synchronous commit: one of its runs nearly always has a notice to send, and a flush
-    after a relaxed commit would be one round trip more. A crash of PostgreSQL in between
-    loses nothing a crash just before the store would not: the attempts run again
-    (at-least-once), and a successor that ran on a result lost so runs again after it.
+    or a run's end is announced. A store of one run's results (the worker's lone run, hop
+    by hop) waits for the disk once per run, at its end (an idle run of the demo DAG waited
+    four times in a row, about 0.3-0.5 ms each here: docs/benchmarks.md):
+    - when a node with no successor is among them, the statement itself ends the run if
+      they complete it (`ends`, transitions.ENDED; runs of up to bus.ROWS_AT_MOST nodes),
+      and commits synchronously: where it was a relaxed store, then the end's statement;
+    - when the worker may run a successor itself (`follows`), it commits relaxed (not
+      waiting for the disk): the successor's own store, this worker's next statement,
+      flushes both (a commit's flush covers all the WAL before it). Until then the flush is
+      owed (returned, and given back by the next call as `owed`). The successor runs next in
+      this batch (it is batchable: it never parks), so its store always comes.
+    A batch of several runs leaves their ends to `decide` (one statement for all of them;
+    a lock on each run the store might end would cost more than it saves): when a node
+    with no successor is among its results, the store commits relaxed and that statement,
+    synchronous, flushes both; else it commits synchronously (one of its runs nearly always
+    has a notice to send, and a flush after a relaxed commit would be a round trip more).
+    A store that commits synchronously and stores something pays a flush owed; one that
+    leaves a notice to send, or queues nothing, pays it with lifecycle.flush_commits first,
+    as does a relaxed store whose runs did not end. A crash of
+    PostgreSQL in between loses nothing a crash just before the store would not: the
+    attempts run again (at-least-once), and a successor that ran on a result lost so runs
+    again after it.
     """
-    small = small_runs(results)
-    ends = {r.claim.run_id for r in results if r.claim.run_id in small and may_end_its_run(r)}
-    relaxed = not ends and bool(follows) and len({r.claim.run_id for r in results}) == 1
-    done = transitions.finish_attempts(
-        [r.row() for r in results], worker, small, follows, relaxed, sorted(ends)
-    )
+    small, run_ids = small_runs(results), {r.claim.run_id for r in results}
+    alone = len(run_ids) == 1
+    may_end = any(may_end_its_run(r) for r in results)
+    ends = sorted(run_ids & small) if alone and may_end else []
+    relaxed = not ends and (may_end or (alone and bool(follows)))
+    done = transitions.finish_attempts([r.row() for r in results], worker, small, follows, relaxed, ends)
     bus.publish_runs_finished([(run_id, RunStatus.SUCCEEDED) for run_id in done.ended])
     decided = decide(done)
     paid = bool(advancing.apply_finishes(decided.finishes)) or (not relaxed and bool(done.run_ids))

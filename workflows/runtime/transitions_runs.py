@@ -178,11 +178,16 @@ FINISH_RUNS_SQL = f"""WITH done AS (
            INSERT INTO {EVENTS} (run_id, kind, node_id, attempt, at, worker, data)
            SELECT id, 'run.' || status, '', 0, finished_at, '', '{{}}' FROM done
            RETURNING run_id, kind"""
-# The same for runs no parent waits on (no open ChildRun link names them: ending one moves
-# nothing else).
+# A run `r` no parent waits on: no open ChildRun link names it (ending it moves nothing else).
+# Looked up by the child's unique key: spelled `c.settled_at IS NULL`, the open links' partial
+# index served the generic plan made while the table was empty, and each end walked every
+# open link (tests/integration/test_pgsession.py).
+NOBODYS_CHILD = (
+    f"NOT EXISTS (SELECT FROM {CHILD_RUNS} c WHERE c.child_id = r.id AND (c.settled_at IS NULL) IS TRUE)"
+)
+# The same for runs no parent waits on.
 FINISH_UNLINKED_RUNS_SQL = FINISH_RUNS_SQL.replace(
-    "r.epoch = v.epoch",
-    f"r.epoch = v.epoch\n                 AND NOT EXISTS (SELECT FROM {CHILD_RUNS} c WHERE c.child_id = r.id AND c.settled_at IS NULL)",
+    "r.epoch = v.epoch", f"r.epoch = v.epoch\n                 AND {NOBODYS_CHILD}"
 )
 
 

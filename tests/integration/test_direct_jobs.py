@@ -257,7 +257,7 @@ class Statements:
 
 
 def stores_of(statements: Statements) -> list[Any]:
-    """The parameters of the worker's result statements (transitions.FINISH_SQL and its variant)."""
+    """The parameters of the worker's result statements (transitions.FINISHES)."""
     return [
         params for sql, params in statements.seen if "json_to_recordset" in sql and "'node.attempt'" in sql
     ]

@@ -467,10 +467,9 @@ def settle(
     has a notice to send, and a flush after a relaxed commit would be a round trip more).
     A store that commits synchronously and stores something pays a flush owed; one that
     leaves a notice to send, or queues nothing, pays it with lifecycle.flush_commits first,
-    as does a relaxed store whose runs did not end. A crash of
-    PostgreSQL in between loses nothing a crash just before the store would not: the
-    attempts run again (at-least-once), and a successor that ran on a result lost so runs
-    again after it.
+    as does a relaxed store whose runs did not end. A crash of PostgreSQL in between loses
+    nothing a crash just before the store would not: the attempts run again (at-least-once),
+    and a successor that ran on a result lost so runs again after it.
     """
     small, run_ids = small_runs(results), {r.claim.run_id for r in results}
     alone = len(run_ids) == 1

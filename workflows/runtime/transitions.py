@@ -229,15 +229,16 @@ UNION ALL
 {upstream_outputs("SELECT run_id FROM claimed")}
 """
 
-# Each result also carries its span (the history event) and the status it leaves
-# (`from_status`: running, or queued for a direct job's attempt). The span stored adds when
-# the attempt was queued (`queued_at`, epoch seconds): the trace draws its queue wait from
-# it, never from a guess of when the node became ready.
-
 
 def finished(runs_first: bool) -> str:
     """The results' update (the `done` CTE); with `runs_first` it reads `ending` first, so the
-    runs the statement may end are locked before any of their nodes (see ENDED)."""
+    runs the statement may end are locked before any of their nodes (see ENDED).
+
+    Each result also carries its span (the history event) and the status it leaves
+    (`from_status`: running, or queued for a direct job's attempt). The span stored adds when
+    the attempt was queued (`queued_at`, epoch seconds): the trace draws its queue wait from
+    it, never from a guess of when the node became ready.
+    """
     first = " AND (SELECT count(*) FROM ending) >= 0" if runs_first else ""
     return NODE.finish(
         "n.status || '' = v.from_status",
@@ -280,12 +281,13 @@ FOLLOWED = NODE.claim(
 
 # The runs this store may end (%(ends)s: runs of small graphs whose node with no successor
 # is among the results, execution.settle), locked first, as every transaction that changes
-# a run and its nodes does (lifecycle.LOCK_RUNS; `finished`). Such a run ends succeeded here when every node of it is now terminal and none is
-# dead (engine.finish_status, whose one decision is then that the run succeeded), it is
-# still running at the epoch this statement read, and no parent waits on it (a child run's
-# end moves its parent: advancing.apply_finishes). The node rows are read as the statement
-# found them, so the rows stored here count as stored: a run whose last two nodes finish
-# in two statements at once is ended by neither, and decided by a scheduler as before.
+# a run and its nodes does (lifecycle.LOCK_RUNS; `finished`). Such a run ends succeeded here
+# when every node of it is now terminal and none is dead (engine.finish_status, whose one
+# decision is then that the run succeeded), it is still running at the epoch this
+# statement read, and no parent waits on it (a child run's end moves its parent:
+# advancing.apply_finishes). The node rows are read as the statement found them, so the
+# rows stored here count as stored: a run whose last two nodes finish in two statements at
+# once is ended by neither, and decided by a scheduler as before.
 TERMINAL_OK = ", ".join(f"'{s}'" for s in sorted(NODE_TERMINAL - {N.DEAD}))
 ENDING = f"""ending AS (
     SELECT r.id FROM {RUNS} r WHERE r.id = ANY(%(ends)s::bigint[]) ORDER BY r.id FOR NO KEY UPDATE OF r
@@ -362,7 +364,8 @@ WHERE r.id = ANY(%(small_runs)s::bigint[]) AND r.id IN (SELECT run_id FROM done)
 
 # Four texts, each prepared once per connection: a batch with no successor to queue (fan-in,
 # slots, failures) keeps the shorter statement, and one with no run to end (every hop but
-# a run's last) neither locks runs nor reads them for an end (about 0.2 ms a store here).
+# a run's last) neither locks runs nor reads them for an end (with them, every store of an
+# idle run took about 0.2 ms longer, measured in one sitting).
 FINISH_SQL = render_finish(follow=False)
 FINISH_FOLLOW_SQL = render_finish(follow=True)
 FINISH_END_SQL = render_finish(follow=False, end=True)

@@ -313,9 +313,10 @@ def test_a_batch_of_several_runs_commits_its_store_synchronously(redis_clean: No
 
 def test_a_flush_owed_to_a_successor_that_stored_nothing_is_paid_by_its_store(redis_clean: None) -> None:
     """b, queued by a's relaxed store for this worker, is cancelled before its result is
-    stored: its store writes nothing and queues nothing, and the worker flushes after it."""
-    line = {"nodes": [node(n, "core.echo") for n in "abc"], "edges": CHAIN["edges"][:2]}
-    run, _ = runs.start_run(publish("line", line), {})
+    stored: b's store, synchronous (b may end the run), writes nothing and so flushes
+    nothing; the flush a's store left owed is paid after it."""
+    pair = {"nodes": [node(n, "core.echo") for n in "ab"], "edges": [CHAIN["edges"][0]]}
+    run, _ = runs.start_run(publish("pair", pair), {})
     advancing.advance_runs([run.pk])
     items, given = take_direct_job()
     statements = Statements()
@@ -327,11 +328,16 @@ def test_a_flush_owed_to_a_successor_that_stored_nothing_is_paid_by_its_store(re
         return done
 
     with connection.execute_wrapper(statements), connection.execute_wrapper(cancel_b_once_queued):
-        assert execution.run_batch(items, "worker-t", given) == 2  # a, then b (c is never queued)
+        assert execution.run_batch(items, "worker-t", given) == 2  # a, then b
 
-    assert [params["relaxed"] for params in stores_of(statements)] == [True, True]  # b may queue c
+    stores = stores_of(statements)
+    assert [(params["relaxed"], params.get("ends", [])) for params in stores] == [
+        (True, []),
+        (False, [run.pk]),
+    ]
     assert [sql for sql, _ in statements.seen][-1] == statements.texts("pg_logical_emit_message")[0]
     assert node_row(run, "a").status == "succeeded" and node_row(run, "b").status == "cancelled"
+    assert Run.objects.get(pk=run.pk).status == "running"  # not ended: b did not succeed
 
 
 def test_stores_are_durable_before_anyone_hears_of_them(run: Run) -> None:
